@@ -1,0 +1,646 @@
+//! The `/api2/json` endpoints: request decoding, authentication, faults, routing and PVE's
+//! response envelopes. VM and task semantics live in `vms.rs`; storage in `storage.rs`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::faults::Action;
+use crate::http::{Handler, Request, Response, parse_form};
+use crate::schema::{self, Errors};
+use crate::state::{Sim, epoch};
+use crate::storage;
+use crate::vms;
+
+/// An error as a PVE handler raises it.
+pub struct ApiErr {
+    pub status: u16,
+    pub msg: String,
+    pub errors: Option<Errors>,
+}
+
+impl ApiErr {
+    /// A plain `die`: HTTP 500 with the message in the status line.
+    pub fn die(msg: impl Into<String>) -> Self {
+        ApiErr {
+            status: 500,
+            msg: msg.into(),
+            errors: None,
+        }
+    }
+
+    /// `raise_param_exc`: HTTP 400 `Parameter verification failed.` with per-parameter errors.
+    pub fn param(key: &str, msg: impl Into<String>) -> Self {
+        let mut e = Errors::new();
+        e.insert(key.to_string(), msg.into());
+        Self::params(e)
+    }
+
+    pub fn params(errors: Errors) -> Self {
+        ApiErr {
+            status: 400,
+            msg: "Parameter verification failed.".into(),
+            errors: Some(errors),
+        }
+    }
+}
+
+impl From<schema::Errors> for ApiErr {
+    fn from(e: schema::Errors) -> Self {
+        ApiErr::params(e)
+    }
+}
+
+pub type ApiResult = Result<Value, ApiErr>;
+
+/// Who is calling.
+#[derive(Clone)]
+pub struct Auth {
+    /// The id as it appears in UPIDs: `root@pam`, or `root@pam!ci` for a token.
+    pub id: String,
+    /// A `root@pam` ticket (not a token): may use `skiplock` and absolute import paths.
+    pub root_ticket: bool,
+    pub readonly: bool,
+}
+
+/// Request parameters merged from the path, the query and the body.
+pub type Params = BTreeMap<String, String>;
+
+pub struct Api {
+    pub sim: Arc<Sim>,
+}
+
+fn json_body(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+fn error_response(e: &ApiErr) -> Response {
+    match e.status {
+        401 => Response::new(401, e.msg.clone(), Vec::new()),
+        _ => {
+            let mut body = json!({"data": null, "message": format!("{}\n", e.msg)});
+            if let Some(errs) = &e.errors {
+                body["errors"] = json!(errs);
+            }
+            Response::new(e.status, e.msg.clone(), json_body(&body))
+        }
+    }
+}
+
+const SECRET_KEYS: &[&str] = &[
+    "password",
+    "cipassword",
+    "new-password",
+    "otp",
+    "tfa-challenge",
+];
+
+impl Handler for Api {
+    fn handle(&self, req: &Request) -> Response {
+        let started = Instant::now();
+        let path = req
+            .path
+            .strip_prefix("/api2/json")
+            .unwrap_or(&req.path)
+            .to_string();
+        let mut params: Params = BTreeMap::new();
+        let mut user = String::new();
+        let mut roll = || (self.sim.random() % 1_000_000) as f64 / 1_000_000.0;
+        let actions = self
+            .sim
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .for_request(&req.method, &path, &mut roll);
+        let mut after: Option<ApiErr> = None;
+        let mut drop = false;
+        let mut null_upid = false;
+        let mut before: Option<ApiErr> = None;
+        for a in actions {
+            match a {
+                Action::Latency(d) => std::thread::sleep(d),
+                Action::Status {
+                    status,
+                    message,
+                    after: false,
+                } => {
+                    before = Some(ApiErr {
+                        status,
+                        msg: message,
+                        errors: None,
+                    })
+                }
+                Action::Status {
+                    status,
+                    message,
+                    after: true,
+                } => {
+                    after = Some(ApiErr {
+                        status,
+                        msg: message,
+                        errors: None,
+                    })
+                }
+                Action::Drop => drop = true,
+                Action::NullUpid => null_upid = true,
+            }
+        }
+        let result = match before {
+            Some(e) => Err(e),
+            None => self.dispatch(req, &path, &mut params, &mut user),
+        };
+        let mut resp = match (result, after) {
+            (_, Some(e)) => error_response(&e),
+            (Ok(v), None) => {
+                let data = if null_upid && v.as_str().is_some_and(|s| s.starts_with("UPID:")) {
+                    Value::Null
+                } else {
+                    v
+                };
+                let mut body = json!({"data": data});
+                if let Some(total) = body["data"].get("__total").cloned() {
+                    body["total"] = total;
+                    body["data"] = body["data"]["lines"].take();
+                }
+                Response::new(200, "OK", json_body(&body))
+            }
+            (Err(e), None) => error_response(&e),
+        };
+        if drop {
+            resp.drop_after = Some(resp.body.len() / 2);
+        }
+        let masked: serde_json::Map<String, Value> = params
+            .iter()
+            .map(|(k, v)| {
+                let secret =
+                    SECRET_KEYS.contains(&k.as_str()) || k.contains("secret") || k == "ticket";
+                (
+                    k.clone(),
+                    json!(if secret { "********" } else { v.as_str() }),
+                )
+            })
+            .collect();
+        self.sim.log_request(json!({
+            "ts": epoch(), "method": req.method, "path": path, "params": masked, "status": resp.status,
+            "ms": started.elapsed().as_secs_f64() * 1000.0, "user": user, "dropped": drop,
+        }));
+        resp
+    }
+}
+
+impl Api {
+    fn dispatch(
+        &self,
+        req: &Request,
+        path: &str,
+        params: &mut Params,
+        user: &mut String,
+    ) -> ApiResult {
+        if !req.path.starts_with("/api2/json/") {
+            return Err(ApiErr {
+                status: 501,
+                msg: format!("Method '{} {}' not implemented", req.method, req.path),
+                errors: None,
+            });
+        }
+        if matches!(req.method.as_str(), "GET" | "DELETE") && !req.body.is_empty() {
+            return Err(ApiErr {
+                status: 501,
+                msg: format!("Unexpected content for method '{}'", req.method),
+                errors: None,
+            });
+        }
+        let ctype = req.header("content-type").unwrap_or("");
+        if !req.body.is_empty() {
+            if ctype.starts_with("application/json") {
+                let v: Value = serde_json::from_slice(&req.body)
+                    .map_err(|e| ApiErr::die(format!("unable to parse JSON body: {e}")))?;
+                for (k, v) in v.as_object().into_iter().flatten() {
+                    let s = match v {
+                        Value::String(s) => s.clone(),
+                        Value::Bool(b) => (if *b { "1" } else { "0" }).to_string(),
+                        Value::Null => continue,
+                        other => other.to_string(),
+                    };
+                    params.insert(k.clone(), s);
+                }
+            } else {
+                for (k, v) in parse_form(&String::from_utf8_lossy(&req.body)) {
+                    params.insert(k, v);
+                }
+            }
+        }
+        for (k, v) in parse_form(&req.query) {
+            params.insert(k, v);
+        }
+        let segs: Vec<String> = path
+            .trim_matches('/')
+            .split('/')
+            .map(|s| crate::http::percent_decode(s, false))
+            .collect();
+        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+
+        if req.method == "POST" && segs == ["access", "ticket"] {
+            if req
+                .header("authorization")
+                .is_some_and(|a| a.contains("PVEAPIToken"))
+            {
+                return Err(ApiErr {
+                    status: 403,
+                    msg: format!(
+                        "Permission check failed (URI '{}' not available with API token, need proper ticket.)",
+                        req.path
+                    ),
+                    errors: None,
+                });
+            }
+            return self.login(params, user);
+        }
+        let auth = self.authenticate(req)?;
+        *user = auth.id.clone();
+        if auth.readonly && req.method != "GET" {
+            let what = match segs.get(3) {
+                Some(id) if segs.get(2) == Some(&"qemu") => format!("/vms/{id}, VM.Allocate"),
+                _ => "/, Sys.Modify".into(),
+            };
+            return Err(ApiErr {
+                status: 403,
+                msg: format!("Permission check failed ({what})"),
+                errors: None,
+            });
+        }
+        let m = req.method.as_str();
+        let sim = &self.sim;
+        match segs.as_slice() {
+            ["version"] if m == "GET" => Ok(self.version()),
+            ["nodes"] if m == "GET" => Ok(self.nodes()),
+            ["cluster", "status"] if m == "GET" => Ok(self.cluster_status()),
+            ["cluster", "resources"] if m == "GET" => {
+                schema::check(&schema::cluster_resources(), params)?;
+                Ok(vms::cluster_resources(
+                    sim,
+                    params.get("type").map(String::as_str),
+                ))
+            }
+            ["cluster", "nextid"] if m == "GET" => {
+                schema::check(&schema::next_id(), params)?;
+                vms::next_id(sim, params.get("vmid"))
+            }
+            ["nodes", node, rest @ ..] => self.node_route(m, node, rest, params, &auth),
+            _ => Err(ApiErr {
+                status: 501,
+                msg: format!("Method '{} {}' not implemented", m, req.path),
+                errors: None,
+            }),
+        }
+    }
+
+    fn node_route(
+        &self,
+        m: &str,
+        node: &str,
+        rest: &[&str],
+        params: &mut Params,
+        auth: &Auth,
+    ) -> ApiResult {
+        let sim = &self.sim;
+        // Path parameters join the others; a conflicting body value is refused as PVE does.
+        let set = |params: &mut Params, k: &str, v: &str| -> Result<(), ApiErr> {
+            if params.get(k).is_some_and(|old| old != v) {
+                return Err(ApiErr::param(
+                    k,
+                    "duplicate parameter (already defined in URI) with conflicting values!",
+                ));
+            }
+            params.insert(k.to_string(), v.to_string());
+            Ok(())
+        };
+        set(params, "node", node)?;
+        let not_impl = || ApiErr {
+            status: 501,
+            msg: format!(
+                "Method '{m} /nodes/{node}/{}' not implemented",
+                rest.join("/")
+            ),
+            errors: None,
+        };
+        let check_node = || -> Result<(), ApiErr> {
+            if sim.opts.nodes.iter().any(|n| n == node) {
+                Ok(())
+            } else {
+                Err(ApiErr::die(format!(
+                    "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
+                )))
+            }
+        };
+        match (m, rest) {
+            ("GET", ["tasks"]) => {
+                schema::check(&schema::task_list(), params)?;
+                check_node()?;
+                Ok(vms::task_list(sim, node, params))
+            }
+            (_, ["tasks", upid, tail @ ..]) => {
+                set(params, "upid", upid)?;
+                match (m, tail) {
+                    ("GET", ["status"]) => {
+                        schema::check(&schema::task_upid(), params)?;
+                        check_node()?;
+                        vms::task_status(sim, node, upid)
+                    }
+                    ("GET", ["log"]) => {
+                        schema::check(&schema::task_log(), params)?;
+                        check_node()?;
+                        vms::task_log(sim, node, upid, params)
+                    }
+                    ("DELETE", []) => {
+                        schema::check(&schema::task_upid(), params)?;
+                        check_node()?;
+                        vms::task_stop(sim, node, upid)
+                    }
+                    _ => Err(not_impl()),
+                }
+            }
+            ("GET", ["storage"]) => {
+                schema::check(&schema::storage_list(), params)?;
+                check_node()?;
+                Ok(vms::storage_list(sim, node, params))
+            }
+            (_, ["storage", sid, tail @ ..]) => {
+                set(params, "storage", sid)?;
+                match (m, tail) {
+                    ("GET", ["content"]) => {
+                        schema::check(&schema::storage_content(), params)?;
+                        check_node()?;
+                        storage::storage(sid).ok_or_else(|| {
+                            ApiErr::die(format!("storage '{sid}' does not exist"))
+                        })?;
+                        let vmid = params.get("vmid").and_then(|v| v.parse().ok());
+                        Ok(json!(storage::list_content(
+                            &sim.opts.data_dir,
+                            node,
+                            sid,
+                            params.get("content").map(String::as_str),
+                            vmid
+                        )))
+                    }
+                    ("DELETE", ["content", volume]) => {
+                        set(params, "volume", volume)?;
+                        schema::check(&schema::storage_volume_delete(), params)?;
+                        check_node()?;
+                        vms::volume_delete(sim, node, sid, volume, auth)
+                    }
+                    ("POST", ["download-url"]) => {
+                        schema::check(&schema::download_url(), params)?;
+                        check_node()?;
+                        crate::download::download_url(sim, node, sid, params, auth)
+                    }
+                    _ => Err(not_impl()),
+                }
+            }
+            ("GET", ["qemu"]) => {
+                check_node()?;
+                Ok(vms::vm_list(sim, node))
+            }
+            ("POST", ["qemu"]) => {
+                schema::check(&schema::create_vm(), params)?;
+                check_node()?;
+                vms::create(sim, node, params, auth)
+            }
+            (_, ["qemu", vmid, tail @ ..]) => {
+                set(params, "vmid", vmid)?;
+                let check = |spec: Vec<schema::Param>, params: &Params| -> Result<u32, ApiErr> {
+                    schema::check(&spec, params)?;
+                    check_node()?;
+                    Ok(vmid.parse().unwrap_or(0))
+                };
+                match (m, tail) {
+                    ("GET", ["config"]) => {
+                        let id = check(schema::vm_config_get(), params)?;
+                        vms::get_config(sim, node, id)
+                    }
+                    ("PUT", ["config"]) => {
+                        let id = check(schema::update_vm(false), params)?;
+                        vms::update(sim, node, id, params, auth, false)
+                    }
+                    ("POST", ["config"]) => {
+                        let id = check(schema::update_vm(true), params)?;
+                        vms::update(sim, node, id, params, auth, true)
+                    }
+                    ("PUT", ["resize"]) => {
+                        let id = check(schema::resize(), params)?;
+                        vms::resize(sim, node, id, params, auth)
+                    }
+                    ("DELETE", []) => {
+                        let id = check(schema::delete_vm(), params)?;
+                        vms::destroy(sim, node, id, params, auth)
+                    }
+                    ("GET", ["status", "current"]) => {
+                        let id = check(schema::vm_path(vec![]), params)?;
+                        vms::status_current(sim, node, id)
+                    }
+                    ("POST", ["status", action]) => {
+                        let spec = match *action {
+                            "start" => schema::vm_start(),
+                            "stop" => schema::vm_stop(),
+                            "shutdown" => schema::vm_shutdown(),
+                            "reboot" => schema::vm_reboot(),
+                            _ => return Err(not_impl()),
+                        };
+                        let id = check(spec, params)?;
+                        vms::power(sim, node, id, action, params, auth)
+                    }
+                    _ => Err(not_impl()),
+                }
+            }
+            _ => Err(not_impl()),
+        }
+    }
+
+    fn version(&self) -> Value {
+        let full = match self.sim.opts.version.as_str() {
+            "8.4" => "8.4.14",
+            "9.1" => "9.1.2",
+            v => v,
+        };
+        json!({"version": full, "release": self.sim.opts.version, "repoid": "5ac1b2e3c4d5e6f7"})
+    }
+
+    fn nodes(&self) -> Value {
+        let up = self.sim.boot.elapsed().as_secs();
+        json!(self.sim.opts.nodes.iter().map(|n| json!({
+            "node": n, "status": "online", "type": "node", "id": format!("node/{n}"), "level": "",
+            "maxcpu": 16, "cpu": 0.01, "maxmem": 68719476736u64, "mem": 4294967296u64,
+            "maxdisk": 107374182400u64, "disk": 10737418240u64, "uptime": up, "ssl_fingerprint": self.sim.fingerprint,
+        })).collect::<Vec<_>>())
+    }
+
+    fn cluster_status(&self) -> Value {
+        let nodes = &self.sim.opts.nodes;
+        let mut out = vec![
+            json!({"type": "cluster", "id": "cluster", "name": "pve-sim", "nodes": nodes.len(), "quorate": 1, "version": nodes.len()}),
+        ];
+        for (i, n) in nodes.iter().enumerate() {
+            out.push(json!({"type": "node", "id": format!("node/{n}"), "name": n, "nodeid": i + 1, "ip": "127.0.0.1",
+                            "online": 1, "local": if i == 0 { 1 } else { 0 }, "level": ""}));
+        }
+        json!(out)
+    }
+
+    fn login(&self, params: &Params, user_out: &mut String) -> ApiResult {
+        schema::check(&schema::ticket(), params)?;
+        let mut username = params["username"].clone();
+        if let Some(realm) = params.get("realm")
+            && !username.contains('@')
+        {
+            username = format!("{username}@{realm}");
+        }
+        *user_out = username.clone();
+        let password = &params["password"];
+        let known = self
+            .sim
+            .opts
+            .users
+            .iter()
+            .any(|(u, p, _)| *u == username && p == password);
+        // A valid ticket in place of the password renews it.
+        let renew = self
+            .sim
+            .lock()
+            .tickets
+            .get(password)
+            .is_some_and(|(u, _, _)| *u == username);
+        if !(known || renew) {
+            std::thread::sleep(self.sim.opts.auth_failure_delay);
+            return Err(ApiErr {
+                status: 401,
+                msg: "authentication failure".into(),
+                errors: None,
+            });
+        }
+        let now = epoch() as u64;
+        let sig = |n: usize| -> String {
+            let mut s = String::new();
+            while s.len() < n {
+                s.push_str(&format!("{:016x}", self.sim.random()));
+            }
+            s.truncate(n);
+            s
+        };
+        let ticket = format!("PVE:{username}:{now:08X}::{}", sig(86));
+        let csrf = format!("{now:08X}:{}", sig(43));
+        self.sim.lock().tickets.insert(
+            ticket.clone(),
+            (username.clone(), csrf.clone(), Instant::now()),
+        );
+        Ok(
+            json!({"username": username, "ticket": ticket, "CSRFPreventionToken": csrf, "clustername": "pve-sim",
+                  "cap": {"vms": {"VM.Allocate": 1}, "storage": {"Datastore.AllocateSpace": 1}}}),
+        )
+    }
+
+    fn authenticate(&self, req: &Request) -> Result<Auth, ApiErr> {
+        let fail = |msg: &str| {
+            std::thread::sleep(self.sim.opts.auth_failure_delay);
+            ApiErr {
+                status: 401,
+                msg: msg.to_string(),
+                errors: None,
+            }
+        };
+        let authz = req.header("authorization").unwrap_or("");
+        if let Some(pos) = authz.find("PVEAPIToken") {
+            let v = authz[pos + "PVEAPIToken".len()..].trim_start_matches(['=', ' ']);
+            let v = v.split(';').next().unwrap_or("").trim();
+            let Some((id, secret)) = v.rsplit_once('=') else {
+                return Err(fail("Authentication failed!"));
+            };
+            let ok = self
+                .sim
+                .opts
+                .tokens
+                .iter()
+                .any(|(t, s)| t == id && s == secret);
+            if !ok {
+                return Err(fail("Authentication failed!"));
+            }
+            let owner = id.split('!').next().unwrap_or("");
+            let readonly = self
+                .sim
+                .opts
+                .users
+                .iter()
+                .any(|(u, _, ro)| u == owner && *ro);
+            return Ok(Auth {
+                id: id.to_string(),
+                root_ticket: false,
+                readonly,
+            });
+        }
+        let from_cookie = req
+            .header("cookie")
+            .and_then(|c| {
+                c.split(';')
+                    .map(str::trim)
+                    .find_map(|kv| kv.strip_prefix("PVEAuthCookie="))
+            })
+            .map(|t| crate::http::percent_decode(t, false));
+        let from_header = authz.strip_prefix("PVEAuthCookie=").map(str::to_string);
+        let Some(ticket) = from_cookie.or(from_header) else {
+            return Err(fail("No ticket"));
+        };
+        let (user, csrf, issued) = {
+            let st = self.sim.lock();
+            match st.tickets.get(&ticket) {
+                Some(t) => t.clone(),
+                None => return Err(fail("Authentication failed!")),
+            }
+        };
+        if issued.elapsed() > self.sim.opts.ticket_lifetime {
+            return Err(fail("Authentication failed!"));
+        }
+        if req.method != "GET" && req.header("csrfpreventiontoken") != Some(csrf.as_str()) {
+            return Err(ApiErr {
+                status: 401,
+                msg: "Permission denied - invalid csrf token".into(),
+                errors: None,
+            });
+        }
+        let readonly = self
+            .sim
+            .opts
+            .users
+            .iter()
+            .any(|(u, _, ro)| *u == user && *ro);
+        Ok(Auth {
+            root_ticket: user == "root@pam",
+            id: user,
+            readonly,
+        })
+    }
+}
+
+/// Waits on the condition variable until `done` holds or `timeout` passes.
+pub fn wait_until(
+    sim: &Sim,
+    timeout: Duration,
+    mut done: impl FnMut(&crate::state::State) -> bool,
+) -> bool {
+    let deadline = Instant::now() + timeout;
+    let mut st = sim.lock();
+    loop {
+        if done(&st) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        st = sim
+            .cv
+            .wait_timeout(st, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}

@@ -1,0 +1,189 @@
+//! The simulated cluster: options, VMs, per-VM file locks, tickets and the logs tests read.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use crate::faults::Faults;
+use crate::tasks::Task;
+
+/// Start-up options (see `pve-sim --help`).
+#[derive(Clone)]
+pub struct Options {
+    pub listen: String,
+    pub admin_listen: String,
+    pub plain_http: bool,
+    pub data_dir: PathBuf,
+    pub nodes: Vec<String>,
+    pub users: Vec<(String, String, bool)>,
+    pub tokens: Vec<(String, String)>,
+    pub workers: usize,
+    pub time_scale: f64,
+    pub durations: HashMap<String, Duration>,
+    pub import_rate: Option<u64>,
+    pub ticket_lifetime: Duration,
+    pub auth_failure_delay: Duration,
+    pub version: String,
+    pub scenario: Option<PathBuf>,
+    pub seed_images: Vec<PathBuf>,
+}
+
+/// One VM: where it lives, its configuration as PVE stores it, and its run state.
+pub struct Vm {
+    pub node: String,
+    pub config: BTreeMap<String, String>,
+    pub running: bool,
+    pub started: Option<Instant>,
+    pub pid: u32,
+}
+
+/// Everything mutable, behind one mutex.
+#[derive(Default)]
+pub struct State {
+    pub vms: BTreeMap<u32, Vm>,
+    pub tasks: Vec<Task>,
+    /// Per-VM `flock` holders (`/var/lock/qemu-server/lock-N.conf`).
+    pub flocks: HashMap<u32, String>,
+    /// ticket -> (user, CSRF token, issued)
+    pub tickets: HashMap<String, (String, String, Instant)>,
+}
+
+/// The simulator.
+pub struct Sim {
+    pub opts: Options,
+    pub state: Mutex<State>,
+    pub cv: Condvar,
+    pub faults: Mutex<Faults>,
+    pub fingerprint: String,
+    pub boot: Instant,
+    req_log: Mutex<File>,
+    task_log: Mutex<File>,
+    rng: AtomicU64,
+}
+
+/// Seconds since the epoch, with milliseconds.
+pub fn epoch() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl Sim {
+    pub fn new(opts: Options, fingerprint: String) -> std::io::Result<Sim> {
+        let open = |name: &str| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(opts.data_dir.join(name))
+        };
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+            | 1;
+        Ok(Sim {
+            req_log: Mutex::new(open("requests.jsonl")?),
+            task_log: Mutex::new(open("tasks.jsonl")?),
+            opts,
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+            faults: Mutex::new(Faults::default()),
+            fingerprint,
+            boot: Instant::now(),
+            rng: AtomicU64::new(seed),
+        })
+    }
+
+    /// Locks the state, surviving a poisoned mutex (a panicking worker must not take the server down).
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A pseudo-random number (xorshift), for MACs, ids and fault rates.
+    pub fn random(&self) -> u64 {
+        let mut x = self.rng.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.store(x, Ordering::Relaxed);
+        x
+    }
+
+    /// Scales a simulated duration by `--time-scale`.
+    pub fn scaled(&self, d: Duration) -> Duration {
+        d.mul_f64(self.opts.time_scale)
+    }
+
+    /// How long a task of this type takes before its own work (scaled).
+    pub fn task_duration(&self, ttype: &str) -> Duration {
+        let d = self
+            .opts
+            .durations
+            .get(ttype)
+            .copied()
+            .unwrap_or(match ttype {
+                "qmcreate" => Duration::from_millis(1000),
+                "qmconfig" => Duration::from_millis(300),
+                "resize" => Duration::from_millis(300),
+                "qmstart" => Duration::from_millis(1200),
+                "qmstop" => Duration::from_millis(600),
+                "qmshutdown" => Duration::from_millis(2000),
+                "qmreboot" => Duration::from_millis(2500),
+                "qmdestroy" => Duration::from_millis(700),
+                "imgdel" => Duration::from_millis(200),
+                "vzdump" => Duration::from_millis(5000),
+                _ => Duration::from_millis(500),
+            });
+        self.scaled(d)
+    }
+
+    /// Takes the per-VM file lock, waiting up to `timeout` like PVE's `lock_file_full`.
+    pub fn flock(&self, vmid: u32, holder: &str, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        while st.flocks.contains_key(&vmid) {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!(
+                    "can't lock file '/var/lock/qemu-server/lock-{vmid}.conf' - got timeout"
+                ));
+            }
+            st = self
+                .cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        st.flocks.insert(vmid, holder.to_string());
+        Ok(())
+    }
+
+    pub fn funlock(&self, vmid: u32) {
+        self.lock().flocks.remove(&vmid);
+        self.cv.notify_all();
+    }
+
+    /// Appends one line to `requests.jsonl`.
+    pub fn log_request(&self, entry: Value) {
+        let mut f = self.req_log.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(f, "{entry}");
+    }
+
+    /// Appends a finished task to `tasks.jsonl` (start and end instants for benchmarks).
+    pub fn log_task(&self, t: &Task) {
+        let mut f = self.task_log.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(
+            f,
+            "{}",
+            json!({"upid": t.upid, "node": t.node, "type": t.ttype, "id": t.id, "start": t.start_epoch,
+                   "end": t.end_epoch, "exitstatus": t.exitstatus})
+        );
+    }
+}

@@ -1,0 +1,454 @@
+//! Storages backed by real files: `local` (a directory storage) and `local-lvm` (images only),
+//! with volumes made, imported and resized by the real `qemu-img`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::tasks::{INTERRUPT, TaskCtx};
+
+/// A storage as `storage.cfg` would define it.
+pub struct StorageDef {
+    pub id: &'static str,
+    pub kind: &'static str,
+    pub content: &'static [&'static str],
+}
+
+/// The storages every node has.
+pub const STORAGES: &[StorageDef] = &[
+    StorageDef {
+        id: "local",
+        kind: "dir",
+        content: &["images", "iso", "import", "vztmpl", "snippets"],
+    },
+    StorageDef {
+        id: "local-lvm",
+        kind: "lvmthin",
+        content: &["images", "rootdir"],
+    },
+];
+
+pub fn storage(id: &str) -> Option<&'static StorageDef> {
+    STORAGES.iter().find(|s| s.id == id)
+}
+
+/// The directory behind a storage on a node.
+pub fn storage_dir(data: &Path, node: &str, id: &str) -> PathBuf {
+    data.join("nodes").join(node).join(id)
+}
+
+/// A parsed volume id.
+pub struct Volume {
+    pub storage: String,
+    pub name: String,
+    /// `images`, `iso`, `import`, `vztmpl`, `snippets`.
+    pub vtype: &'static str,
+    pub vmid: Option<u32>,
+    pub path: PathBuf,
+    pub format: String,
+}
+
+fn format_of(name: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((_, ext)) if ["qcow2", "raw", "vmdk", "iso", "img", "ova"].contains(&ext) => {
+            ext.to_string()
+        }
+        _ => "raw".to_string(),
+    }
+}
+
+/// Resolves `storage:name` on a node, as `PVE::Storage::parse_volname` would.
+pub fn parse_volume(data: &Path, node: &str, volid: &str) -> Result<Volume, String> {
+    let (sid, name) = volid
+        .split_once(':')
+        .ok_or(format!("unable to parse volume ID '{volid}'"))?;
+    let def = storage(sid).ok_or(format!("storage '{sid}' does not exist"))?;
+    let dir = storage_dir(data, node, sid);
+    if name.contains("..") || name.is_empty() {
+        return Err(format!("unable to parse volume filename '{name}'"));
+    }
+    let vm_of = |n: &str| {
+        n.strip_prefix("vm-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|v| v.parse().ok())
+    };
+    if def.kind == "lvmthin" {
+        if !name.starts_with("vm-") || name.contains('/') {
+            return Err(format!("unable to parse lvm volume name '{name}'"));
+        }
+        return Ok(Volume {
+            storage: sid.into(),
+            name: name.into(),
+            vtype: "images",
+            vmid: vm_of(name),
+            path: dir.join(format!("{name}.raw")),
+            format: "raw".into(),
+        });
+    }
+    let (vtype, rel): (&'static str, PathBuf) = if let Some(f) = name.strip_prefix("import/") {
+        ("import", PathBuf::from("import").join(f))
+    } else if let Some(f) = name.strip_prefix("iso/") {
+        ("iso", PathBuf::from("template/iso").join(f))
+    } else if let Some(f) = name.strip_prefix("vztmpl/") {
+        ("vztmpl", PathBuf::from("template/cache").join(f))
+    } else if let Some(f) = name.strip_prefix("snippets/") {
+        ("snippets", PathBuf::from("snippets").join(f))
+    } else if let Some((vmid, f)) = name.split_once('/') {
+        if vmid.parse::<u32>().is_err() {
+            return Err(format!("unable to parse directory volume name '{name}'"));
+        }
+        ("images", PathBuf::from("images").join(vmid).join(f))
+    } else {
+        return Err(format!("unable to parse directory volume name '{name}'"));
+    };
+    let file = rel
+        .file_name()
+        .map(|f| f.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if file.contains('/') || rel.components().count() < 2 {
+        return Err(format!("unable to parse directory volume name '{name}'"));
+    }
+    Ok(Volume {
+        storage: sid.into(),
+        name: name.into(),
+        vtype,
+        vmid: if vtype == "images" {
+            name.split('/').next().and_then(|v| v.parse().ok())
+        } else {
+            None
+        },
+        format: format_of(&file),
+        path: dir.join(rel),
+    })
+}
+
+/// Picks the next free `vm-N-disk-K` name on a storage.
+pub fn alloc_name(
+    data: &Path,
+    node: &str,
+    sid: &str,
+    vmid: u32,
+    fmt: &str,
+    taken: &[String],
+) -> Result<String, String> {
+    let def = storage(sid).ok_or(format!("storage '{sid}' does not exist"))?;
+    if !def.content.contains(&"images") {
+        return Err(format!("storage '{sid}' does not support vm images"));
+    }
+    for k in 0..1000 {
+        let name = if def.kind == "lvmthin" {
+            format!("vm-{vmid}-disk-{k}")
+        } else {
+            format!("{vmid}/vm-{vmid}-disk-{k}.{fmt}")
+        };
+        let vol = parse_volume(data, node, &format!("{sid}:{name}"))?;
+        if !vol.path.exists() && !taken.iter().any(|t| t == &format!("{sid}:{name}")) {
+            return Ok(name);
+        }
+    }
+    Err("unable to allocate an image name".into())
+}
+
+/// Runs a command, returning its stdout or an error naming it with its stderr.
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("unable to run qemu-img: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+/// The virtual size of an image, from `qemu-img info`.
+pub fn virtual_size(path: &Path, fmt: &str) -> Result<u64, String> {
+    let out = run(Command::new("qemu-img")
+        .args(["info", "--output=json", "-f", fmt])
+        .arg(path))?;
+    let v: Value = serde_json::from_str(&out).map_err(|e| format!("qemu-img info: {e}"))?;
+    v["virtual-size"]
+        .as_u64()
+        .ok_or_else(|| "qemu-img info: no virtual-size".to_string())
+}
+
+/// Creates an empty image of `size` bytes.
+pub fn create_image(path: &Path, fmt: &str, size: u64) -> Result<(), String> {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).map_err(|e| e.to_string())?;
+    }
+    run(Command::new("qemu-img")
+        .args(["create", "-q", "-f", fmt])
+        .arg(path)
+        .arg(size.to_string()))
+    .map(|_| ())
+}
+
+/// Grows an image to `size` bytes.
+pub fn resize_image(path: &Path, fmt: &str, size: u64) -> Result<(), String> {
+    run(Command::new("qemu-img")
+        .args(["resize", "-q", "-f", fmt])
+        .arg(path)
+        .arg(size.to_string()))
+    .map(|_| ())
+}
+
+/// Renders bytes as PVE's `render_bytes` does (`660.0 MiB`).
+pub fn render_bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < units.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", units[u])
+}
+
+/// Formats a size the way PVE writes `size=` in a drive (`2G`, `3584M`).
+pub fn format_size(bytes: u64) -> String {
+    const K: u64 = 1024;
+    for (unit, mult) in [
+        ("T", K * K * K * K),
+        ("G", K * K * K),
+        ("M", K * K),
+        ("K", K),
+    ] {
+        if bytes >= mult && bytes % mult == 0 {
+            return format!("{}{unit}", bytes / mult);
+        }
+    }
+    bytes.to_string()
+}
+
+/// Parses `2G`, `512M`, `+1G`, `1024` (bytes) into bytes.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.strip_prefix('+').unwrap_or(s);
+    let (num, mult) = match s.chars().last()? {
+        'K' => (&s[..s.len() - 1], 1024f64),
+        'M' => (&s[..s.len() - 1], 1024f64 * 1024.0),
+        'G' => (&s[..s.len() - 1], 1024f64.powi(3)),
+        'T' => (&s[..s.len() - 1], 1024f64.powi(4)),
+        _ => (s, 1.0),
+    };
+    num.parse::<f64>().ok().map(|n| (n * mult) as u64)
+}
+
+/// Copies `src` into the new raw or qcow2 volume `dst` with `qemu-img convert -p -n`, logging
+/// PVE's progress lines, honouring `--import-rate` and stopping if the task is interrupted.
+pub fn import(
+    ctx: &TaskCtx,
+    src: &Volume,
+    dst: &Path,
+    dst_fmt: &str,
+    rate: Option<u64>,
+) -> Result<u64, String> {
+    let size = virtual_size(&src.path, &src.format)?;
+    create_image(dst, dst_fmt, size)?;
+    ctx.log(format!(
+        "Formatting '{}', fmt={dst_fmt} size={size} preallocation=off",
+        dst.display()
+    ));
+    let mut cmd = Command::new("qemu-img");
+    cmd.args(["convert", "-p", "-n", "-f", &src.format, "-O", dst_fmt]);
+    if let Some(r) = rate {
+        cmd.arg("-r").arg(r.to_string());
+    }
+    cmd.arg(&src.path)
+        .arg(dst)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("unable to run qemu-img: {e}"))?;
+    let mut stdout = child.stdout.take().ok_or("no stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel::<f64>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 256];
+        let mut acc = String::new();
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            acc.push_str(&String::from_utf8_lossy(&buf[..n]));
+            while let Some(i) = acc.find(['\r', '\n']) {
+                let line: String = acc.drain(..=i).collect();
+                if let Some(p) = line
+                    .trim()
+                    .strip_prefix('(')
+                    .and_then(|l| l.split('/').next())
+                    && let Ok(p) = p.parse::<f64>()
+                {
+                    let _ = tx.send(p);
+                }
+            }
+        }
+    });
+    let mut last = -1.0f64;
+    loop {
+        if ctx.cancelled() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(INTERRUPT.into());
+        }
+        while let Ok(p) = rx.try_recv() {
+            if p >= last + 1.0 || (p >= 100.0 && last < 100.0) {
+                last = p;
+                let done = (size as f64 * p / 100.0) as u64;
+                ctx.log(format!(
+                    "transferred {} of {} ({p:.2}%)",
+                    render_bytes(done),
+                    render_bytes(size)
+                ));
+            }
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                if !status.success() {
+                    let err = err.trim();
+                    if !err.is_empty() {
+                        ctx.log(err.to_string());
+                    }
+                    return Err(format!(
+                        "copy failed: command '/usr/bin/qemu-img convert -p -n -f {} -O {dst_fmt} {} {}' failed: exit code {}",
+                        src.format,
+                        src.path.display(),
+                        dst.display(),
+                        status.code().unwrap_or(-1)
+                    ));
+                }
+                if last < 100.0 {
+                    ctx.log(format!(
+                        "transferred {} of {} (100.00%)",
+                        render_bytes(size),
+                        render_bytes(size)
+                    ));
+                }
+                return Ok(size);
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("qemu-img: {e}")),
+        }
+    }
+}
+
+/// The `content` listing of a storage on a node.
+pub fn list_content(
+    data: &Path,
+    node: &str,
+    sid: &str,
+    content: Option<&str>,
+    vmid: Option<u32>,
+) -> Vec<Value> {
+    let dir = storage_dir(data, node, sid);
+    let mut out = Vec::new();
+    let mut push = |volid: String, vtype: &str, path: &Path| {
+        if content.is_some_and(|c| c != vtype) {
+            return;
+        }
+        let Ok(vol) = parse_volume(data, node, &volid) else {
+            return;
+        };
+        if vmid.is_some() && vol.vmid != vmid {
+            return;
+        }
+        let meta = std::fs::metadata(path).ok();
+        let used = meta.as_ref().map(|m| m.len()).unwrap_or(0);
+        let ctime = meta
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let size = if vtype == "images" {
+            virtual_size(path, &vol.format).unwrap_or(used)
+        } else {
+            used
+        };
+        let mut v = json!({"volid": volid, "content": vtype, "format": vol.format, "size": size, "used": used, "ctime": ctime});
+        if let Some(id) = vol.vmid {
+            v["vmid"] = json!(id);
+        }
+        out.push(v);
+    };
+    let files = |sub: &str| -> Vec<(String, PathBuf)> {
+        let mut v: Vec<(String, PathBuf)> = std::fs::read_dir(dir.join(sub))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().map(|t| t.is_file()).unwrap_or(false))
+            .map(|e| (e.file_name().to_string_lossy().to_string(), e.path()))
+            .filter(|(n, _)| !n.contains(".tmp_dwnl."))
+            .collect();
+        v.sort();
+        v
+    };
+    if storage(sid).is_some_and(|s| s.kind == "lvmthin") {
+        for (f, p) in files("") {
+            if let Some(n) = f.strip_suffix(".raw") {
+                push(format!("{sid}:{n}"), "images", &p);
+            }
+        }
+        return out;
+    }
+    for (sub, prefix, vtype) in [
+        ("import", "import/", "import"),
+        ("template/iso", "iso/", "iso"),
+        ("template/cache", "vztmpl/", "vztmpl"),
+        ("snippets", "snippets/", "snippets"),
+    ] {
+        for (f, p) in files(sub) {
+            push(format!("{sid}:{prefix}{f}"), vtype, &p);
+        }
+    }
+    let mut vmdirs: Vec<_> = std::fs::read_dir(dir.join("images"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .collect();
+    vmdirs.sort_by_key(|e| e.file_name());
+    for d in vmdirs {
+        let id = d.file_name().to_string_lossy().to_string();
+        for (f, p) in files(&format!("images/{id}")) {
+            push(format!("{sid}:{id}/{f}"), "images", &p);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_round_trip() {
+        assert_eq!(format_size(2 * 1024 * 1024 * 1024), "2G");
+        assert_eq!(format_size(3584 * 1024 * 1024), "3584M");
+        assert_eq!(parse_size("2G"), Some(2 * 1024 * 1024 * 1024));
+        assert_eq!(parse_size("+512M"), Some(512 * 1024 * 1024));
+        assert_eq!(render_bytes(128 * 1024), "128.0 KiB");
+    }
+
+    #[test]
+    fn volumes() {
+        let d = Path::new("/d");
+        let v = parse_volume(d, "pve1", "local:import/noble.qcow2").unwrap();
+        assert_eq!((v.vtype, v.format.as_str()), ("import", "qcow2"));
+        assert_eq!(v.path, Path::new("/d/nodes/pve1/local/import/noble.qcow2"));
+        let v = parse_volume(d, "pve1", "local-lvm:vm-100-disk-0").unwrap();
+        assert_eq!((v.vtype, v.vmid), ("images", Some(100)));
+        assert_eq!(
+            parse_volume(d, "pve1", "local:iso/x.img").unwrap().vtype,
+            "iso"
+        );
+        assert!(parse_volume(d, "pve1", "local:import/../../etc").is_err());
+        assert!(parse_volume(d, "pve1", "nope:import/a.qcow2").is_err());
+    }
+}

@@ -1,0 +1,213 @@
+//! Worker tasks as PVE's `fork_worker` runs them: a UPID, a log whose last line is the exit
+//! status, a `running` → `stopped` life, and `received interrupt` when stopped by DELETE.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::state::{Sim, epoch};
+
+/// A task as the node's task list knows it.
+pub struct Task {
+    pub upid: String,
+    pub node: String,
+    pub pid: u32,
+    pub pstart: u64,
+    pub starttime: u64,
+    pub ttype: String,
+    pub id: String,
+    /// The authenticated id as written in the UPID (`user@realm!token` for tokens).
+    pub user: String,
+    pub log: Vec<String>,
+    pub exitstatus: Option<String>,
+    pub start_epoch: f64,
+    pub end_epoch: Option<f64>,
+    pub cancel: Arc<AtomicBool>,
+    /// A fault may hide a fresh task from `status` and `log` until then.
+    pub visible_at: Instant,
+}
+
+impl Task {
+    pub fn running(&self) -> bool {
+        self.exitstatus.is_none()
+    }
+
+    /// The task-status object of `GET /nodes/{node}/tasks/{upid}/status`.
+    pub fn status_json(&self) -> Value {
+        let mut v = json!({
+            "upid": self.upid, "node": self.node, "pid": self.pid, "pstart": self.pstart,
+            "starttime": self.starttime, "type": self.ttype, "id": self.id,
+            "status": if self.running() { "running" } else { "stopped" },
+        });
+        match self.user.split_once('!') {
+            Some((user, token)) => {
+                v["user"] = json!(user);
+                v["tokenid"] = json!(token);
+            }
+            None => v["user"] = json!(self.user),
+        }
+        if let Some(e) = &self.exitstatus {
+            v["exitstatus"] = json!(e);
+        }
+        v
+    }
+
+    /// An item of `GET /nodes/{node}/tasks`.
+    pub fn list_json(&self) -> Value {
+        let mut v = json!({
+            "upid": self.upid, "node": self.node, "pid": self.pid, "pstart": self.pstart,
+            "starttime": self.starttime, "type": self.ttype, "id": self.id, "user": self.user,
+        });
+        if let Some(e) = &self.exitstatus {
+            v["status"] = json!(e);
+            v["endtime"] = json!(self.end_epoch.unwrap_or(0.0) as u64);
+        }
+        v
+    }
+}
+
+/// Formats a UPID exactly as `PVE::UPID::encode` does.
+pub fn encode_upid(
+    node: &str,
+    pid: u32,
+    pstart: u64,
+    starttime: u64,
+    ttype: &str,
+    id: &str,
+    user: &str,
+) -> String {
+    format!("UPID:{node}:{pid:08X}:{pstart:08X}:{starttime:08X}:{ttype}:{id}:{user}:")
+}
+
+/// What a running worker can do: log, sleep (interruptibly) and notice a stop request.
+pub struct TaskCtx {
+    pub sim: Arc<Sim>,
+    pub upid: String,
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// The error a stopped task dies with.
+pub const INTERRUPT: &str = "received interrupt";
+
+impl TaskCtx {
+    pub fn log(&self, line: impl Into<String>) {
+        let line = line.into();
+        let mut st = self.sim.lock();
+        if let Some(t) = st.tasks.iter_mut().find(|t| t.upid == self.upid) {
+            t.log.extend(line.lines().map(str::to_string));
+        }
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps `d` (already scaled), returning `Err(received interrupt)` if the task is stopped.
+    pub fn sleep(&self, d: Duration) -> Result<(), String> {
+        let end = Instant::now() + d;
+        loop {
+            if self.cancelled() {
+                return Err(INTERRUPT.into());
+            }
+            let now = Instant::now();
+            if now >= end {
+                return Ok(());
+            }
+            std::thread::sleep((end - now).min(Duration::from_millis(20)));
+        }
+    }
+}
+
+/// How a worker ended: `Ok(n)` with `n` warnings, or an error message.
+pub type Outcome = Result<u32, String>;
+
+/// Starts a worker task on `node` and returns its UPID at once.
+pub fn spawn<F>(sim: &Arc<Sim>, node: &str, ttype: &str, id: &str, user: &str, work: F) -> String
+where
+    F: FnOnce(&TaskCtx) -> Outcome + Send + 'static,
+{
+    let (upid, cancel) = {
+        let mut st = sim.lock();
+        let pid = 0x1000 + (sim.random() % 0x3F000) as u32;
+        let pstart = 1_000_000 + sim.boot.elapsed().as_millis() as u64 / 10;
+        let starttime = epoch() as u64;
+        let upid = encode_upid(node, pid, pstart, starttime, ttype, id, user);
+        let hide = sim
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_hide(ttype);
+        let cancel = Arc::new(AtomicBool::new(false));
+        st.tasks.push(Task {
+            upid: upid.clone(),
+            node: node.to_string(),
+            pid,
+            pstart,
+            starttime,
+            ttype: ttype.to_string(),
+            id: id.to_string(),
+            user: user.to_string(),
+            log: Vec::new(),
+            exitstatus: None,
+            start_epoch: epoch(),
+            end_epoch: None,
+            cancel: cancel.clone(),
+            visible_at: Instant::now() + hide,
+        });
+        (upid, cancel)
+    };
+    let ctx = TaskCtx {
+        sim: sim.clone(),
+        upid: upid.clone(),
+        cancel,
+    };
+    let ttype = ttype.to_string();
+    std::thread::spawn(move || {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&ctx)))
+            .unwrap_or_else(|_| Err("internal error in pve-sim worker".into()));
+        let forced = ctx
+            .sim
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_task_outcome(&ttype);
+        let result = match (result, forced) {
+            (Ok(_), Some(crate::faults::TaskOutcome::Fail(msg))) => {
+                ctx.log(msg.clone());
+                Err(msg)
+            }
+            (Ok(n), Some(crate::faults::TaskOutcome::Warnings(w))) => {
+                for i in 0..w {
+                    ctx.log(format!("WARN: simulated warning {} of {w}", i + 1));
+                }
+                Ok(n + w)
+            }
+            (r, _) => r,
+        };
+        finish(&ctx, result);
+    });
+    upid
+}
+
+fn finish(ctx: &TaskCtx, result: Outcome) {
+    let (last, exit) = match result {
+        Ok(0) => ("TASK OK".to_string(), "OK".to_string()),
+        Ok(n) => (format!("TASK WARNINGS: {n}"), format!("WARNINGS: {n}")),
+        Err(e) => {
+            let e = e.replace('\n', " ");
+            let e = e.trim().to_string();
+            (format!("TASK ERROR: {e}"), e)
+        }
+    };
+    let mut st = ctx.sim.lock();
+    if let Some(t) = st.tasks.iter_mut().find(|t| t.upid == ctx.upid) {
+        t.log.push(last);
+        t.exitstatus = Some(exit);
+        t.end_epoch = Some(epoch());
+        ctx.sim.log_task(t);
+    }
+    drop(st);
+    ctx.sim.cv.notify_all();
+}

@@ -1,0 +1,1198 @@
+//! VM and task semantics, after qemu-server's `API2/Qemu.pm` and pve-manager's `API2/Tasks.pm`:
+//! `lock: create` for the whole `qmcreate` task, config locks and file locks, imports inside
+//! the create task, cleanup on failure, and the task endpoints.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::api::{ApiErr, ApiResult, Auth, Params, wait_until};
+use crate::schema::{self, Ty};
+use crate::state::{Sim, Vm};
+use crate::storage::{self, Volume};
+use crate::tasks::{self, TaskCtx};
+
+fn no_conf(node: &str, vmid: u32) -> ApiErr {
+    ApiErr::die(format!(
+        "Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist"
+    ))
+}
+
+/// The config of a VM on this node, or PVE's "does not exist".
+fn config_of(sim: &Sim, node: &str, vmid: u32) -> Result<BTreeMap<String, String>, ApiErr> {
+    let st = sim.lock();
+    match st.vms.get(&vmid) {
+        Some(vm) if vm.node == node => Ok(vm.config.clone()),
+        _ => Err(no_conf(node, vmid)),
+    }
+}
+
+fn check_lock(conf: &BTreeMap<String, String>) -> Result<(), String> {
+    match conf.get("lock") {
+        Some(l) => Err(format!("VM is locked ({l})")),
+        None => Ok(()),
+    }
+}
+
+/// SHA-1 of the config as PVE would write it, hex.
+pub fn digest(conf: &BTreeMap<String, String>) -> String {
+    let text: String = conf.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
+    let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What to do for one drive key.
+enum DiskOp {
+    Import {
+        key: String,
+        storage: String,
+        src: Volume,
+        opts: BTreeMap<String, String>,
+    },
+    Alloc {
+        key: String,
+        storage: String,
+        bytes: u64,
+        opts: BTreeMap<String, String>,
+    },
+    CloudInit {
+        key: String,
+        storage: String,
+        opts: BTreeMap<String, String>,
+    },
+    Keep {
+        key: String,
+        value: String,
+    },
+}
+
+/// The synchronous checks on drive values (qemu-server's `$check_storage_access`).
+fn plan_drives(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Result<Vec<DiskOp>, ApiErr> {
+    let mut ops = Vec::new();
+    for (key, value) in params.iter().filter(|(k, _)| schema::is_drive_key(k)) {
+        let mut opts = schema::parse_drive(value)
+            .map_err(|e| ApiErr::param(key, format!("invalid format - {e}")))?;
+        let file = opts.remove("file").unwrap_or_default();
+        let import = opts.remove("import-from");
+        let alloc = file.split_once(':').and_then(|(s, n)| {
+            let ok = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+            ok.then(|| (s.to_string(), n.parse::<f64>().unwrap_or(0.0)))
+        });
+        if let Some(src) = import {
+            let Some((sid, size)) = alloc.filter(|(_, size)| *size == 0.0) else {
+                return Err(ApiErr::param(
+                    key,
+                    "'import-from' requires special syntax - use <storage ID>:0,import-from=<source>",
+                ));
+            };
+            let _ = size;
+            let def = storage::storage(&sid)
+                .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
+            if !def.content.contains(&"images") {
+                return Err(ApiErr::param(
+                    "storage",
+                    format!("storage '{sid}' does not support vm images"),
+                ));
+            }
+            let vol = if src.starts_with('/') {
+                if !auth.root_ticket {
+                    return Err(ApiErr::die(
+                        "Only root can pass arbitrary filesystem paths. at /usr/share/perl5/PVE/Storage.pm line 651.",
+                    ));
+                }
+                let p = std::path::PathBuf::from(&src);
+                let format = p
+                    .extension()
+                    .map(|e| e.to_string_lossy().to_string())
+                    .filter(|e| e == "qcow2" || e == "vmdk")
+                    .unwrap_or("raw".into());
+                Volume {
+                    storage: String::new(),
+                    name: src.clone(),
+                    vtype: "import",
+                    vmid: None,
+                    path: p,
+                    format,
+                }
+            } else {
+                let vol = storage::parse_volume(&sim.opts.data_dir, node, &src)
+                    .map_err(|e| ApiErr::param(key, e))?;
+                if vol.vtype != "images" && vol.vtype != "import" {
+                    return Err(ApiErr::param(
+                        key,
+                        format!(
+                            "{src} has wrong type '{}' - needs to be 'images' or 'import'",
+                            vol.vtype
+                        ),
+                    ));
+                }
+                vol
+            };
+            ops.push(DiskOp::Import {
+                key: key.clone(),
+                storage: sid,
+                src: vol,
+                opts,
+            });
+        } else if let Some((sid, gib)) = alloc {
+            storage::storage(&sid)
+                .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
+            let bytes = (gib * 1024.0 * 1024.0 * 1024.0) as u64;
+            ops.push(DiskOp::Alloc {
+                key: key.clone(),
+                storage: sid,
+                bytes,
+                opts,
+            });
+        } else if let Some(sid) = file.strip_suffix(":cloudinit") {
+            storage::storage(sid)
+                .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
+            ops.push(DiskOp::CloudInit {
+                key: key.clone(),
+                storage: sid.to_string(),
+                opts,
+            });
+        } else {
+            if file != "none" && file != "cdrom" && !file.starts_with('/') {
+                let vol = storage::parse_volume(&sim.opts.data_dir, node, &file)
+                    .map_err(|e| ApiErr::param(key, e))?;
+                if !vol.path.exists() {
+                    return Err(ApiErr::die(format!("volume '{file}' does not exist")));
+                }
+            }
+            opts.insert("file".into(), file);
+            ops.push(DiskOp::Keep {
+                key: key.clone(),
+                value: schema::print_property_string("file", &opts),
+            });
+        }
+    }
+    Ok(ops)
+}
+
+/// Carries out drive operations inside a worker; returns the drive strings and the volumes made.
+fn run_drives(
+    sim: &Sim,
+    ctx: &TaskCtx,
+    node: &str,
+    vmid: u32,
+    ops: Vec<DiskOp>,
+    made: &mut Vec<Volume>,
+) -> Result<Vec<(String, String)>, String> {
+    let data = &sim.opts.data_dir;
+    let mut out = Vec::new();
+    let taken = |made: &Vec<Volume>| {
+        made.iter()
+            .map(|v| format!("{}:{}", v.storage, v.name))
+            .collect::<Vec<_>>()
+    };
+    for op in ops {
+        match op {
+            DiskOp::Import {
+                key,
+                storage: sid,
+                src,
+                mut opts,
+            } => {
+                let fmt = if storage::storage(&sid).is_some_and(|s| s.kind == "dir") {
+                    opts.get("format").cloned().unwrap_or_else(|| "raw".into())
+                } else {
+                    "raw".into()
+                };
+                opts.remove("format");
+                let name = storage::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
+                let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                let srcname = if src.storage.is_empty() {
+                    src.name.clone()
+                } else {
+                    format!("{}:{}", src.storage, src.name)
+                };
+                ctx.log(format!("create full clone of drive ({srcname})"));
+                if !src.path.exists() {
+                    return Err(format!(
+                        "cannot import from '{srcname}' - volume does not exist"
+                    ));
+                }
+                made.push(Volume {
+                    storage: sid.clone(),
+                    name: name.clone(),
+                    vtype: "images",
+                    vmid: Some(vmid),
+                    path: dst.path.clone(),
+                    format: fmt.clone(),
+                });
+                let size = storage::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate)
+                    .map_err(|e| format!("cannot import from '{srcname}' - {e}"))?;
+                opts.insert("file".into(), format!("{sid}:{name}"));
+                opts.insert("size".into(), storage::format_size(size));
+                if fmt != "raw" {
+                    opts.insert("format".into(), fmt);
+                }
+                ctx.log(format!(
+                    "{key}: successfully created disk '{sid}:{name},size={}'",
+                    storage::format_size(size)
+                ));
+                out.push((key, schema::print_property_string("file", &opts)));
+            }
+            DiskOp::Alloc {
+                key,
+                storage: sid,
+                bytes,
+                mut opts,
+            } => {
+                let fmt = opts
+                    .remove("format")
+                    .filter(|_| storage::storage(&sid).is_some_and(|s| s.kind == "dir"))
+                    .unwrap_or("raw".into());
+                let name = storage::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
+                let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                storage::create_image(&dst.path, &fmt, bytes)?;
+                made.push(Volume {
+                    storage: sid.clone(),
+                    name: name.clone(),
+                    vtype: "images",
+                    vmid: Some(vmid),
+                    path: dst.path,
+                    format: fmt.clone(),
+                });
+                opts.insert("file".into(), format!("{sid}:{name}"));
+                opts.insert("size".into(), storage::format_size(bytes));
+                if fmt != "raw" {
+                    opts.insert("format".into(), fmt);
+                }
+                ctx.log(format!(
+                    "{key}: successfully created disk '{sid}:{name},size={}'",
+                    storage::format_size(bytes)
+                ));
+                out.push((key, schema::print_property_string("file", &opts)));
+            }
+            DiskOp::CloudInit {
+                key,
+                storage: sid,
+                mut opts,
+            } => {
+                let dir = storage::storage(&sid).is_some_and(|s| s.kind == "dir");
+                let name = if dir {
+                    format!("{vmid}/vm-{vmid}-cloudinit.qcow2")
+                } else {
+                    format!("vm-{vmid}-cloudinit")
+                };
+                let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                let fmt = if dir { "qcow2" } else { "raw" };
+                storage::create_image(&dst.path, fmt, 4 * 1024 * 1024)?;
+                made.push(Volume {
+                    storage: sid.clone(),
+                    name: name.clone(),
+                    vtype: "images",
+                    vmid: Some(vmid),
+                    path: dst.path,
+                    format: fmt.into(),
+                });
+                opts.insert("file".into(), format!("{sid}:{name}"));
+                opts.insert("media".into(), "cdrom".into());
+                ctx.log(format!(
+                    "{key}: successfully created disk '{sid}:{name},media=cdrom'"
+                ));
+                out.push((key, schema::print_property_string("file", &opts)));
+            }
+            DiskOp::Keep { key, value } => out.push((key, value)),
+        }
+    }
+    Ok(out)
+}
+
+fn random_mac(sim: &Sim) -> String {
+    let r = sim.random();
+    format!(
+        "BC:24:11:{:02X}:{:02X}:{:02X}",
+        (r >> 8) & 0xff,
+        (r >> 16) & 0xff,
+        (r >> 24) & 0xff
+    )
+}
+
+/// Normalises a non-drive config value the way PVE writes it to the config file.
+fn normalize(sim: &Sim, key: &str, value: &str) -> String {
+    match schema::config_key_type(key) {
+        Some(Ty::Bool) => {
+            (if ["1", "true", "yes", "on"].contains(&value.to_ascii_lowercase().as_str()) {
+                "1"
+            } else {
+                "0"
+            })
+            .into()
+        }
+        _ if key.starts_with("net") => {
+            let mut kv = schema::parse_net(value).unwrap_or_default();
+            if !kv.contains_key("macaddr") {
+                kv.insert("macaddr".into(), random_mac(sim));
+            }
+            schema::print_net(&kv)
+        }
+        _ if key == "memory" => value.strip_prefix("current=").unwrap_or(value).to_string(),
+        _ if key == "cipassword" => {
+            // PVE stores a crypt() hash for Linux guests; only its presence matters here.
+            let d = ring::digest::digest(&ring::digest::SHA256, value.as_bytes());
+            format!(
+                "$5$pvesim${}",
+                d.as_ref()
+                    .iter()
+                    .take(16)
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            )
+        }
+        _ => value.to_string(),
+    }
+}
+
+fn default_boot(conf: &BTreeMap<String, String>) -> String {
+    let mut disks = Vec::new();
+    let mut cds = Vec::new();
+    for bus in ["ide", "sata", "scsi", "virtio"] {
+        let mut keys: Vec<(u32, &String)> = conf
+            .keys()
+            .filter_map(|k| {
+                k.strip_prefix(bus)
+                    .and_then(|n| n.parse().ok())
+                    .map(|n| (n, k))
+            })
+            .collect();
+        keys.sort();
+        for (_, k) in keys {
+            let v = &conf[k];
+            if v.contains("cloudinit") {
+                continue;
+            }
+            if v.contains("media=cdrom") {
+                cds.push(k.clone())
+            } else {
+                disks.push(k.clone())
+            }
+        }
+    }
+    let mut order = disks;
+    order.extend(cds);
+    if conf.contains_key("net0") {
+        order.push("net0".into());
+    }
+    format!("order={}", order.join(";"))
+}
+
+fn free_volumes(vols: &[Volume]) {
+    for v in vols {
+        let _ = std::fs::remove_file(&v.path);
+    }
+}
+
+fn uuid(sim: &Sim) -> String {
+    let a = sim.random();
+    let b = sim.random();
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xffff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// `POST /nodes/{node}/qemu`.
+pub fn create(sim: &Arc<Sim>, node: &str, params: &Params, auth: &Auth) -> ApiResult {
+    let vmid: u32 = params["vmid"]
+        .parse()
+        .map_err(|_| ApiErr::param("vmid", "invalid"))?;
+    if params.contains_key("archive") {
+        return Err(ApiErr::die(
+            "pve-sim: restoring from an archive is not simulated",
+        ));
+    }
+    let ops = plan_drives(sim, node, params, auth)?;
+    // create_and_lock_config: the file lock (5 s), the cluster-wide vmid check, `lock: create`.
+    let holder = format!("create-{vmid}");
+    sim.flock(vmid, &holder, Duration::from_secs(5))
+        .map_err(|e| ApiErr::die(format!("unable to create VM {vmid} - {e}")))?;
+    {
+        let mut st = sim.lock();
+        if let Some(vm) = st.vms.get(&vmid) {
+            let n = vm.node.clone();
+            drop(st);
+            sim.funlock(vmid);
+            return Err(ApiErr::die(format!(
+                "unable to create VM {vmid} - VM {vmid} already exists on node '{n}'"
+            )));
+        }
+        let mut conf = BTreeMap::new();
+        conf.insert("lock".to_string(), "create".to_string());
+        st.vms.insert(
+            vmid,
+            Vm {
+                node: node.to_string(),
+                config: conf,
+                running: false,
+                started: None,
+                pid: 0,
+            },
+        );
+    }
+    sim.funlock(vmid);
+
+    let start = params.get("start").is_some_and(|v| v == "1");
+    let rest: Vec<(String, String)> = params
+        .iter()
+        .filter(|(k, _)| {
+            schema::is_config_key(k) && !schema::is_drive_key(k) && k.as_str() != "lock"
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let (s2, n2) = (sim.clone(), node.to_string());
+    let upid = tasks::spawn(
+        sim,
+        node,
+        "qmcreate",
+        &vmid.to_string(),
+        &auth.id,
+        move |ctx| {
+            let sim = &s2;
+            let mut made = Vec::new();
+            let result = (|| -> Result<(), String> {
+                sim.flock(vmid, &ctx.upid, Duration::from_secs(1))?;
+                let res = (|| {
+                    ctx.sleep(sim.task_duration("qmcreate") / 2)?;
+                    let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made)?;
+                    ctx.sleep(sim.task_duration("qmcreate") / 2)?;
+                    let mut conf: BTreeMap<String, String> = rest
+                        .iter()
+                        .map(|(k, v)| (k.clone(), normalize(sim, k, v)))
+                        .collect();
+                    conf.extend(drives);
+                    conf.entry("boot".into()).or_insert_with(|| String::new());
+                    if conf["boot"].is_empty() {
+                        let b = default_boot(&conf);
+                        conf.insert("boot".into(), b);
+                    }
+                    conf.entry("smbios1".into())
+                        .or_insert_with(|| format!("uuid={}", uuid(sim)));
+                    conf.entry("vmgenid".into()).or_insert_with(|| uuid(sim));
+                    conf.insert(
+                        "meta".into(),
+                        format!("creation-qemu=9.2.0,ctime={}", crate::state::epoch() as u64),
+                    );
+                    let mut st = sim.lock();
+                    match st.vms.get_mut(&vmid) {
+                        Some(vm) => vm.config = conf,
+                        None => return Err("config file vanished".to_string()),
+                    }
+                    Ok(())
+                })();
+                sim.funlock(vmid);
+                res
+            })();
+            match result {
+                Ok(()) => {
+                    if start {
+                        ctx.log("Execute autostart");
+                        do_start(sim, ctx, vmid)?;
+                    }
+                    Ok(0)
+                }
+                Err(e) => {
+                    free_volumes(&made);
+                    sim.lock().vms.remove(&vmid);
+                    sim.cv.notify_all();
+                    Err(format!("unable to create VM {vmid} - {e}"))
+                }
+            }
+        },
+    );
+    Ok(json!(upid))
+}
+
+fn do_start(sim: &Sim, ctx: &TaskCtx, vmid: u32) -> Result<(), String> {
+    ctx.sleep(sim.task_duration("qmstart"))?;
+    let mut st = sim.lock();
+    let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
+    vm.running = true;
+    vm.started = Some(Instant::now());
+    vm.pid = 10000 + (sim.random() % 50000) as u32;
+    Ok(())
+}
+
+/// `GET …/config`: values typed as PVE returns them, secrets masked, with `digest`.
+pub fn get_config(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
+    let conf = config_of(sim, node, vmid)?;
+    let mut out = serde_json::Map::new();
+    for (k, v) in &conf {
+        let val = match (k.as_str(), schema::config_key_type(k)) {
+            ("cipassword", _) => json!("**********"),
+            (_, Some(Ty::Int(..)) | Some(Ty::Bool)) => {
+                v.parse::<i64>().map(|n| json!(n)).unwrap_or(json!(v))
+            }
+            (_, Some(Ty::Num(..))) => v.parse::<f64>().map(|n| json!(n)).unwrap_or(json!(v)),
+            _ => json!(v),
+        };
+        out.insert(k.clone(), val);
+    }
+    out.insert("digest".into(), json!(digest(&conf)));
+    Ok(Value::Object(out))
+}
+
+/// `PUT` (synchronous) and `POST` (a `qmconfig` task) on `…/config`.
+pub fn update(
+    sim: &Arc<Sim>,
+    node: &str,
+    vmid: u32,
+    params: &Params,
+    auth: &Auth,
+    async_api: bool,
+) -> ApiResult {
+    let skiplock = params.get("skiplock").is_some_and(|v| v == "1");
+    if skiplock && !auth.root_ticket {
+        return Err(ApiErr::param("skiplock", "Only root may use this option."));
+    }
+    let deletes: Vec<String> = params
+        .get("delete")
+        .map(|d| {
+            d.split([',', ';', ' '])
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    for d in &deletes {
+        if params.contains_key(d) {
+            return Err(ApiErr::param(
+                "delete",
+                format!("you can't use '-{d}' and -delete {d}' at the same time"),
+            ));
+        }
+        if !schema::is_config_key(d) {
+            return Err(ApiErr::param("delete", format!("unknown option '{d}'")));
+        }
+    }
+    let sets: Vec<(String, String)> = params
+        .iter()
+        .filter(|(k, _)| schema::is_config_key(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if sets.is_empty() && deletes.is_empty() {
+        return Err(ApiErr::die("no options specified"));
+    }
+    // The early checks, before any lock or fork.
+    let conf = config_of(sim, node, vmid)?;
+    if let Some(d) = params.get("digest")
+        && *d != digest(&conf)
+    {
+        return Err(ApiErr::die(
+            "checksum mismatch (file change by other user?)",
+        ));
+    }
+    if !skiplock {
+        check_lock(&conf).map_err(ApiErr::die)?;
+    }
+    if sets.iter().any(|(k, _)| k == "lock") {
+        return Err(ApiErr::die(
+            "pve-sim: setting 'lock' through the API is not allowed",
+        ));
+    }
+    let ops = plan_drives(sim, node, params, auth)?;
+    let (s2, n2) = (sim.clone(), node.to_string());
+    let apply = move |ctx: &TaskCtx| -> Result<u32, String> {
+        let sim = &s2;
+        sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
+        let res = (|| {
+            ctx.sleep(sim.task_duration("qmconfig"))?;
+            let conf = {
+                let st = sim.lock();
+                st.vms
+                    .get(&vmid)
+                    .filter(|v| v.node == n2)
+                    .map(|v| v.config.clone())
+            }
+            .ok_or_else(|| {
+                format!("Configuration file 'nodes/{n2}/qemu-server/{vmid}.conf' does not exist")
+            })?;
+            if !skiplock {
+                check_lock(&conf)?;
+            }
+            let mut made = Vec::new();
+            let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made)
+                .inspect_err(|_| free_volumes(&made))?;
+            let mut st = sim.lock();
+            let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
+            let unused = |c: &BTreeMap<String, String>| {
+                (0..256)
+                    .map(|i| format!("unused{i}"))
+                    .find(|k| !c.contains_key(k))
+            };
+            for d in &deletes {
+                if let Some(old) = vm.config.remove(d)
+                    && schema::is_drive_key(d)
+                    && !old.contains("media=cdrom")
+                    && let Some(u) = unused(&vm.config)
+                {
+                    vm.config
+                        .insert(u, old.split(',').next().unwrap_or("").to_string());
+                }
+            }
+            for (k, v) in drives {
+                let old_vol = vm
+                    .config
+                    .get(&k)
+                    .map(|o| o.split(',').next().unwrap_or("").to_string());
+                let new_vol = v.split(',').next().unwrap_or("").to_string();
+                if let Some(old) = old_vol.filter(|o| {
+                    *o != new_vol && !o.is_empty() && !o.contains("cloudinit") && o != "none"
+                }) && let Some(u) = unused(&vm.config)
+                {
+                    vm.config.insert(u, old);
+                }
+                vm.config.insert(k, v);
+            }
+            for (k, v) in &sets {
+                if !schema::is_drive_key(k) {
+                    let n = normalize(sim, k, v);
+                    vm.config.insert(k.clone(), n);
+                }
+            }
+            Ok(0)
+        })();
+        sim.funlock(vmid);
+        res
+    };
+    if !async_api {
+        let ctx = TaskCtx {
+            sim: sim.clone(),
+            upid: format!("sync-update-{vmid}"),
+            cancel: Arc::new(AtomicBool::new(false)),
+        };
+        apply(&ctx).map_err(ApiErr::die)?;
+        return Ok(Value::Null);
+    }
+    let upid = tasks::spawn(sim, node, "qmconfig", &vmid.to_string(), &auth.id, apply);
+    if let Some(delay) = params
+        .get("background_delay")
+        .and_then(|d| d.parse::<u64>().ok())
+    {
+        let u = upid.clone();
+        wait_until(sim, Duration::from_secs(delay), |st| {
+            st.tasks.iter().any(|t| t.upid == u && !t.running())
+        });
+        let st = sim.lock();
+        if let Some(t) = st.tasks.iter().find(|t| t.upid == upid)
+            && let Some(exit) = &t.exitstatus
+        {
+            if exit == "OK" || exit.starts_with("WARNINGS") {
+                return Ok(Value::Null);
+            }
+            return Err(ApiErr::die(format!("failed to update VM {vmid}: {exit}")));
+        }
+    }
+    Ok(json!(upid))
+}
+
+/// `PUT …/resize`: a `resize` task (PVE 8+) that grows the volume with `qemu-img resize`.
+pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth) -> ApiResult {
+    let skiplock = params.get("skiplock").is_some_and(|v| v == "1");
+    if skiplock && !auth.root_ticket {
+        return Err(ApiErr::param("skiplock", "Only root may use this option."));
+    }
+    let conf = config_of(sim, node, vmid)?;
+    if let Some(d) = params.get("digest")
+        && *d != digest(&conf)
+    {
+        return Err(ApiErr::die(
+            "checksum mismatch (file change by other user?)",
+        ));
+    }
+    if !skiplock {
+        check_lock(&conf).map_err(ApiErr::die)?;
+    }
+    let disk = params["disk"].clone();
+    let size = params["size"].clone();
+    let (s2, n2) = (sim.clone(), node.to_string());
+    let upid = tasks::spawn(
+        sim,
+        node,
+        "resize",
+        &vmid.to_string(),
+        &auth.id,
+        move |ctx| {
+            let sim = &s2;
+            sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
+            let res = (|| {
+                let conf = sim
+                    .lock()
+                    .vms
+                    .get(&vmid)
+                    .map(|v| v.config.clone())
+                    .ok_or("VM vanished")?;
+                if !skiplock {
+                    check_lock(&conf)?;
+                }
+                let value = conf
+                    .get(&disk)
+                    .ok_or(format!("disk '{disk}' does not exist"))?;
+                let mut kv = schema::parse_drive(value)?;
+                if kv.get("media").is_some_and(|m| m == "cdrom") {
+                    return Err(format!("can't resize cdrom/cloudinit disk '{disk}'"));
+                }
+                let vol = storage::parse_volume(&sim.opts.data_dir, &n2, &kv["file"])?;
+                let cur = storage::virtual_size(&vol.path, &vol.format)?;
+                let delta = storage::parse_size(&size).ok_or(format!("invalid size '{size}'"))?;
+                let new = if size.starts_with('+') {
+                    cur + delta
+                } else {
+                    delta
+                };
+                if new < cur {
+                    return Err("shrinking disks is not supported".to_string());
+                }
+                ctx.sleep(sim.task_duration("resize"))?;
+                if new == cur {
+                    return Ok(0);
+                }
+                storage::resize_image(&vol.path, &vol.format, new)?;
+                ctx.log(format!("Image resized. New size {new} bytes."));
+                kv.insert("size".into(), storage::format_size(new));
+                let mut st = sim.lock();
+                if let Some(vm) = st.vms.get_mut(&vmid) {
+                    vm.config
+                        .insert(disk.clone(), schema::print_property_string("file", &kv));
+                }
+                Ok(0)
+            })();
+            sim.funlock(vmid);
+            res
+        },
+    );
+    Ok(json!(upid))
+}
+
+/// `GET …/status/current`.
+pub fn status_current(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
+    let st = sim.lock();
+    let vm = st
+        .vms
+        .get(&vmid)
+        .filter(|v| v.node == node)
+        .ok_or_else(|| no_conf(node, vmid))?;
+    let c = &vm.config;
+    let mem: u64 = c.get("memory").and_then(|m| m.parse().ok()).unwrap_or(512);
+    let mut v = json!({
+        "vmid": vmid, "status": if vm.running { "running" } else { "stopped" },
+        "qmpstatus": if vm.running { "running" } else { "stopped" },
+        "ha": {"managed": 0},
+        "cpus": c.get("cores").and_then(|x| x.parse::<u64>().ok()).unwrap_or(1) * c.get("sockets").and_then(|x| x.parse::<u64>().ok()).unwrap_or(1),
+        "maxmem": mem * 1024 * 1024,
+        "mem": if vm.running { mem * 1024 * 1024 / 4 } else { 0 },
+        "uptime": vm.started.filter(|_| vm.running).map(|s| s.elapsed().as_secs()).unwrap_or(0),
+    });
+    if let Some(n) = c.get("name") {
+        v["name"] = json!(n);
+    }
+    if let Some(l) = c.get("lock") {
+        v["lock"] = json!(l);
+    }
+    if vm.running {
+        v["pid"] = json!(vm.pid);
+    }
+    if let Some(t) = c.get("tags") {
+        v["tags"] = json!(t);
+    }
+    Ok(v)
+}
+
+/// `POST …/status/{start,stop,shutdown,reboot}`.
+pub fn power(
+    sim: &Arc<Sim>,
+    node: &str,
+    vmid: u32,
+    action: &str,
+    params: &Params,
+    auth: &Auth,
+) -> ApiResult {
+    let skiplock = params.get("skiplock").is_some_and(|v| v == "1");
+    if skiplock && !auth.root_ticket {
+        return Err(ApiErr::param("skiplock", "Only root may use this option."));
+    }
+    let conf = config_of(sim, node, vmid)?;
+    if !skiplock {
+        check_lock(&conf).map_err(ApiErr::die)?;
+    }
+    let ttype = match action {
+        "start" => "qmstart",
+        "stop" => "qmstop",
+        "shutdown" => "qmshutdown",
+        _ => "qmreboot",
+    };
+    let s2 = sim.clone();
+    let action = action.to_string();
+    let upid = tasks::spawn(sim, node, ttype, &vmid.to_string(), &auth.id, move |ctx| {
+        let sim = &s2;
+        sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
+        let res = (|| {
+            let running = sim
+                .lock()
+                .vms
+                .get(&vmid)
+                .map(|v| v.running)
+                .ok_or("VM vanished")?;
+            match action.as_str() {
+                "start" if running => Err(format!("VM {vmid} already running")),
+                "start" => do_start(sim, ctx, vmid),
+                "shutdown" | "reboot" if !running => Err(format!("VM {vmid} not running")),
+                _ => {
+                    ctx.sleep(sim.task_duration(if action == "stop" {
+                        "qmstop"
+                    } else {
+                        "qmshutdown"
+                    }))?;
+                    let mut st = sim.lock();
+                    if let Some(vm) = st.vms.get_mut(&vmid) {
+                        vm.running = action == "reboot";
+                        vm.started = vm.running.then(Instant::now);
+                    }
+                    Ok(())
+                }
+            }
+        })();
+        sim.funlock(vmid);
+        res.map(|_| 0)
+    });
+    Ok(json!(upid))
+}
+
+/// `DELETE /nodes/{node}/qemu/{vmid}`: a `qmdestroy` task that frees the VM's volumes.
+pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth) -> ApiResult {
+    let skiplock = params.get("skiplock").is_some_and(|v| v == "1");
+    if skiplock && !auth.root_ticket {
+        return Err(ApiErr::param("skiplock", "Only root may use this option."));
+    }
+    let conf = config_of(sim, node, vmid)?;
+    if !skiplock {
+        check_lock(&conf).map_err(ApiErr::die)?;
+    }
+    if conf.get("protection").is_some_and(|p| p == "1") {
+        return Err(ApiErr::die(format!(
+            "can't remove VM {vmid} - protection mode enabled"
+        )));
+    }
+    if sim.lock().vms.get(&vmid).is_some_and(|v| v.running) {
+        return Err(ApiErr::die(format!(
+            "VM {vmid} is running - destroy failed"
+        )));
+    }
+    let unreferenced = params
+        .get("destroy-unreferenced-disks")
+        .is_some_and(|v| v == "1");
+    let (s2, n2) = (sim.clone(), node.to_string());
+    let upid = tasks::spawn(
+        sim,
+        node,
+        "qmdestroy",
+        &vmid.to_string(),
+        &auth.id,
+        move |ctx| {
+            let sim = &s2;
+            sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
+            let res = (|| {
+                ctx.sleep(sim.task_duration("qmdestroy"))?;
+                let conf = sim
+                    .lock()
+                    .vms
+                    .get(&vmid)
+                    .map(|v| v.config.clone())
+                    .ok_or("VM vanished")?;
+                if sim.lock().vms.get(&vmid).is_some_and(|v| v.running) {
+                    return Err(format!("VM {vmid} is running - destroy failed"));
+                }
+                for (k, v) in &conf {
+                    if !(schema::is_drive_key(k) || k.starts_with("unused")) {
+                        continue;
+                    }
+                    let file = v.split(',').next().unwrap_or("");
+                    if let Ok(vol) = storage::parse_volume(&sim.opts.data_dir, &n2, file)
+                        && vol.vmid == Some(vmid)
+                    {
+                        let _ = std::fs::remove_file(&vol.path);
+                        ctx.log(format!(
+                            "  Logical volume \"{}\" successfully removed.",
+                            vol.name
+                        ));
+                    }
+                }
+                if unreferenced {
+                    for s in storage::STORAGES {
+                        for item in storage::list_content(
+                            &sim.opts.data_dir,
+                            &n2,
+                            s.id,
+                            Some("images"),
+                            Some(vmid),
+                        ) {
+                            if let Some(volid) = item["volid"].as_str()
+                                && let Ok(vol) =
+                                    storage::parse_volume(&sim.opts.data_dir, &n2, volid)
+                            {
+                                let _ = std::fs::remove_file(&vol.path);
+                                ctx.log(format!("Removing unreferenced volume '{volid}'"));
+                            }
+                        }
+                    }
+                }
+                sim.lock().vms.remove(&vmid);
+                sim.cv.notify_all();
+                Ok(0)
+            })();
+            sim.funlock(vmid);
+            res
+        },
+    );
+    Ok(json!(upid))
+}
+
+/// `GET /nodes/{node}/qemu`.
+pub fn vm_list(sim: &Sim, node: &str) -> Value {
+    let st = sim.lock();
+    json!(st.vms.iter().filter(|(_, v)| v.node == node).map(|(id, v)| {
+        let mut o = json!({"vmid": id, "status": if v.running { "running" } else { "stopped" },
+                           "maxmem": v.config.get("memory").and_then(|m| m.parse::<u64>().ok()).unwrap_or(512) * 1048576});
+        if let Some(n) = v.config.get("name") { o["name"] = json!(n); }
+        if let Some(l) = v.config.get("lock") { o["lock"] = json!(l); }
+        o
+    }).collect::<Vec<_>>())
+}
+
+/// `GET /cluster/resources`.
+pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
+    let mut out = Vec::new();
+    if kind.is_none() || kind == Some("vm") {
+        let st = sim.lock();
+        for (id, vm) in &st.vms {
+            let c = &vm.config;
+            let mut o = json!({
+                "id": format!("qemu/{id}"), "type": "qemu", "vmid": id, "node": vm.node,
+                "status": if vm.running { "running" } else { "stopped" },
+                "template": c.get("template").map(|t| t == "1").unwrap_or(false) as u8,
+                "maxmem": c.get("memory").and_then(|m| m.parse::<u64>().ok()).unwrap_or(512) * 1048576,
+                "maxcpu": c.get("cores").and_then(|m| m.parse::<u64>().ok()).unwrap_or(1),
+            });
+            if let Some(n) = c.get("name") {
+                o["name"] = json!(n);
+            }
+            if let Some(l) = c.get("lock") {
+                o["lock"] = json!(l);
+            }
+            if let Some(t) = c.get("tags") {
+                o["tags"] = json!(t);
+            }
+            out.push(o);
+        }
+    }
+    if kind.is_none() || kind == Some("storage") {
+        for n in &sim.opts.nodes {
+            for s in storage::STORAGES {
+                out.push(json!({"id": format!("storage/{n}/{}", s.id), "type": "storage", "storage": s.id, "node": n,
+                    "status": "available", "plugintype": s.kind, "content": s.content.join(","), "shared": 0,
+                    "maxdisk": 107374182400u64, "disk": 0}));
+            }
+        }
+    }
+    if kind.is_none() || kind == Some("node") {
+        for n in &sim.opts.nodes {
+            out.push(json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online", "maxcpu": 16}));
+        }
+    }
+    json!(out)
+}
+
+/// `GET /cluster/nextid`: the lowest free id as a string; no reservation, as in PVE.
+pub fn next_id(sim: &Sim, asked: Option<&String>) -> ApiResult {
+    let st = sim.lock();
+    if let Some(v) = asked {
+        let id: u32 = v.parse().unwrap_or(0);
+        if st.vms.contains_key(&id) {
+            return Err(ApiErr::param("vmid", format!("VM {id} already exists")));
+        }
+        return Ok(json!(id.to_string()));
+    }
+    let id = (100u32..).find(|i| !st.vms.contains_key(i)).unwrap_or(100);
+    Ok(json!(id.to_string()))
+}
+
+/// `GET /nodes/{node}/storage`.
+pub fn storage_list(sim: &Sim, node: &str, params: &Params) -> Value {
+    let content = params.get("content");
+    json!(storage::STORAGES.iter().filter(|s| content.is_none_or(|c| c.split(',').all(|c| s.content.contains(&c))))
+        .filter(|s| params.get("storage").is_none_or(|id| id == s.id))
+        .map(|s| {
+            let used: u64 = storage::list_content(&sim.opts.data_dir, node, s.id, None, None).iter().map(|v| v["used"].as_u64().unwrap_or(0)).sum();
+            json!({"storage": s.id, "type": s.kind, "content": s.content.join(","), "active": 1, "enabled": 1, "shared": 0,
+                   "total": 107374182400u64, "used": used, "avail": 107374182400u64 - used.min(107374182400u64),
+                   "used_fraction": used as f64 / 107374182400.0})
+        }).collect::<Vec<_>>())
+}
+
+/// `DELETE /nodes/{node}/storage/{storage}/content/{volume}`: an `imgdel` task.
+pub fn volume_delete(
+    sim: &Arc<Sim>,
+    node: &str,
+    sid: &str,
+    volume: &str,
+    auth: &Auth,
+) -> ApiResult {
+    let volid = if volume.contains(':') {
+        volume.to_string()
+    } else {
+        format!("{sid}:{volume}")
+    };
+    let vol = storage::parse_volume(&sim.opts.data_dir, node, &volid).map_err(ApiErr::die)?;
+    if !vol.path.exists() {
+        return Err(ApiErr::die(format!("volume '{volid}' does not exist")));
+    }
+    if let Some(id) = vol.vmid
+        && sim.lock().vms.get(&id).is_some_and(|vm| {
+            vm.config
+                .values()
+                .any(|v| v.split(',').next() == Some(volid.as_str()))
+        })
+    {
+        return Err(ApiErr::die(format!(
+            "unable to delete volume '{volid}' - volume is still in use by VM {id}"
+        )));
+    }
+    let s2 = sim.clone();
+    let task_id = volid.clone();
+    let upid = tasks::spawn(sim, node, "imgdel", &task_id, &auth.id, move |ctx| {
+        ctx.sleep(s2.task_duration("imgdel"))?;
+        std::fs::remove_file(&vol.path)
+            .map_err(|e| format!("unable to delete '{}': {e}", vol.path.display()))?;
+        ctx.log(format!("Removed volume '{volid}'"));
+        Ok(0)
+    });
+    Ok(json!(upid))
+}
+
+/// Checks a UPID's shape like `PVE::UPID::decode`; returns its node.
+fn upid_node(upid: &str) -> Option<&str> {
+    let parts: Vec<&str> = upid.split(':').collect();
+    let hex = |s: &str, lo: usize, hi: usize| {
+        (lo..=hi).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+    };
+    let ok = parts.len() == 9
+        && parts[0] == "UPID"
+        && !parts[1].is_empty()
+        && hex(parts[2], 8, 8)
+        && hex(parts[3], 8, 9)
+        && hex(parts[4], 8, 8)
+        && !parts[5].is_empty()
+        && !parts[7].is_empty()
+        && parts[8].is_empty();
+    ok.then_some(parts[1])
+}
+
+fn find_task<'a>(
+    st: &'a crate::state::State,
+    node: &str,
+    upid: &str,
+) -> Result<&'a tasks::Task, ApiErr> {
+    if upid_node(upid).is_none() {
+        return Err(ApiErr::param("upid", "unable to parse worker upid"));
+    }
+    st.tasks
+        .iter()
+        .find(|t| t.upid == upid && t.node == node && Instant::now() >= t.visible_at)
+        .ok_or_else(|| ApiErr::param("upid", "no such task"))
+}
+
+/// `GET /nodes/{node}/tasks/{upid}/status`.
+pub fn task_status(sim: &Sim, node: &str, upid: &str) -> ApiResult {
+    let st = sim.lock();
+    Ok(find_task(&st, node, upid)?.status_json())
+}
+
+/// `GET /nodes/{node}/tasks/{upid}/log` with `start`/`limit`, and `total` beside `data`.
+pub fn task_log(sim: &Sim, node: &str, upid: &str, params: &Params) -> ApiResult {
+    let st = sim.lock();
+    let t = find_task(&st, node, upid)?;
+    let start: usize = params
+        .get("start")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let limit: usize = params
+        .get("limit")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    let total = t.log.len();
+    let lines: Vec<Value> = if total == 0 {
+        vec![json!({"n": 1, "t": "no content"})]
+    } else {
+        let take = if limit == 0 { usize::MAX } else { limit };
+        t.log
+            .iter()
+            .enumerate()
+            .skip(start)
+            .take(take)
+            .map(|(i, l)| json!({"n": i + 1, "t": l}))
+            .collect()
+    };
+    Ok(json!({"__total": total.max(1), "lines": lines}))
+}
+
+/// `GET /nodes/{node}/tasks` with PVE's filters; newest first.
+pub fn task_list(sim: &Sim, node: &str, params: &Params) -> Value {
+    let st = sim.lock();
+    let source = params
+        .get("source")
+        .map(String::as_str)
+        .unwrap_or("archive");
+    let vmid = params.get("vmid");
+    let typefilter = params.get("typefilter");
+    let errors = params.get("errors").is_some_and(|e| e == "1");
+    let start: usize = params
+        .get("start")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let limit: usize = params
+        .get("limit")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    let items: Vec<Value> = st
+        .tasks
+        .iter()
+        .rev()
+        .filter(|t| t.node == node && Instant::now() >= t.visible_at)
+        .filter(|t| match source {
+            "active" => t.running(),
+            "archive" => !t.running(),
+            _ => true,
+        })
+        .filter(|t| vmid.is_none_or(|v| *v == t.id))
+        .filter(|t| typefilter.is_none_or(|f| *f == t.ttype))
+        .filter(|t| !errors || t.exitstatus.as_deref().is_some_and(|e| e != "OK"))
+        .skip(start)
+        .take(if limit == 0 { usize::MAX } else { limit })
+        .map(tasks::Task::list_json)
+        .collect();
+    json!(items)
+}
+
+/// `DELETE /nodes/{node}/tasks/{upid}`: interrupt the worker and wait (up to 5 s) for it to end.
+pub fn task_stop(sim: &Sim, node: &str, upid: &str) -> ApiResult {
+    {
+        let st = sim.lock();
+        find_task(&st, node, upid)?
+            .cancel
+            .store(true, Ordering::Relaxed);
+    }
+    let u = upid.to_string();
+    wait_until(sim, Duration::from_secs(5), |st| {
+        st.tasks.iter().any(|t| t.upid == u && !t.running())
+    });
+    Ok(Value::Null)
+}
