@@ -1,1 +1,13 @@
-//! placeholder
+//! `sankofa.proxmox`: Ansible modules, written in Rust, that build Proxmox VE virtual machines
+//! from cloud images and wait on PVE's tasks by their UPIDs instead of guessing how long they take.
+//!
+//! * [`ansible`]: Ansible's contract for binary modules (arguments, spec, results).
+//! * [`pve`]: the PVE API client (transport, TLS, auth, errors, UPIDs, task waits).
+//! * [`vm`]: the `vm` module's logic (spec, plan, apply).
+//! * [`common`]: options every module shares; [`interrupt`]: SIGINT/SIGTERM handling.
+
+pub mod ansible;
+pub mod common;
+pub mod interrupt;
+pub mod pve;
+pub mod vm;

@@ -1,0 +1,4 @@
+//! Ansible's side: what a binary module receives and must print.
+
+pub mod protocol;
+pub mod spec;

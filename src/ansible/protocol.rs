@@ -1,0 +1,342 @@
+//! Ansible's contract for binary modules, in one place: read the args file named by
+//! `argv[1]`, split off the `_ansible_*` keys, validate the rest against the spec, and print
+//! exactly one JSON object on stdout — also on a panic or a signal — with every `no_log`
+//! value masked.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use serde_json::{Map, Value, json};
+
+use super::spec::{Env, Kind, ProcessEnv, Spec, validate};
+
+/// The `_ansible_*` keys a module acts on.
+#[derive(Clone, Debug, Default)]
+pub struct Context {
+    pub check_mode: bool,
+    pub diff: bool,
+    pub verbosity: u64,
+    pub no_log: bool,
+    pub inject_invocation: bool,
+    pub ignore_unknown: bool,
+    pub module_name: String,
+    pub tracebacks: bool,
+}
+
+/// The text that replaces a secret wherever it would appear.
+pub const MASK: &str = "********";
+
+static SECRETS: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+static PRINTED: AtomicBool = AtomicBool::new(false);
+
+/// Registers a value to mask in all output (a `no_log` option's value, a ticket, …).
+pub fn register_secret(s: &str) {
+    if s.len() < 2 {
+        return;
+    }
+    let mut v = SECRETS.get_or_init(|| Mutex::new(Vec::new())).lock().unwrap_or_else(|e| e.into_inner());
+    if !v.iter().any(|x| x == s) {
+        v.push(s.to_string());
+        // Longest first, so a secret containing another is masked whole.
+        v.sort_by_key(|x| std::cmp::Reverse(x.len()));
+    }
+}
+
+/// Masks every registered secret in a string.
+pub fn mask_str(s: &str) -> String {
+    let secrets = SECRETS.get_or_init(|| Mutex::new(Vec::new())).lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = s.to_string();
+    for sec in secrets.iter() {
+        if out.contains(sec.as_str()) {
+            out = out.replace(sec.as_str(), MASK);
+        }
+        // sshkeys and similar travel URL-encoded; mask that spelling too.
+        let enc = crate::pve::encode::url_encode(sec);
+        if enc != *sec && out.contains(&enc) {
+            out = out.replace(&enc, MASK);
+        }
+    }
+    out
+}
+
+/// Masks every registered secret in a JSON value, keys and strings alike.
+pub fn mask(v: &Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(mask_str(s)),
+        Value::Array(a) => Value::Array(a.iter().map(mask).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (mask_str(k), mask(x))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Prints the one result object; later calls do nothing.
+pub fn emit(result: &Value) {
+    if PRINTED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let text = serde_json::to_string(&mask(result)).unwrap_or_else(|_| r#"{"failed":true,"msg":"unable to encode the result"}"#.into());
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}
+
+/// A successful result.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub changed: bool,
+    pub msg: String,
+    pub data: Map<String, Value>,
+    pub warnings: Vec<String>,
+    pub diff: Option<Value>,
+}
+
+/// A failed result: the message, whether anything was changed before the failure, and context.
+#[derive(Debug, Default)]
+pub struct Failure {
+    pub msg: String,
+    pub changed: bool,
+    pub data: Map<String, Value>,
+    pub warnings: Vec<String>,
+}
+
+impl Failure {
+    pub fn msg(msg: impl Into<String>) -> Self {
+        Failure { msg: msg.into(), ..Default::default() }
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        // `{:#}` joins the context chain: "creating VM 100 on pve1: VM is locked (create)".
+        Failure::msg(format!("{e:#}"))
+    }
+}
+
+/// The parsed invocation.
+#[derive(Debug)]
+pub struct Invocation {
+    pub ctx: Context,
+    pub params: Map<String, Value>,
+}
+
+impl Invocation {
+    /// A string option, if set.
+    pub fn str(&self, k: &str) -> Option<&str> {
+        self.params.get(k).and_then(Value::as_str)
+    }
+    pub fn bool(&self, k: &str) -> Option<bool> {
+        self.params.get(k).and_then(Value::as_bool)
+    }
+    pub fn int(&self, k: &str) -> Option<i64> {
+        self.params.get(k).and_then(Value::as_i64)
+    }
+}
+
+fn collect_no_log(opts: &[super::spec::Opt], params: &Map<String, Value>) {
+    for o in opts {
+        let v = params.get(o.name);
+        if o.no_log {
+            match v {
+                Some(Value::String(s)) => register_secret(s),
+                Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).for_each(register_secret),
+                _ => {}
+            }
+        }
+        match (&o.kind, v) {
+            (Kind::Dict(sub), Some(Value::Object(m))) => collect_no_log(sub, m),
+            (Kind::ListOfDicts(sub), Some(Value::Array(items))) => {
+                for m in items.iter().filter_map(Value::as_object) {
+                    collect_no_log(sub, m);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Registers raw values of `no_log` options before validation, so that even a type error
+/// quoting the value cannot leak it.
+fn collect_raw_no_log(opts: &[super::spec::Opt], raw: &Map<String, Value>) {
+    for o in opts.iter().filter(|o| o.no_log) {
+        for k in std::iter::once(o.name).chain(o.aliases.iter().copied()) {
+            match raw.get(k) {
+                Some(Value::String(s)) => register_secret(s),
+                Some(Value::Number(n)) => register_secret(&n.to_string()),
+                _ => {}
+            }
+        }
+        for e in o.env {
+            if let Some(v) = ProcessEnv.get(e) {
+                register_secret(&v);
+            }
+        }
+    }
+}
+
+/// Reads and validates the args file. Errors are complete user-facing messages.
+pub fn read_invocation(args_path: Option<&str>, spec: &Spec) -> Result<Invocation, String> {
+    let path = args_path.ok_or("this is an Ansible module: it expects the path of an arguments file as its only argument")?;
+    let text = std::fs::read_to_string(path).map_err(|e| format!("unable to read the arguments file {path}: {e}"))?;
+    let all: Map<String, Value> = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => m,
+        Ok(_) => return Err("the arguments file must hold a JSON object".into()),
+        Err(e) => return Err(format!("the arguments file is not valid JSON: {e}")),
+    };
+    let mut ctx = Context::default();
+    let mut raw = Map::new();
+    for (k, v) in all {
+        match k.as_str() {
+            "_ansible_check_mode" => ctx.check_mode = v.as_bool().unwrap_or(false),
+            "_ansible_diff" => ctx.diff = v.as_bool().unwrap_or(false),
+            "_ansible_verbosity" => ctx.verbosity = v.as_u64().unwrap_or(0),
+            "_ansible_no_log" => ctx.no_log = v.as_bool().unwrap_or(false),
+            "_ansible_inject_invocation" => ctx.inject_invocation = v.as_bool().unwrap_or(false),
+            "_ansible_ignore_unknown_opts" => ctx.ignore_unknown = v.as_bool().unwrap_or(false),
+            "_ansible_module_name" => ctx.module_name = v.as_str().unwrap_or("").to_string(),
+            "_ansible_tracebacks_for" => ctx.tracebacks = v.as_array().is_some_and(|a| !a.is_empty()),
+            k if k.starts_with("_ansible_") => {}
+            _ => {
+                raw.insert(k, v);
+            }
+        }
+    }
+    collect_raw_no_log(&spec.options, &raw);
+    let params = validate(spec, &raw, &ProcessEnv, ctx.ignore_unknown)?;
+    collect_no_log(&spec.options, &params);
+    Ok(Invocation { ctx, params })
+}
+
+fn invocation_value(inv: &Invocation, spec: &Spec) -> Value {
+    let mut args = inv.params.clone();
+    for o in spec.options.iter().filter(|o| o.no_log) {
+        if args.get(o.name).is_some_and(|v| !v.is_null()) {
+            args.insert(o.name.to_string(), json!("VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"));
+        }
+    }
+    json!({"module_args": args})
+}
+
+/// Runs a module body with Ansible's contract around it: the args file, validation, a panic
+/// hook that still prints one failed result, and the final JSON with secrets masked.
+pub fn run_module(spec: &Spec, body: impl FnOnce(&Invocation) -> Result<Outcome, Failure>) -> ! {
+    std::panic::set_hook(Box::new(|info| {
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        emit(&json!({"failed": true, "changed": false, "msg": format!("internal error in the module (a bug; please report it): {what}{at}")}));
+    }));
+    let arg = std::env::args().nth(1);
+    let inv = match read_invocation(arg.as_deref(), spec) {
+        Ok(inv) => inv,
+        Err(msg) => {
+            emit(&json!({"failed": true, "changed": false, "msg": msg}));
+            std::process::exit(1);
+        }
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&inv)));
+    let mut out = Map::new();
+    let failed = match result {
+        Ok(Ok(o)) => {
+            out.insert("changed".into(), json!(o.changed));
+            if !o.msg.is_empty() {
+                out.insert("msg".into(), json!(o.msg));
+            }
+            out.extend(o.data);
+            if !o.warnings.is_empty() {
+                out.insert("warnings".into(), json!(o.warnings));
+            }
+            if inv.ctx.diff
+                && let Some(d) = o.diff
+            {
+                out.insert("diff".into(), d);
+            }
+            false
+        }
+        Ok(Err(f)) => {
+            out.insert("failed".into(), json!(true));
+            out.insert("changed".into(), json!(f.changed));
+            out.insert("msg".into(), json!(f.msg));
+            out.extend(f.data);
+            if !f.warnings.is_empty() {
+                out.insert("warnings".into(), json!(f.warnings));
+            }
+            true
+        }
+        // The panic hook has printed the failed result already.
+        Err(_) => std::process::exit(1),
+    };
+    if inv.ctx.inject_invocation {
+        out.insert("invocation".into(), invocation_value(&inv, spec));
+    }
+    emit(&Value::Object(out));
+    std::process::exit(if failed { 1 } else { 0 });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ansible::spec::{Kind, Opt};
+
+    fn spec() -> Spec {
+        Spec {
+            options: vec![Opt::new("api_password", Kind::Str).no_log(), Opt::new("name", Kind::Str)],
+            ..Default::default()
+        }
+    }
+
+    fn write(args: Value) -> tempfile_path::Path {
+        tempfile_path::write(&args.to_string())
+    }
+
+    mod tempfile_path {
+        pub struct Path(pub std::path::PathBuf);
+        impl Drop for Path {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(&self.0);
+            }
+        }
+        pub fn write(text: &str) -> Path {
+            use std::sync::atomic::{AtomicU32, Ordering};
+            static N: AtomicU32 = AtomicU32::new(0);
+            let p = std::env::temp_dir().join(format!("sankofa-args-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+            std::fs::write(&p, text).unwrap();
+            Path(p)
+        }
+    }
+
+    #[test]
+    fn splits_internal_keys_and_validates() {
+        let p = write(json!({"name": "web", "_ansible_check_mode": true, "_ansible_diff": true, "_ansible_verbosity": 3,
+                              "_ansible_module_name": "sankofa.proxmox.vm", "_ansible_new_key": 1}));
+        let inv = read_invocation(p.0.to_str(), &spec()).unwrap();
+        assert!(inv.ctx.check_mode && inv.ctx.diff);
+        assert_eq!(inv.ctx.verbosity, 3);
+        assert_eq!(inv.str("name"), Some("web"));
+        assert!(!inv.params.contains_key("_ansible_new_key"));
+    }
+
+    #[test]
+    fn missing_or_bad_args_file() {
+        assert!(read_invocation(None, &spec()).unwrap_err().contains("arguments file"));
+        assert!(read_invocation(Some("/nonexistent/args"), &spec()).unwrap_err().contains("unable to read"));
+        let p = tempfile_path::write("not json");
+        assert!(read_invocation(p.0.to_str(), &spec()).unwrap_err().contains("not valid JSON"));
+    }
+
+    #[test]
+    fn secrets_are_masked_everywhere() {
+        let p = write(json!({"api_password": "Sup3r-S3cret", "name": "web"}));
+        let inv = read_invocation(p.0.to_str(), &spec()).unwrap();
+        let v = mask(&json!({"msg": "login as root@pam with Sup3r-S3cret failed", "nested": ["x Sup3r-S3cret"]}));
+        assert_eq!(v["msg"], "login as root@pam with ******** failed");
+        assert_eq!(v["nested"][0], "x ********");
+        let inv_v = invocation_value(&inv, &spec());
+        assert_eq!(inv_v["module_args"]["api_password"], "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER");
+        assert_eq!(inv_v["module_args"]["name"], "web");
+    }
+}

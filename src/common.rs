@@ -1,0 +1,101 @@
+//! What every module of the collection shares: the connection options (same names and
+//! environment variables as community.proxmox, so playbooks can switch) and the task-wait
+//! options, and how they become a [`Client`].
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::ansible::protocol::{Failure, Invocation};
+use crate::ansible::spec::{Kind, Opt, Spec, parse_duration};
+use crate::pve::client::{Client, Connection, Credentials};
+use crate::pve::tls::{Trust, load_ca, parse_fingerprint};
+
+/// The connection options.
+pub fn connection_options() -> Vec<Opt> {
+    vec![
+        Opt::new("api_host", Kind::Str).required().env(&["PROXMOX_HOST"]),
+        Opt::new("api_port", Kind::Int { min: Some(1), max: Some(65535) }).default(json!(8006)).env(&["PROXMOX_PORT"]),
+        Opt::new("api_user", Kind::Str).default(json!("root@pam")).env(&["PROXMOX_USER"]),
+        Opt::new("api_password", Kind::Str).no_log().env(&["PROXMOX_PASSWORD"]),
+        Opt::new("api_token_id", Kind::Str).env(&["PROXMOX_TOKEN_ID"]),
+        Opt::new("api_token_secret", Kind::Str).no_log().env(&["PROXMOX_TOKEN_SECRET"]),
+        Opt::new("validate_certs", Kind::Bool).default(json!(true)).env(&["PROXMOX_VALIDATE_CERTS"]),
+        Opt::new("ca_path", Kind::Str).env(&["PROXMOX_CA_PATH"]),
+        Opt::new("api_fingerprint", Kind::Str).env(&["PROXMOX_FINGERPRINT"]),
+        Opt::new("api_timeout", Kind::Duration).default(json!("30s")).env(&["PROXMOX_API_TIMEOUT"]),
+    ]
+}
+
+/// The cross-option rules of the connection options.
+pub fn connection_rules(spec: &mut Spec) {
+    spec.required_together.push(vec!["api_token_id", "api_token_secret"]);
+    spec.mutually_exclusive.push(vec!["api_password", "api_token_secret"]);
+    spec.required_one_of.push(vec!["api_password", "api_token_id"]);
+    spec.mutually_exclusive.push(vec!["ca_path", "api_fingerprint"]);
+}
+
+/// The task-wait options.
+pub fn wait_options(default_timeout: &'static str) -> Vec<Opt> {
+    vec![
+        Opt::new("timeout", Kind::Duration).default(json!(default_timeout)),
+        Opt::new("stop_task_on_timeout", Kind::Bool).default(json!(false)),
+    ]
+}
+
+/// A duration option that validation has already checked.
+pub fn duration(inv: &Invocation, key: &str) -> Duration {
+    inv.str(key).and_then(|s| parse_duration(s).ok()).unwrap_or(Duration::from_secs(30))
+}
+
+/// Builds the connection from the options, with warnings to pass on.
+pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure> {
+    let mut warnings = Vec::new();
+    let host = inv.str("api_host").unwrap_or_default().trim().to_string();
+    if host.is_empty() || host.contains(['/', ' ', '\n']) {
+        return Err(Failure::msg(format!("api_host must be a host name or address, got '{host}'")));
+    }
+    let trust = if let Some(fp) = inv.str("api_fingerprint") {
+        Trust::Pin(parse_fingerprint(fp).map_err(Failure::msg)?)
+    } else if let Some(ca) = inv.str("ca_path") {
+        Trust::Ca(load_ca(ca).map_err(Failure::msg)?)
+    } else if inv.bool("validate_certs") == Some(false) {
+        warnings.push(
+            "validate_certs is false: the PVE server's certificate is not checked. Prefer api_fingerprint (pin the node certificate) or ca_path"
+                .to_string(),
+        );
+        Trust::Insecure
+    } else {
+        Trust::PublicRoots
+    };
+    let credentials = match (inv.str("api_token_id"), inv.str("api_token_secret"), inv.str("api_password")) {
+        (Some(id), Some(secret), _) => {
+            let id = if id.contains('!') { id.to_string() } else { format!("{}!{id}", inv.str("api_user").unwrap_or("root@pam")) };
+            if id.contains(['=', ' ', '\n']) {
+                return Err(Failure::msg("api_token_id must look like USER@REALM!TOKENID (or TOKENID with api_user)"));
+            }
+            Credentials::Token { id, secret: secret.to_string() }
+        }
+        (_, _, Some(password)) => Credentials::Password { user: inv.str("api_user").unwrap_or("root@pam").to_string(), password: password.to_string() },
+        _ => return Err(Failure::msg("one of the following is required: api_password, api_token_id")),
+    };
+    let conn = Connection {
+        host,
+        port: inv.int("api_port").unwrap_or(8006) as u16,
+        trust,
+        timeout: duration(inv, "api_timeout"),
+        credentials,
+    };
+    Ok((conn, warnings))
+}
+
+/// Connects, turning a connection failure into a failed result that names the cause.
+pub fn connect(inv: &Invocation) -> Result<(Client, Vec<String>), Failure> {
+    let (conn, warnings) = connection(inv)?;
+    let client = Client::connect(&conn, inv.ctx.check_mode).map_err(|e| Failure {
+        msg: format!("connecting to the Proxmox VE API at {}:{}: {e}", conn.host, conn.port),
+        warnings: warnings.clone(),
+        ..Default::default()
+    })?;
+    Ok((client, warnings))
+}

@@ -1,0 +1,259 @@
+//! The PVE API client: one place where a request is built, authenticated and sent, and where
+//! an answer becomes data or an [`ApiError`]. Every write goes through [`Client::write`], which
+//! refuses to send anything in check mode.
+
+use std::cell::{Cell, RefCell};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use ureq::Agent;
+use ureq::unversioned::resolver::DefaultResolver;
+use ureq::unversioned::transport::{Connector, TcpConnector};
+
+use super::encode::{form, url_encode};
+use super::error::ApiError;
+use super::tls::{PveTls, StatusLine, Trust, client_config};
+
+/// How to reach and authenticate to the API.
+#[derive(Clone)]
+pub struct Connection {
+    pub host: String,
+    pub port: u16,
+    pub trust: Trust,
+    pub timeout: Duration,
+    pub credentials: Credentials,
+}
+
+/// A ticket login or an API token.
+#[derive(Clone)]
+pub enum Credentials {
+    Password { user: String, password: String },
+    Token { id: String, secret: String },
+}
+
+struct Ticket {
+    cookie: String,
+    csrf: String,
+}
+
+/// An authenticated API client.
+pub struct Client {
+    agent: Agent,
+    base: String,
+    credentials: Credentials,
+    ticket: RefCell<Option<Ticket>>,
+    status: Arc<Mutex<StatusLine>>,
+    read_only: bool,
+    requests: Cell<u64>,
+}
+
+/// HTTP methods the API uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Method {
+    fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+        }
+    }
+}
+
+/// Request parameters, in order.
+pub type Params = Vec<(String, String)>;
+
+fn transport_error(e: ureq::Error, base: &str) -> ApiError {
+    use ureq::Error as E;
+    let text = e.to_string();
+    let sent = !matches!(
+        e,
+        E::ConnectionFailed | E::HostNotFound | E::Tls(_) | E::Rustls(_) | E::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve)
+    ) && !matches!(&e, E::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused
+            || io.get_ref().is_some_and(|inner| inner.to_string().contains("certificate") || inner.is::<rustls::Error>()));
+    let tls = text.contains("certificate") || text.contains("UnknownIssuer") || matches!(e, E::Rustls(_) | E::Tls(_));
+    let detail = if tls {
+        format!(
+            "TLS connection to {base} failed: {text}. PVE uses a self-signed certificate by default: set ca_path to the cluster CA \
+             (/etc/pve/pve-root-ca.pem), or api_fingerprint to the node certificate's SHA-256 fingerprint (pvenode cert info), \
+             or, on a trusted network only, validate_certs: false"
+        )
+    } else {
+        match e {
+            E::Timeout(t) => format!("no answer from {base} within api_timeout ({t})"),
+            E::ConnectionFailed | E::HostNotFound => format!("unable to connect to {base}: {text}"),
+            _ => format!("request to {base} failed: {text}"),
+        }
+    };
+    ApiError::Transport { detail, sent }
+}
+
+impl Client {
+    /// Builds a client; logs in when using a password. `read_only` (check mode) refuses writes.
+    pub fn connect(conn: &Connection, read_only: bool) -> Result<Client, ApiError> {
+        let status = Arc::new(Mutex::new(StatusLine::default()));
+        let config = client_config(&conn.trust).map_err(|e| ApiError::Transport { detail: e, sent: false })?;
+        let connector = ().chain(TcpConnector::default()).chain(PveTls { config, status: status.clone() });
+        let agent_config = Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(conn.timeout))
+            .user_agent(concat!("sankofa.proxmox/", env!("CARGO_PKG_VERSION")))
+            .build();
+        let agent = Agent::with_parts(agent_config, connector, DefaultResolver::default());
+        let host = if conn.host.contains(':') && !conn.host.starts_with('[') { format!("[{}]", conn.host) } else { conn.host.clone() };
+        let client = Client {
+            agent,
+            base: format!("https://{host}:{}/api2/json", conn.port),
+            credentials: conn.credentials.clone(),
+            ticket: RefCell::new(None),
+            status,
+            read_only,
+            requests: Cell::new(0),
+        };
+        if let Credentials::Password { .. } = client.credentials {
+            client.login()?;
+        }
+        Ok(client)
+    }
+
+    /// How many HTTP requests this client has sent.
+    pub fn requests(&self) -> u64 {
+        self.requests.get()
+    }
+
+    /// True in check mode.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn login(&self) -> Result<(), ApiError> {
+        let Credentials::Password { user, password } = &self.credentials else { return Ok(()) };
+        let params = vec![("username".to_string(), user.clone()), ("password".to_string(), password.clone())];
+        let data = self.send(Method::Post, "/access/ticket", &params, false).map_err(|e| match e {
+            ApiError::Http { status: 401, .. } => ApiError::Http {
+                status: 401,
+                message: format!("authentication failure: PVE refused the login of '{user}' (check api_user and api_password)"),
+                errors: Map::new(),
+            },
+            other => other,
+        })?;
+        let cookie = data["data"]["ticket"].as_str().unwrap_or_default().to_string();
+        let csrf = data["data"]["CSRFPreventionToken"].as_str().unwrap_or_default().to_string();
+        if cookie.is_empty() {
+            return Err(ApiError::Transport { detail: format!("{} did not answer like a PVE API: no ticket in the login answer", self.base), sent: true });
+        }
+        crate::ansible::protocol::register_secret(&cookie);
+        crate::ansible::protocol::register_secret(&csrf);
+        *self.ticket.borrow_mut() = Some(Ticket { cookie, csrf });
+        Ok(())
+    }
+
+    /// A read (`GET`); returns the whole envelope (`data`, and `total` where PVE sends it).
+    pub fn get_envelope(&self, path: &str, params: &Params) -> Result<Value, ApiError> {
+        self.authed(Method::Get, path, params)
+    }
+
+    /// A read (`GET`); returns `data`.
+    pub fn get(&self, path: &str, params: &Params) -> Result<Value, ApiError> {
+        self.get_envelope(path, params).map(|mut v| v["data"].take())
+    }
+
+    /// A write (`POST`/`PUT`/`DELETE`); refused in check mode. Returns `data`.
+    pub fn write(&self, method: Method, path: &str, params: &Params) -> Result<Value, ApiError> {
+        if self.read_only {
+            return Err(ApiError::CheckMode { what: format!("{} {path}", method.as_str()) });
+        }
+        self.authed(method, path, params).map(|mut v| v["data"].take())
+    }
+
+    /// Sends with authentication; logs in again once if the ticket expired or was revoked.
+    fn authed(&self, method: Method, path: &str, params: &Params) -> Result<Value, ApiError> {
+        match self.send(method, path, params, true) {
+            Err(e) if e.is_auth() && matches!(self.credentials, Credentials::Password { .. }) && self.ticket.borrow().is_some() => {
+                self.login()?;
+                self.send(method, path, params, true)
+            }
+            Err(e) if e.is_auth() => Err(ApiError::Http {
+                status: 401,
+                message: match &self.credentials {
+                    Credentials::Token { id, .. } => format!("authentication failure: PVE refused the API token '{id}' (check api_token_id and api_token_secret)"),
+                    Credentials::Password { user, .. } => format!("authentication failure for '{user}'"),
+                },
+                errors: Map::new(),
+            }),
+            other => other,
+        }
+    }
+
+    fn send(&self, method: Method, path: &str, params: &Params, auth: bool) -> Result<Value, ApiError> {
+        self.requests.set(self.requests.get() + 1);
+        let mut url = format!("{}{path}", self.base);
+        let body = form(params);
+        if matches!(method, Method::Get | Method::Delete) && !params.is_empty() {
+            url.push('?');
+            url.push_str(&body);
+        }
+        let mut headers: Vec<(&str, String)> = Vec::new();
+        if auth {
+            match &self.credentials {
+                Credentials::Token { id, secret } => headers.push(("Authorization", format!("PVEAPIToken={id}={secret}"))),
+                Credentials::Password { .. } => {
+                    if let Some(t) = self.ticket.borrow().as_ref() {
+                        headers.push(("Cookie", format!("PVEAuthCookie={}", url_encode(&t.cookie))));
+                        if method != Method::Get {
+                            headers.push(("CSRFPreventionToken", t.csrf.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        let result = match method {
+            Method::Get | Method::Delete => {
+                let mut req = if method == Method::Get { self.agent.get(&url) } else { self.agent.delete(&url) };
+                for (k, v) in &headers {
+                    req = req.header(*k, v);
+                }
+                req.call()
+            }
+            Method::Post | Method::Put => {
+                let mut req = if method == Method::Post { self.agent.post(&url) } else { self.agent.put(&url) };
+                for (k, v) in &headers {
+                    req = req.header(*k, v);
+                }
+                req.content_type("application/x-www-form-urlencoded").send(body.as_bytes())
+            }
+        };
+        let mut resp = result.map_err(|e| transport_error(e, &self.base))?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(64 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|e| transport_error(e, &self.base))?;
+        let reason = self.status.lock().unwrap_or_else(|e| e.into_inner()).last_reason.take();
+        if status == 200 {
+            return serde_json::from_str(&text).map_err(|_| ApiError::Transport {
+                detail: format!("{} did not answer like a PVE API (a {} byte non-JSON body); is api_host/api_port a Proxmox VE node?", self.base, text.len()),
+                sent: true,
+            });
+        }
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let message = body["message"]
+            .as_str()
+            .map(|m| m.trim().to_string())
+            .filter(|m| !m.is_empty())
+            .or(reason)
+            .unwrap_or_else(|| resp.status().canonical_reason().unwrap_or("error").to_string());
+        let errors = body["errors"].as_object().cloned().unwrap_or_default();
+        Err(ApiError::Http { status, message, errors })
+    }
+}

@@ -1,0 +1,59 @@
+//! Percent-encoding for form bodies, query strings and PVE's `urlencoded` format (`sshkeys`).
+
+/// Encodes like JavaScript's `encodeURIComponent`, which is what PVE's `urlencoded` format
+/// accepts (`^[-%a-zA-Z0-9_.!~*'()]*$`): spaces become `%20`, never `+`.
+pub fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Encodes key/value pairs as `application/x-www-form-urlencoded`.
+pub fn form(pairs: &[(String, String)]) -> String {
+    pairs.iter().map(|(k, v)| format!("{}={}", url_encode(k), url_encode(v))).collect::<Vec<_>>().join("&")
+}
+
+/// Decodes percent-encoding (no `+` handling: PVE's `urlencoded` values use `%20`).
+pub fn url_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sshkeys_round_trip() {
+        let keys = "ssh-ed25519 AAAAC3Nz+/= me@host\nssh-rsa AAAAB3 other";
+        let enc = url_encode(keys);
+        assert!(enc.bytes().all(|b| b.is_ascii_alphanumeric() || b"-%_.!~*'()".contains(&b)), "{enc}");
+        assert!(enc.contains("%20") && !enc.contains('+'));
+        assert_eq!(url_decode(&enc), keys);
+    }
+
+    #[test]
+    fn form_encoding_doubles_percent() {
+        let f = form(&[("sshkeys".into(), url_encode("a b"))]);
+        assert_eq!(f, "sshkeys=a%2520b");
+    }
+}

@@ -1,0 +1,143 @@
+//! API errors as PVE reports them, and their classification for retries: was the request
+//! surely not carried out (safe to send again), is it lock contention, is it transient?
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+/// A failed API request.
+#[derive(Debug, Clone)]
+pub enum ApiError {
+    /// No HTTP answer. `sent` is false when the request surely never reached the server
+    /// (connection refused, DNS, TLS handshake), true when it may have been carried out.
+    Transport { detail: String, sent: bool },
+    /// An HTTP error status with PVE's message (the body's `message`, else the status line).
+    Http { status: u16, message: String, errors: Map<String, Value> },
+    /// A write attempted in check mode; the client layer refuses it.
+    CheckMode { what: String },
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::Transport { detail, .. } => write!(f, "{detail}"),
+            ApiError::Http { status, message, errors } if !errors.is_empty() => {
+                let list: Vec<String> = errors
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()).trim()))
+                    .collect();
+                write!(f, "{status} {} ({})", message.trim(), list.join("; "))
+            }
+            ApiError::Http { status, message, .. } => write!(f, "{status} {}", message.trim()),
+            ApiError::CheckMode { what } => write!(f, "check mode: refusing to send {what}"),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl ApiError {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ApiError::Http { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    fn message(&self) -> &str {
+        match self {
+            ApiError::Http { message, .. } => message,
+            ApiError::Transport { detail, .. } => detail,
+            ApiError::CheckMode { .. } => "",
+        }
+    }
+
+    /// `VM is locked (…)` or `can't lock file … got timeout`: another operation holds the VM.
+    /// PVE raises both before doing anything, so the request can be sent again later.
+    pub fn is_lock_contention(&self) -> bool {
+        self.status() == Some(500) && (self.message().contains("got timeout") || self.message().contains(" is locked ("))
+    }
+
+    /// The `lock` named in `VM is locked (create)`, if that is the error.
+    pub fn locked_by(&self) -> Option<String> {
+        let m = self.message();
+        let i = m.find(" is locked (")?;
+        let rest = &m[i + " is locked (".len()..];
+        Some(rest[..rest.find(')')?].to_string())
+    }
+
+    /// `400 {"upid": "no such task"}`: a task not (yet) visible on that node.
+    pub fn is_no_such_task(&self) -> bool {
+        matches!(self, ApiError::Http { status: 400, errors, .. }
+            if errors.get("upid").and_then(Value::as_str).is_some_and(|s| s.contains("no such task")))
+    }
+
+    /// Worth retrying for a read: transport trouble, a proxy error (595–599), 502–504, or a
+    /// 500 that is not a statement about the object (such as "does not exist").
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ApiError::Transport { .. } => true,
+            ApiError::Http { status, message, .. } => match status {
+                502..=504 | 595..=599 => true,
+                500 => !message.contains("does not exist") && !message.contains("already exists"),
+                _ => false,
+            },
+            ApiError::CheckMode { .. } => false,
+        }
+    }
+
+    /// True when the server surely did not carry the request out, so sending it again cannot
+    /// do it twice: nothing was sent, the login was refused, the parameters were refused, the
+    /// proxy could not reach the node (595), or the VM was locked.
+    pub fn surely_not_done(&self) -> bool {
+        match self {
+            ApiError::Transport { sent, .. } => !sent,
+            ApiError::Http { status, .. } => matches!(status, 400..=499 | 595) || self.is_lock_contention(),
+            ApiError::CheckMode { .. } => true,
+        }
+    }
+
+    /// `401`: the ticket expired or was revoked.
+    pub fn is_auth(&self) -> bool {
+        self.status() == Some(401)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn http(status: u16, msg: &str) -> ApiError {
+        ApiError::Http { status, message: msg.into(), errors: Map::new() }
+    }
+
+    #[test]
+    fn classifies_locks() {
+        let e = http(500, "VM is locked (create)");
+        assert!(e.is_lock_contention() && e.surely_not_done());
+        assert_eq!(e.locked_by().as_deref(), Some("create"));
+        assert!(http(500, "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout").is_lock_contention());
+        assert!(!http(500, "unable to create VM 100 - VM 100 already exists on node 'pve1'").is_lock_contention());
+    }
+
+    #[test]
+    fn classifies_transient_and_ambiguous() {
+        assert!(http(596, "Broken pipe").is_transient());
+        assert!(!http(596, "Broken pipe").surely_not_done());
+        assert!(http(595, "Connection refused").surely_not_done());
+        assert!(!http(500, "Configuration file 'nodes/pve1/qemu-server/9.conf' does not exist").is_transient());
+        assert!(ApiError::Transport { detail: "reset".into(), sent: true }.is_transient());
+        assert!(!ApiError::Transport { detail: "reset".into(), sent: true }.surely_not_done());
+        assert!(ApiError::Transport { detail: "refused".into(), sent: false }.surely_not_done());
+    }
+
+    #[test]
+    fn no_such_task_and_display() {
+        let mut errors = Map::new();
+        errors.insert("upid".into(), json!("no such task"));
+        let e = ApiError::Http { status: 400, message: "Parameter verification failed.".into(), errors };
+        assert!(e.is_no_such_task());
+        assert_eq!(e.to_string(), "400 Parameter verification failed. (upid: no such task)");
+    }
+}

@@ -1,0 +1,184 @@
+//! Waiting on a task: the shell around the pure policy in `wait.rs`. It polls the task's
+//! status and reads its log incrementally on the node named in the UPID, sleeps as the
+//! policy says, and stops at once on SIGINT/SIGTERM.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::client::{Client, Method, Params};
+use super::error::ApiError;
+use super::upid::Upid;
+use super::wait::{Decision, Exit, Observation, Policy, WaitState, progress_in};
+use crate::interrupt;
+
+/// How many log lines a failure message carries.
+pub const TAIL_LINES: usize = 12;
+
+/// A finished task.
+#[derive(Clone, Debug)]
+pub struct TaskReport {
+    pub upid: Upid,
+    pub exitstatus: String,
+    pub exit: Exit,
+    /// How long we waited for it.
+    pub waited: Duration,
+    /// `WARN:` lines of the log.
+    pub warnings: Vec<String>,
+    /// The whole log as read.
+    pub log: Vec<String>,
+    pub polls: u32,
+}
+
+impl TaskReport {
+    /// The last `n` log lines.
+    pub fn tail(&self, n: usize) -> Vec<String> {
+        tail(&self.log, n)
+    }
+
+    /// The task as the module reports it.
+    pub fn to_json(&self) -> Value {
+        json!({"type": self.upid.task_type, "upid": self.upid.text, "node": self.upid.node,
+               "exitstatus": self.exitstatus, "duration": (self.waited.as_secs_f64() * 1000.0).round() / 1000.0})
+    }
+}
+
+fn tail(log: &[String], n: usize) -> Vec<String> {
+    log[log.len().saturating_sub(n)..].to_vec()
+}
+
+/// Why a wait did not end in success.
+#[derive(Debug)]
+pub enum WaitError {
+    /// The task stopped with an error.
+    Failed(TaskReport),
+    /// The deadline passed. `stopped` tells whether the task was stopped on request.
+    TimedOut { upid: Upid, elapsed: Duration, progress: Option<f64>, tail: Vec<String>, last_error: Option<String>, stopped: Option<Result<(), String>> },
+    /// The task never became visible on its node, or disappeared.
+    Vanished { upid: Upid },
+    /// SIGINT/SIGTERM while waiting; the task goes on in PVE.
+    Interrupted { upid: Upid, signal: &'static str, elapsed: Duration },
+    /// A request failed in a way that retrying cannot mend (permissions, say).
+    Api { upid: Upid, error: ApiError },
+}
+
+impl fmt::Display for WaitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitError::Failed(r) => write!(f, "task {} failed: {}", r.upid, r.exitstatus),
+            WaitError::TimedOut { upid, elapsed, progress, last_error, stopped, .. } => {
+                write!(f, "task {upid} still running after {}", humantime::format_duration(Duration::from_secs(elapsed.as_secs())))?;
+                if let Some(p) = progress {
+                    write!(f, " at {p:.0}%")?;
+                }
+                write!(f, " (timeout reached")?;
+                if let Some(e) = last_error {
+                    write!(f, "; last error: {e}")?;
+                }
+                write!(f, ")")?;
+                match stopped {
+                    Some(Ok(())) => write!(f, "; the task was stopped (stop_task_on_timeout)"),
+                    Some(Err(e)) => write!(f, "; stopping the task failed: {e}"),
+                    None => write!(f, "; the task goes on in PVE: raise timeout, or re-run to wait for it again"),
+                }
+            }
+            WaitError::Vanished { upid } => write!(f, "task {upid} is not known on node {} (no such task)", upid.node),
+            WaitError::Interrupted { upid, signal, .. } => {
+                write!(f, "interrupted by {signal} while waiting for task {upid}; the task goes on in PVE, and a re-run waits for it and converges")
+            }
+            WaitError::Api { upid, error } => write!(f, "while waiting for task {upid}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for WaitError {}
+
+fn task_path(upid: &Upid) -> String {
+    format!("/nodes/{}/tasks/{}", upid.node, upid.text)
+}
+
+/// Reads log lines after those already in `log`.
+fn read_log(client: &Client, upid: &Upid, log: &mut Vec<String>) -> Result<(), ApiError> {
+    let params: Params = vec![("start".into(), log.len().to_string()), ("limit".into(), "1000".into())];
+    let env = client.get_envelope(&format!("{}/log", task_path(upid)), &params)?;
+    let lines = env["data"].as_array().cloned().unwrap_or_default();
+    let fresh: Vec<(u64, String)> =
+        lines.iter().filter_map(|l| Some((l["n"].as_u64()?, l["t"].as_str().unwrap_or("").to_string()))).collect();
+    // An empty log reads as one "no content" line; it is not part of the log.
+    if log.is_empty() && fresh.len() == 1 && fresh[0].1 == "no content" && env["total"].as_u64().unwrap_or(1) <= 1 {
+        return Ok(());
+    }
+    for (n, t) in fresh {
+        if n as usize == log.len() + 1 {
+            log.push(t);
+        }
+    }
+    Ok(())
+}
+
+fn observe(client: &Client, upid: &Upid, log: &mut Vec<String>) -> Result<Observation, ApiError> {
+    match client.get(&format!("{}/status", task_path(upid)), &Vec::new()) {
+        Ok(st) => {
+            // The log is best effort: progress for the policy, the tail for messages.
+            let _ = read_log(client, upid, log);
+            if st["status"].as_str() == Some("stopped") {
+                let exit = st["exitstatus"].as_str().unwrap_or("unexpected status").to_string();
+                Ok(Observation::Stopped { exitstatus: exit })
+            } else {
+                Ok(Observation::Running { progress: progress_in(log) })
+            }
+        }
+        Err(e) if e.is_no_such_task() => Ok(Observation::NotVisible),
+        Err(e) if e.is_transient() => Ok(Observation::Transient(e.to_string())),
+        Err(e) => Err(e),
+    }
+}
+
+/// Waits for a task to stop; success is PVE's rule (`OK` or `WARNINGS: N`).
+pub fn wait_task(client: &Client, upid: &Upid, policy: &Policy, stop_on_timeout: bool) -> Result<TaskReport, WaitError> {
+    let start = Instant::now();
+    let mut state = WaitState::new();
+    let mut log = Vec::new();
+    loop {
+        if let Some(signal) = interrupt::received() {
+            return Err(WaitError::Interrupted { upid: upid.clone(), signal, elapsed: start.elapsed() });
+        }
+        let obs = observe(client, upid, &mut log).map_err(|error| WaitError::Api { upid: upid.clone(), error })?;
+        match state.decide(policy, start.elapsed(), obs) {
+            Decision::Wait(d) => {
+                if !interrupt::sleep(d) {
+                    let signal = interrupt::received().unwrap_or("a signal");
+                    return Err(WaitError::Interrupted { upid: upid.clone(), signal, elapsed: start.elapsed() });
+                }
+            }
+            Decision::Done(exit) => {
+                let exitstatus = match &exit {
+                    Exit::Ok => "OK".to_string(),
+                    Exit::Warnings(n) => format!("WARNINGS: {n}"),
+                    Exit::Failed(s) => s.clone(),
+                };
+                let warnings = log.iter().filter(|l| l.contains("WARN:")).cloned().collect();
+                let report = TaskReport { upid: upid.clone(), exitstatus, exit: exit.clone(), waited: start.elapsed(), warnings, log, polls: state.polls() };
+                return if exit.is_success() { Ok(report) } else { Err(WaitError::Failed(report)) };
+            }
+            Decision::TimedOut { progress, last_error } => {
+                let stopped = stop_on_timeout.then(|| {
+                    client.write(Method::Delete, &task_path(upid), &Vec::new()).map(|_| ()).map_err(|e| e.to_string())
+                });
+                if stopped.is_some() {
+                    let _ = read_log(client, upid, &mut log);
+                }
+                return Err(WaitError::TimedOut { upid: upid.clone(), elapsed: start.elapsed(), progress, tail: tail(&log, TAIL_LINES), last_error, stopped });
+            }
+            Decision::Vanished => return Err(WaitError::Vanished { upid: upid.clone() }),
+        }
+    }
+}
+
+/// Lists the tasks still running on a node for a VM (to wait on a lock's holder).
+pub fn active_tasks(client: &Client, node: &str, vmid: u32) -> Result<Vec<Upid>, ApiError> {
+    let params: Params = vec![("vmid".into(), vmid.to_string()), ("source".into(), "active".into())];
+    let list = client.get(&format!("/nodes/{node}/tasks"), &params)?;
+    Ok(list.as_array().into_iter().flatten().filter_map(|t| t["upid"].as_str()).filter_map(|u| Upid::parse(u).ok()).collect())
+}

@@ -1,0 +1,419 @@
+//! The imperative shell of the `vm` module: find the VM, wait out whatever holds its lock,
+//! plan, carry the steps out (each dispatched once, each task waited on by its UPID), read
+//! the VM again and re-plan until nothing is left to do.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::plan::{Current, Plan, Step, plan};
+use super::spec::{Desired, State, desired, format_size};
+use crate::ansible::protocol::{Failure, Invocation, Outcome};
+use crate::common;
+use crate::pve::client::{Client, Method, Params};
+use crate::pve::ops::{self, Dispatched, backoff, dispatch};
+use crate::pve::tasks::{TAIL_LINES, TaskReport, WaitError, active_tasks, wait_task};
+use crate::pve::upid::Upid;
+use crate::pve::wait::Policy;
+
+/// What a step led to.
+enum Done {
+    /// The VM exists as (vmid, node).
+    Vm(u32, String),
+    /// The VM is gone.
+    Gone,
+    /// PVE refused because the config changed meanwhile: read again and re-plan.
+    Stale,
+}
+
+struct Runner<'a> {
+    client: &'a Client,
+    d: &'a Desired,
+    deadline: Instant,
+    started: Instant,
+    stop_on_timeout: bool,
+    tasks: Vec<TaskReport>,
+    warnings: Vec<String>,
+    changed: bool,
+    seed: u64,
+}
+
+fn p(pairs: &[(&str, String)]) -> Params {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+impl<'a> Runner<'a> {
+    fn fail(&self, msg: impl Into<String>) -> Failure {
+        Failure { msg: msg.into(), changed: self.changed, ..Default::default() }
+    }
+
+    fn policy(&self) -> Policy {
+        Policy::with_timeout(self.deadline.saturating_duration_since(Instant::now()))
+    }
+
+    /// Finds the VM cluster-wide by vmid, or else by name.
+    fn find(&self) -> Result<Option<(u32, String)>, Failure> {
+        let list = ops::read(self.client, "/cluster/resources", &p(&[("type", "vm".into())]), self.deadline)
+            .map_err(|e| self.fail(format!("listing the cluster's VMs: {e}")))?;
+        let vms: Vec<(u32, String, String)> = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["type"].as_str() == Some("qemu"))
+            .filter_map(|r| {
+                let id = r["vmid"].as_u64().or_else(|| r["vmid"].as_str()?.parse().ok())? as u32;
+                Some((id, r["node"].as_str()?.to_string(), r["name"].as_str().unwrap_or("").to_string()))
+            })
+            .collect();
+        if let Some(id) = self.d.vmid {
+            return Ok(vms.into_iter().find(|v| v.0 == id).map(|v| (v.0, v.1)));
+        }
+        let name = self.d.name.as_deref().unwrap_or_default();
+        let hits: Vec<_> = vms.into_iter().filter(|v| v.2 == name).collect();
+        match hits.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some((one.0, one.1.clone()))),
+            many => Err(self.fail(format!(
+                "name '{name}' is ambiguous: VMs {} carry it; give vmid",
+                many.iter().map(|v| format!("{} (on {})", v.0, v.1)).collect::<Vec<_>>().join(", ")
+            ))),
+        }
+    }
+
+    fn read(&self, vmid: u32, node: &str) -> Result<Current, Failure> {
+        let base = format!("/nodes/{node}/qemu/{vmid}");
+        let config = ops::read(self.client, &format!("{base}/config"), &Vec::new(), self.deadline)
+            .map_err(|e| self.fail(format!("reading the config of VM {vmid} on {node}: {e}")))?;
+        let status = ops::read(self.client, &format!("{base}/status/current"), &Vec::new(), self.deadline)
+            .map_err(|e| self.fail(format!("reading the status of VM {vmid} on {node}: {e}")))?;
+        Ok(Current::from_api(vmid, node, &config, &status))
+    }
+
+    /// Waits for a task; turns every way it can end badly into a failed result with context.
+    fn wait(&mut self, upid: Upid, what: &str) -> Result<(), Failure> {
+        match wait_task(self.client, &upid, &self.policy(), self.stop_on_timeout) {
+            Ok(r) => {
+                for w in &r.warnings {
+                    self.warnings.push(format!("{what}: {w}"));
+                }
+                if r.warnings.is_empty()
+                    && let crate::pve::wait::Exit::Warnings(n) = r.exit
+                {
+                    self.warnings.push(format!("{what}: task {} ended with {n} warning(s)", r.upid));
+                }
+                self.tasks.push(r);
+                Ok(())
+            }
+            Err(WaitError::Failed(r)) => {
+                let mut f = self.fail(format!("{what} failed: {}", r.exitstatus));
+                f.data.insert("upid".into(), json!(r.upid.text));
+                f.data.insert("exitstatus".into(), json!(r.exitstatus));
+                f.data.insert("log_tail".into(), json!(r.tail(TAIL_LINES)));
+                self.tasks.push(r);
+                Err(f)
+            }
+            Err(e) => {
+                let mut f = self.fail(format!("{what}: {e}"));
+                match &e {
+                    WaitError::TimedOut { upid, elapsed, progress, tail, .. } => {
+                        f.data.insert("upid".into(), json!(upid.text));
+                        f.data.insert("waited".into(), json!(elapsed.as_secs_f64()));
+                        f.data.insert("progress".into(), json!(progress));
+                        f.data.insert("log_tail".into(), json!(tail));
+                    }
+                    WaitError::Vanished { upid } | WaitError::Interrupted { upid, .. } | WaitError::Api { upid, .. } => {
+                        f.data.insert("upid".into(), json!(upid.text));
+                    }
+                    WaitError::Failed(_) => {}
+                }
+                Err(f)
+            }
+        }
+    }
+
+    /// If the VM is locked, waits for the task holding the lock (say an import from an
+    /// earlier, interrupted run), then reads it again. A lock no task holds is reported.
+    fn settle(&mut self, mut cur: Current) -> Result<Current, Failure> {
+        let mut quiet_since: Option<Instant> = None;
+        while let Some(lock) = cur.lock().map(str::to_string) {
+            let running = active_tasks(self.client, &cur.node, cur.vmid)
+                .map_err(|e| self.fail(format!("listing tasks of VM {} on {}: {e}", cur.vmid, cur.node)))?;
+            if let Some(upid) = running.into_iter().next() {
+                quiet_since = None;
+                let what = format!("waiting for {} (task {}) that holds VM {}'s lock '{lock}'", upid.task_type, upid, cur.vmid);
+                self.wait(upid, &what)?;
+            } else {
+                let since = *quiet_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(10) || Instant::now() >= self.deadline {
+                    return Err(self.fail(format!(
+                        "VM {} on {} is locked ({lock}) but no task on {} holds the lock; if no operation is in progress, \
+                         remove it on the node with `qm unlock {}`",
+                        cur.vmid, cur.node, cur.node, cur.vmid
+                    )));
+                }
+                if !crate::interrupt::sleep(Duration::from_millis(250)) {
+                    return Err(self.fail(format!("interrupted while waiting for VM {}'s lock '{lock}'", cur.vmid)));
+                }
+            }
+            cur = self.read(cur.vmid, &cur.node)?;
+        }
+        Ok(cur)
+    }
+
+    fn next_id(&self) -> Result<u32, Failure> {
+        let v = ops::read(self.client, "/cluster/nextid", &Vec::new(), self.deadline).map_err(|e| self.fail(format!("asking PVE for a free vmid: {e}")))?;
+        // The schema says integer; real servers answer a string.
+        v.as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .map(|n| n as u32)
+            .ok_or_else(|| self.fail(format!("PVE answered an unexpected vmid: {v}")))
+    }
+
+    /// Finds a running task of `ttype` for the VM: the one a lost answer may have started.
+    fn recover(&self, node: &str, vmid: u32, ttype: &str) -> Option<Upid> {
+        active_tasks(self.client, node, vmid).ok()?.into_iter().find(|u| u.task_type == ttype)
+    }
+
+    fn create(&mut self, node: &str, params: &[(String, String)]) -> Result<Done, Failure> {
+        let mut attempt = 0;
+        loop {
+            let vmid = match self.d.vmid {
+                Some(v) => v,
+                None => self.next_id()?,
+            };
+            let mut req: Params = vec![("vmid".into(), vmid.to_string())];
+            req.extend(params.iter().cloned());
+            let what = format!("creating VM {vmid} on {node}");
+            let result = dispatch(self.client, Method::Post, &format!("/nodes/{node}/qemu"), &req, self.deadline, || self.recover(node, vmid, "qmcreate"));
+            match result {
+                Ok(Dispatched::Task(upid)) => {
+                    self.changed = true;
+                    self.wait(upid, &what)?;
+                    return Ok(Done::Vm(vmid, node.to_string()));
+                }
+                Ok(Dispatched::Done) => {
+                    self.changed = true;
+                    return Ok(Done::Vm(vmid, node.to_string()));
+                }
+                Err(e) if e.to_string().contains("already exists") => {
+                    if self.d.vmid.is_some() {
+                        // Created meanwhile (a parallel run?): converge what is there.
+                        return match self.find()? {
+                            Some((id, n)) => Ok(Done::Vm(id, n)),
+                            None => Err(self.fail(format!("{what}: {e}"))),
+                        };
+                    }
+                    // Another client took the id between nextid and create: take a fresh one.
+                    attempt += 1;
+                    if Instant::now() >= self.deadline {
+                        return Err(self.fail(format!("{what}: {e} (no free vmid found before the timeout)")));
+                    }
+                    crate::interrupt::sleep(backoff(attempt.min(3), self.seed).mul_f64(0.4));
+                }
+                Err(e) => return Err(self.fail(format!("{what}: {e}"))),
+            }
+        }
+    }
+
+    /// Dispatches a task-starting request for the VM and waits on it.
+    fn task(&mut self, cur: &Current, method: Method, path: &str, params: Params, ttype: &str, what: &str) -> Result<Done, Failure> {
+        let (node, vmid) = (cur.node.clone(), cur.vmid);
+        let result = dispatch(self.client, method, &format!("/nodes/{node}/qemu/{vmid}{path}"), &params, self.deadline, || self.recover(&node, vmid, ttype));
+        match result {
+            Ok(Dispatched::Task(upid)) => {
+                self.changed = true;
+                self.wait(upid, what)?;
+                Ok(Done::Vm(vmid, node))
+            }
+            Ok(Dispatched::Done) => {
+                self.changed = true;
+                Ok(Done::Vm(vmid, node))
+            }
+            Err(e) if e.to_string().contains("checksum mismatch") => Ok(Done::Stale),
+            Err(e) => Err(self.fail(format!("{what}: {e}"))),
+        }
+    }
+
+    fn execute(&mut self, step: Step, cur: Option<&Current>) -> Result<Done, Failure> {
+        if let Step::Create { node, params } = &step {
+            return self.create(node, params);
+        }
+        let cur = cur.ok_or_else(|| self.fail(format!("internal error: {} planned for a VM that does not exist", step.describe())))?;
+        let id = format!("VM {} on {}", cur.vmid, cur.node);
+        match step {
+            Step::Create { .. } => unreachable!("handled above"),
+            Step::Update { set } => {
+                let mut params = set.clone();
+                if let Some(d) = cur.config.get("digest") {
+                    params.push(("digest".into(), d.clone()));
+                }
+                let keys = set.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ");
+                self.task(cur, Method::Post, "/config", params, "qmconfig", &format!("updating {keys} of {id}"))
+            }
+            Step::Resize { slot, to, .. } => {
+                let params = p(&[("disk", slot.clone()), ("size", format_size(to))]);
+                self.task(cur, Method::Put, "/resize", params, "resize", &format!("resizing {slot} of {id} to {}", format_size(to)))
+            }
+            Step::Start => self.task(cur, Method::Post, "/status/start", Vec::new(), "qmstart", &format!("starting {id}")),
+            Step::Stop => self.task(cur, Method::Post, "/status/stop", Vec::new(), "qmstop", &format!("stopping {id}")),
+            Step::Reboot => self.task(cur, Method::Post, "/status/reboot", Vec::new(), "qmreboot", &format!("rebooting {id}")),
+            Step::Shutdown { timeout, force } => {
+                let params = p(&[("timeout", timeout.to_string()), ("forceStop", if force { "1" } else { "0" }.into())]);
+                self.task(cur, Method::Post, "/status/shutdown", params, "qmshutdown", &format!("shutting down {id}"))
+            }
+            Step::Destroy { purge } => {
+                let params = p(&[("purge", if purge { "1" } else { "0" }.into()), ("destroy-unreferenced-disks", "1".into())]);
+                self.task(cur, Method::Delete, "", params, "qmdestroy", &format!("destroying {id}"))?;
+                Ok(Done::Gone)
+            }
+        }
+    }
+}
+
+fn diff_value(before: &std::collections::BTreeMap<String, String>, after: &std::collections::BTreeMap<String, String>, header: &str) -> Value {
+    json!({"before": before, "after": after, "before_header": header, "after_header": header})
+}
+
+/// The final value of a planned key, read from the VM (for diff mode's "after").
+fn observed(cur: Option<&Current>, key: &str) -> String {
+    let Some(c) = cur else { return String::new() };
+    if key == "state" {
+        return if c.running { "running" } else { "stopped" }.into();
+    }
+    if let Some(slot) = key.strip_suffix(".size") {
+        return c.config.get(slot).and_then(|v| super::plan::drive_size(v)).map(format_size).unwrap_or_default();
+    }
+    c.config.get(key).cloned().unwrap_or_default()
+}
+
+fn config_json(cur: &Current) -> Value {
+    Value::Object(cur.config.iter().filter(|(k, _)| k.as_str() != "digest").map(|(k, v)| (k.clone(), json!(v))).collect())
+}
+
+/// Runs the `vm` module.
+pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
+    let started = Instant::now();
+    let d = desired(inv).map_err(Failure::msg)?;
+    let (client, warnings) = common::connect(inv)?;
+    let mut r = Runner {
+        client: &client,
+        d: &d,
+        deadline: started + common::duration(inv, "timeout"),
+        started,
+        stop_on_timeout: inv.bool("stop_task_on_timeout").unwrap_or(false),
+        tasks: Vec::new(),
+        warnings,
+        changed: false,
+        seed: ops::seed(),
+    };
+    let result = converge(&mut r, inv.ctx.check_mode);
+    let elapsed = (r.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    let tasks: Vec<Value> = r.tasks.iter().map(TaskReport::to_json).collect();
+    match result {
+        Ok(mut o) => {
+            o.data.insert("tasks".into(), json!(tasks));
+            o.data.insert("elapsed".into(), json!(elapsed));
+            o.data.insert("api_requests".into(), json!(client.requests()));
+            o.warnings.extend(r.warnings);
+            Ok(o)
+        }
+        Err(mut f) => {
+            f.changed = f.changed || r.changed;
+            f.data.insert("tasks".into(), json!(tasks));
+            f.data.insert("elapsed".into(), json!(elapsed));
+            if let Some(v) = d.vmid {
+                f.data.entry("vmid").or_insert(json!(v));
+            }
+            f.warnings.extend(r.warnings);
+            Err(f)
+        }
+    }
+}
+
+fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
+    let d = r.d;
+    let mut cur = match r.find()? {
+        Some((vmid, node)) => {
+            let c = r.read(vmid, &node)?;
+            Some(if check_mode { c } else { r.settle(c)? })
+        }
+        None => None,
+    };
+    if let (Some(c), Some(n)) = (&cur, &d.node)
+        && c.node != *n
+        && d.state != State::Absent
+    {
+        r.warnings.push(format!("VM {} is on node {}, not {n}; it was left there (this module does not migrate VMs)", c.vmid, c.node));
+    }
+    let header = |c: Option<&Current>| match c {
+        Some(c) => format!("VM {} on {}", c.vmid, c.node),
+        None => format!("VM {}", d.vmid.map(|v| v.to_string()).unwrap_or_else(|| d.name.clone().unwrap_or_default())),
+    };
+    let first: Plan = plan(d, cur.as_ref()).map_err(|e| r.fail(e))?;
+    if check_mode {
+        let mut o = Outcome { changed: !first.steps.is_empty(), ..Default::default() };
+        o.msg = if first.steps.is_empty() {
+            format!("{} is up to date", header(cur.as_ref()))
+        } else {
+            format!("would {} {}", first.steps.iter().map(Step::describe).collect::<Vec<_>>().join(", then "), header(cur.as_ref()))
+        };
+        o.data.insert("planned".into(), json!(first.steps.iter().map(Step::describe).collect::<Vec<_>>()));
+        if let Some(c) = &cur {
+            o.data.insert("vmid".into(), json!(c.vmid));
+            o.data.insert("node".into(), json!(c.node));
+        }
+        o.diff = Some(diff_value(&first.before, &first.after, &header(cur.as_ref())));
+        return Ok(o);
+    }
+    let mut done_steps: Vec<String> = Vec::new();
+    let mut pending = first.clone();
+    for round in 0..6 {
+        if pending.steps.is_empty() {
+            break;
+        }
+        if round == 5 {
+            return Err(r.fail(format!(
+                "{} did not converge: still planned after 5 rounds: {} (is something else changing it?)",
+                header(cur.as_ref()),
+                pending.steps.iter().map(Step::describe).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let mut ident = cur.as_ref().map(|c| (c.vmid, c.node.clone()));
+        for step in pending.steps.clone() {
+            let label = step.describe();
+            match r.execute(step, cur.as_ref())? {
+                Done::Vm(vmid, node) => {
+                    done_steps.push(label);
+                    ident = Some((vmid, node));
+                }
+                Done::Gone => {
+                    done_steps.push(label);
+                    ident = None;
+                }
+                Done::Stale => break,
+            }
+        }
+        cur = match ident {
+            Some((vmid, node)) => Some(r.settle(r.read(vmid, &node)?)?),
+            None => None,
+        };
+        pending = plan(d, cur.as_ref()).map_err(|e| r.fail(e))?;
+    }
+    let after = first.before.keys().chain(first.after.keys()).map(|k| (k.clone(), observed(cur.as_ref(), k))).collect();
+    let mut o = Outcome { changed: r.changed, ..Default::default() };
+    o.diff = Some(diff_value(&first.before, &after, &header(cur.as_ref())));
+    match &cur {
+        Some(c) => {
+            o.msg = if done_steps.is_empty() { format!("VM {} on {} is up to date", c.vmid, c.node) } else { format!("VM {} on {}: {}", c.vmid, c.node, done_steps.join(", ")) };
+            o.data.insert("vmid".into(), json!(c.vmid));
+            o.data.insert("node".into(), json!(c.node));
+            o.data.insert("status".into(), json!(if c.running { "running" } else { "stopped" }));
+            o.data.insert("config".into(), config_json(c));
+        }
+        None => {
+            o.msg = if done_steps.is_empty() { "VM is absent".to_string() } else { format!("{}: {}", header(None), done_steps.join(", ")) };
+            o.data.insert("status".into(), json!("absent"));
+        }
+    }
+    Ok(o)
+}

@@ -1,0 +1,556 @@
+//! The `vm` module's options, and the desired VM they describe in PVE's own terms: config
+//! keys with values in the form PVE stores them, plus the disks to import or allocate.
+//!
+//! Values that end up inside PVE property strings are checked here, so that a `,`, `=` or
+//! newline in an option cannot smuggle extra keys into a drive or NIC definition.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::ansible::protocol::Invocation;
+use crate::ansible::spec::{Kind, Opt, Spec};
+use crate::common;
+use crate::pve::encode::url_encode;
+
+/// The power/lifecycle state asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Present,
+    Absent,
+    Started,
+    Stopped,
+    Restarted,
+}
+
+/// One disk of the desired VM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Disk {
+    /// `scsi0`, `virtio1`, `efidisk0`, …
+    pub slot: String,
+    pub storage: String,
+    /// A volume (`local:import/noble.qcow2`) or absolute path to import from.
+    pub import_from: Option<String>,
+    /// The size to grow to after import, or to allocate, in bytes.
+    pub size: Option<u64>,
+    pub format: Option<String>,
+    /// Drive options managed on this disk (`cache`, `discard`, `ssd`, …) in PVE's form.
+    pub opts: BTreeMap<String, String>,
+    /// A cloud-init drive (`storage:cloudinit`).
+    pub cloudinit: bool,
+}
+
+/// The VM as the options describe it.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    pub state: State,
+    pub vmid: Option<u32>,
+    pub name: Option<String>,
+    pub node: Option<String>,
+    /// Managed config keys, compared on every run.
+    pub config: BTreeMap<String, String>,
+    /// Keys sent only when the VM is created (`cipassword`, the default `boot`).
+    pub create_only: BTreeMap<String, String>,
+    pub disks: Vec<Disk>,
+    pub pool: Option<String>,
+    pub purge: bool,
+    pub shutdown_timeout: u64,
+    pub force_stop: bool,
+}
+
+const DRIVE_OPTS: &[&str] = &["cache", "discard", "ssd", "iothread", "backup", "replicate", "aio"];
+
+fn disk_options() -> Vec<Opt> {
+    vec![
+        Opt::new("slot", Kind::Str).required().aliases(&["interface"]),
+        Opt::new("storage", Kind::Str).required(),
+        Opt::new("import_from", Kind::Str),
+        Opt::new("size", Kind::Str),
+        Opt::new("format", Kind::Str).choices(&["raw", "qcow2", "vmdk"]),
+        Opt::new("cache", Kind::Str).choices(&["none", "writethrough", "writeback", "unsafe", "directsync"]),
+        Opt::new("discard", Kind::Bool),
+        Opt::new("ssd", Kind::Bool),
+        Opt::new("iothread", Kind::Bool),
+        Opt::new("backup", Kind::Bool),
+        Opt::new("replicate", Kind::Bool),
+        Opt::new("aio", Kind::Str).choices(&["native", "threads", "io_uring"]),
+    ]
+}
+
+fn net_options() -> Vec<Opt> {
+    vec![
+        Opt::new("model", Kind::Str)
+            .default(json!("virtio"))
+            .choices(&["virtio", "e1000", "e1000e", "rtl8139", "vmxnet3"]),
+        Opt::new("bridge", Kind::Str).default(json!("vmbr0")),
+        Opt::new("macaddr", Kind::Str),
+        Opt::new("tag", Kind::Int { min: Some(1), max: Some(4094) }),
+        Opt::new("firewall", Kind::Bool),
+        Opt::new("mtu", Kind::Int { min: Some(1), max: Some(65520) }),
+        Opt::new("queues", Kind::Int { min: Some(0), max: Some(64) }),
+        Opt::new("rate", Kind::Str),
+        Opt::new("link_down", Kind::Bool),
+    ]
+}
+
+fn ipconfig_options() -> Vec<Opt> {
+    vec![Opt::new("ip", Kind::Str), Opt::new("gw", Kind::Str), Opt::new("ip6", Kind::Str), Opt::new("gw6", Kind::Str)]
+}
+
+/// The `vm` module's argument spec.
+pub fn argument_spec() -> Spec {
+    let int = |min: i64, max: Option<i64>| Kind::Int { min: Some(min), max };
+    let mut options = common::connection_options();
+    options.extend(common::wait_options("30m"));
+    options.extend(vec![
+        Opt::new("state", Kind::Str).default(json!("present")).choices(&["present", "absent", "started", "stopped", "restarted"]),
+        Opt::new("vmid", int(100, Some(999_999_999))),
+        Opt::new("name", Kind::Str),
+        Opt::new("node", Kind::Str),
+        Opt::new("pool", Kind::Str),
+        Opt::new("disks", Kind::ListOfDicts(disk_options())),
+        Opt::new("cloudinit_storage", Kind::Str),
+        Opt::new("cloudinit_slot", Kind::Str).default(json!("ide2")),
+        Opt::new("ciuser", Kind::Str),
+        Opt::new("cipassword", Kind::Str).no_log(),
+        Opt::new("update_password", Kind::Str).default(json!("on_create")).choices(&["on_create", "always"]),
+        Opt::new("sshkeys", Kind::List(Box::new(Kind::Str))),
+        Opt::new("ipconfig", Kind::ListOfDicts(ipconfig_options())),
+        Opt::new("nameserver", Kind::List(Box::new(Kind::Str))),
+        Opt::new("searchdomain", Kind::Str),
+        Opt::new("citype", Kind::Str).choices(&["nocloud", "configdrive2", "opennebula"]),
+        Opt::new("ciupgrade", Kind::Bool),
+        Opt::new("cores", int(1, Some(1024))),
+        Opt::new("sockets", int(1, Some(16))),
+        Opt::new("memory", int(16, None)),
+        Opt::new("balloon", int(0, None)),
+        Opt::new("cpu", Kind::Str),
+        Opt::new("machine", Kind::Str),
+        Opt::new("bios", Kind::Str).choices(&["seabios", "ovmf"]),
+        Opt::new("ostype", Kind::Str).choices(&[
+            "other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11", "l24", "l26", "solaris",
+        ]),
+        Opt::new("scsihw", Kind::Str).choices(&["lsi", "lsi53c810", "virtio-scsi-pci", "virtio-scsi-single", "megasas", "pvscsi"]),
+        Opt::new("net", Kind::ListOfDicts(net_options())),
+        Opt::new("vga", Kind::Str),
+        Opt::new("serial", Kind::List(Box::new(Kind::Str))),
+        Opt::new("agent", Kind::Bool),
+        Opt::new("onboot", Kind::Bool),
+        Opt::new("numa", Kind::Bool),
+        Opt::new("protection", Kind::Bool),
+        Opt::new("boot", Kind::Str),
+        Opt::new("tags", Kind::List(Box::new(Kind::Str))),
+        Opt::new("description", Kind::Str),
+        Opt::new("extra_config", Kind::RawDict),
+        Opt::new("purge", Kind::Bool).default(json!(true)),
+        Opt::new("shutdown_timeout", int(0, Some(86400))).default(json!(180)),
+        Opt::new("force_stop", Kind::Bool).default(json!(true)),
+    ]);
+    let mut spec = Spec { options, ..Default::default() };
+    common::connection_rules(&mut spec);
+    spec.required_one_of.push(vec!["vmid", "name"]);
+    spec
+}
+
+/// True for drive keys PVE accepts (`ide0`–`ide3`, `sata0`–`sata5`, `scsi0`–`scsi30`,
+/// `virtio0`–`virtio15`, `efidisk0`, `tpmstate0`).
+pub fn is_drive_slot(s: &str) -> bool {
+    let idx = |p: &str, max: u32| {
+        s.strip_prefix(p)
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n.len() == 1 || !n.starts_with('0')))
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n <= max)
+    };
+    idx("ide", 3) || idx("sata", 5) || idx("scsi", 30) || idx("virtio", 15) || s == "efidisk0" || s == "tpmstate0"
+}
+
+/// Refuses characters that would break out of a property string.
+fn plain(option: &str, v: &str) -> Result<String, String> {
+    if v.is_empty() {
+        return Err(format!("{option} must not be empty"));
+    }
+    if let Some(c) = v.chars().find(|c| matches!(c, ',' | '=' | ';' | '\n' | '\r' | '\0') || c.is_whitespace()) {
+        return Err(format!("{option} must not contain {c:?} (got {v:?}): it would change the meaning of PVE's property string"));
+    }
+    Ok(v.to_string())
+}
+
+fn storage_id(option: &str, v: &str) -> Result<String, String> {
+    let v = plain(option, v)?;
+    let ok = v.len() >= 2
+        && v.as_bytes()[0].is_ascii_alphabetic()
+        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric();
+    if ok { Ok(v) } else { Err(format!("{option} must be a PVE storage ID such as local-lvm, got {v:?}")) }
+}
+
+/// `local:import/noble.qcow2`, `local-lvm:vm-9000-disk-0`, or an absolute path.
+fn import_source(option: &str, v: &str) -> Result<String, String> {
+    let v = plain(option, v)?;
+    if v.starts_with('/') {
+        if v.contains("/../") || v.ends_with("/..") {
+            return Err(format!("{option} must not contain '..', got {v:?}"));
+        }
+        return Ok(v);
+    }
+    match v.split_once(':') {
+        Some((sid, path)) if storage_id(option, sid).is_ok() && !path.is_empty() && !path.contains("..") => Ok(v),
+        _ => Err(format!("{option} must be a volume ID such as local:import/noble.qcow2 (or an absolute path), got {v:?}")),
+    }
+}
+
+/// Parses `20G`, `512M`, `1T`, `10240K`; a bare number means GiB.
+pub fn parse_size(option: &str, v: &str) -> Result<u64, String> {
+    let t = v.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1 << 30),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("{option} must be a size such as 20G or 512M, got {v:?}"))?;
+    if !(n > 0.0) || !n.is_finite() {
+        return Err(format!("{option} must be a positive size, got {v:?}"));
+    }
+    Ok((n * mult as f64).round() as u64)
+}
+
+/// Formats bytes as PVE writes sizes (`2G`, `3584M`).
+pub fn format_size(bytes: u64) -> String {
+    for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
+        let m = 1u64 << shift;
+        if bytes >= m && bytes % m == 0 {
+            return format!("{}{unit}", bytes / m);
+        }
+    }
+    bytes.to_string()
+}
+
+fn b(v: bool) -> String {
+    (if v { "1" } else { "0" }).to_string()
+}
+
+fn dns_name(option: &str, v: &str) -> Result<String, String> {
+    let ok = !v.is_empty()
+        && v.len() <= 253
+        && v.split('.').all(|l| {
+            !l.is_empty() && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-') && !l.starts_with('-') && !l.ends_with('-')
+        });
+    if ok { Ok(v.to_string()) } else { Err(format!("{option} must be a valid DNS name (letters, digits, '-' and '.'), got {v:?}")) }
+}
+
+fn mac(option: &str, v: &str) -> Result<String, String> {
+    let parts: Vec<&str> = v.split(':').collect();
+    if parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && p.bytes().all(|c| c.is_ascii_hexdigit())) {
+        Ok(v.to_ascii_uppercase())
+    } else {
+        Err(format!("{option} must be a MAC address such as BC:24:11:00:00:01, got {v:?}"))
+    }
+}
+
+/// Builds a NIC value: `virtio[=MAC],bridge=…,…` (options alphabetical, as PVE prints them).
+fn net_value(i: usize, n: &Map<String, Value>) -> Result<String, String> {
+    let o = |k: &str| format!("net[{i}].{k}");
+    let model = n["model"].as_str().unwrap_or("virtio");
+    let mut kv: BTreeMap<&str, String> = BTreeMap::new();
+    if let Some(br) = n["bridge"].as_str() {
+        kv.insert("bridge", plain(&o("bridge"), br)?);
+    }
+    if let Some(v) = n["firewall"].as_bool() {
+        kv.insert("firewall", b(v));
+    }
+    if let Some(v) = n["link_down"].as_bool() {
+        kv.insert("link_down", b(v));
+    }
+    for k in ["mtu", "queues", "tag"] {
+        if let Some(v) = n[k].as_i64() {
+            kv.insert(k, v.to_string());
+        }
+    }
+    if let Some(r) = n["rate"].as_str() {
+        let r = plain(&o("rate"), r)?;
+        r.parse::<f64>().map_err(|_| format!("{} must be a number (MB/s), got {r:?}", o("rate")))?;
+        kv.insert("rate", r);
+    }
+    let head = match n["macaddr"].as_str() {
+        Some(m) => format!("{model}={}", mac(&o("macaddr"), m)?),
+        None => model.to_string(),
+    };
+    Ok(std::iter::once(head).chain(kv.iter().map(|(k, v)| format!("{k}={v}"))).collect::<Vec<_>>().join(","))
+}
+
+fn ipconfig_value(i: usize, m: &Map<String, Value>) -> Result<String, String> {
+    let mut parts = Vec::new();
+    for k in ["gw", "gw6", "ip", "ip6"] {
+        if let Some(v) = m[k].as_str() {
+            let v = plain(&format!("ipconfig[{i}].{k}"), v)?;
+            let valid = match k {
+                "ip" => v == "dhcp" || cidr(&v, false),
+                "ip6" => v == "dhcp" || v == "auto" || cidr(&v, true),
+                "gw" => v.parse::<std::net::Ipv4Addr>().is_ok(),
+                _ => v.parse::<std::net::Ipv6Addr>().is_ok(),
+            };
+            if !valid {
+                return Err(format!("ipconfig[{i}].{k} is not valid: {v:?} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)"));
+            }
+            parts.push(format!("{k}={v}"));
+        }
+    }
+    if m["gw"].is_string() && !m["ip"].is_string() {
+        return Err(format!("ipconfig[{i}].gw needs ipconfig[{i}].ip"));
+    }
+    if parts.is_empty() {
+        return Err(format!("ipconfig[{i}] needs at least one of ip, ip6"));
+    }
+    Ok(parts.join(","))
+}
+
+fn cidr(v: &str, six: bool) -> bool {
+    let Some((a, l)) = v.split_once('/') else { return false };
+    let Ok(l) = l.parse::<u8>() else { return false };
+    if six { a.parse::<std::net::Ipv6Addr>().is_ok() && l <= 128 } else { a.parse::<std::net::Ipv4Addr>().is_ok() && l <= 32 }
+}
+
+/// Keys the module manages through its own options; `extra_config` may not set them.
+fn managed_key(k: &str) -> bool {
+    is_drive_slot(k) || k.starts_with("net") || k.starts_with("ipconfig") || k.starts_with("serial")
+        || [
+            "name", "cores", "sockets", "memory", "balloon", "cpu", "machine", "bios", "ostype", "scsihw", "vga", "agent", "onboot",
+            "numa", "protection", "boot", "tags", "description", "ciuser", "cipassword", "sshkeys", "nameserver", "searchdomain",
+            "citype", "ciupgrade", "vmid", "node", "pool", "lock", "digest", "delete", "skiplock",
+        ]
+        .contains(&k)
+}
+
+/// Builds the desired VM from validated options.
+pub fn desired(inv: &Invocation) -> Result<Desired, String> {
+    let p = &inv.params;
+    let state = match inv.str("state").unwrap_or("present") {
+        "absent" => State::Absent,
+        "started" => State::Started,
+        "stopped" => State::Stopped,
+        "restarted" => State::Restarted,
+        _ => State::Present,
+    };
+    let mut config = BTreeMap::new();
+    let mut create_only = BTreeMap::new();
+    let name = inv.str("name").map(|n| dns_name("name", n)).transpose()?;
+    if let Some(n) = &name {
+        config.insert("name".into(), n.clone());
+    }
+    for k in ["cores", "sockets", "memory", "balloon"] {
+        if let Some(v) = inv.int(k) {
+            config.insert(k.into(), v.to_string());
+        }
+    }
+    for k in ["bios", "ostype", "scsihw", "citype"] {
+        if let Some(v) = inv.str(k) {
+            config.insert(k.into(), v.to_string());
+        }
+    }
+    for k in ["cpu", "machine", "vga", "boot"] {
+        if let Some(v) = inv.str(k) {
+            if v.contains(['\n', '\r']) || v.trim().is_empty() {
+                return Err(format!("{k} must be a single non-empty line, got {v:?}"));
+            }
+            config.insert(k.into(), v.to_string());
+        }
+    }
+    for k in ["agent", "onboot", "numa", "protection", "ciupgrade"] {
+        if let Some(v) = inv.bool(k) {
+            config.insert(k.into(), b(v));
+        }
+    }
+    if let Some(u) = inv.str("ciuser") {
+        config.insert("ciuser".into(), plain("ciuser", u)?);
+    }
+    if let Some(pw) = inv.str("cipassword") {
+        if pw.contains(['\n', '\r']) {
+            return Err("cipassword must be a single line".into());
+        }
+        if inv.str("update_password") == Some("always") {
+            config.insert("cipassword".into(), pw.to_string());
+        } else {
+            create_only.insert("cipassword".into(), pw.to_string());
+        }
+    }
+    if let Some(keys) = p.get("sshkeys").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+        let keys: Vec<String> = keys.iter().filter_map(Value::as_str).map(|k| k.trim().to_string()).filter(|k| !k.is_empty()).collect();
+        if let Some(k) = keys.iter().find(|k| k.contains(['\n', '\r'])) {
+            return Err(format!("sshkeys: give one key per list item; this one spans lines: {:?}", k.lines().next().unwrap_or("")));
+        }
+        config.insert("sshkeys".into(), url_encode(&keys.join("\n")));
+    }
+    if let Some(ns) = p.get("nameserver").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+        let mut out = Vec::new();
+        for (i, n) in ns.iter().filter_map(Value::as_str).enumerate() {
+            n.parse::<std::net::IpAddr>().map_err(|_| format!("nameserver[{i}] must be an IP address, got {n:?}"))?;
+            out.push(n.to_string());
+        }
+        config.insert("nameserver".into(), out.join(" "));
+    }
+    if let Some(sd) = inv.str("searchdomain") {
+        config.insert("searchdomain".into(), dns_name("searchdomain", sd)?);
+    }
+    if let Some(tags) = p.get("tags").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+        let mut out = Vec::new();
+        for (i, t) in tags.iter().filter_map(Value::as_str).enumerate() {
+            let ok = !t.is_empty() && t.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_+.".contains(&c)) && !t.starts_with(['-', '_', '+', '.']);
+            if !ok {
+                return Err(format!("tags[{i}] must use letters, digits and - _ + . (not first), got {t:?}"));
+            }
+            out.push(t.to_ascii_lowercase());
+        }
+        config.insert("tags".into(), out.join(";"));
+    }
+    if let Some(d) = inv.str("description") {
+        config.insert("description".into(), d.to_string());
+    }
+    for (i, n) in p.get("net").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        config.insert(format!("net{i}"), net_value(i, n.as_object().ok_or("net items must be dicts")?)?);
+    }
+    for (i, m) in p.get("ipconfig").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        config.insert(format!("ipconfig{i}"), ipconfig_value(i, m.as_object().ok_or("ipconfig items must be dicts")?)?);
+    }
+    for (i, s) in p.get("serial").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).enumerate() {
+        if i > 3 {
+            return Err("serial takes at most 4 entries (serial0 to serial3)".into());
+        }
+        if !(s == "socket" || (s.starts_with("/dev/") && !s.contains(['\n', ',', ' ']))) {
+            return Err(format!("serial[{i}] must be 'socket' or a /dev/ path, got {s:?}"));
+        }
+        config.insert(format!("serial{i}"), s.to_string());
+    }
+    if let Some(extra) = p.get("extra_config").and_then(Value::as_object) {
+        for (k, v) in extra {
+            let v = v.as_str().unwrap_or_default();
+            let key_ok = !k.is_empty()
+                && k.as_bytes()[0].is_ascii_lowercase()
+                && k.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-');
+            if !key_ok {
+                return Err(format!("extra_config: {k:?} is not a PVE config key"));
+            }
+            if managed_key(k) {
+                return Err(format!("extra_config: set {k} through the module's own option, not extra_config"));
+            }
+            if v.contains(['\n', '\r']) {
+                return Err(format!("extra_config.{k} must be a single line"));
+            }
+            config.insert(k.clone(), v.to_string());
+        }
+    }
+
+    let mut disks = Vec::new();
+    for (i, d) in p.get("disks").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let d = d.as_object().ok_or("disks items must be dicts")?;
+        let o = |k: &str| format!("disks[{i}].{k}");
+        let slot = d["slot"].as_str().unwrap_or_default().to_string();
+        if !is_drive_slot(&slot) {
+            return Err(format!("{} must be a drive slot such as scsi0, virtio0, sata0, ide0 or efidisk0, got {slot:?}", o("slot")));
+        }
+        if disks.iter().any(|x: &Disk| x.slot == slot) {
+            return Err(format!("{}: slot {slot} is used twice", o("slot")));
+        }
+        let storage = storage_id(&o("storage"), d["storage"].as_str().unwrap_or_default())?;
+        let import_from = d["import_from"].as_str().map(|s| import_source(&o("import_from"), s)).transpose()?;
+        let size = d["size"].as_str().map(|s| parse_size(&o("size"), s)).transpose()?;
+        if import_from.is_none() && size.is_none() {
+            return Err(format!("{}: give import_from (a cloud image) or size (a new empty disk)", o("slot")));
+        }
+        let mut opts = BTreeMap::new();
+        for k in DRIVE_OPTS {
+            match &d[*k] {
+                Value::Bool(v) if *k == "discard" => {
+                    opts.insert(k.to_string(), (if *v { "on" } else { "ignore" }).to_string());
+                }
+                Value::Bool(v) => {
+                    opts.insert(k.to_string(), b(*v));
+                }
+                Value::String(s) => {
+                    opts.insert(k.to_string(), s.clone());
+                }
+                _ => {}
+            }
+        }
+        disks.push(Disk { slot, storage, import_from, size, format: d["format"].as_str().map(str::to_string), opts, cloudinit: false });
+    }
+    let wants_ci = ["ciuser", "cipassword", "sshkeys", "ipconfig", "nameserver", "searchdomain", "citype"]
+        .iter()
+        .any(|k| p.get(*k).is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty())));
+    if let Some(cs) = inv.str("cloudinit_storage").map(|s| storage_id("cloudinit_storage", s)).transpose()?.or_else(|| {
+        wants_ci.then(|| disks.first().map(|d| d.storage.clone())).flatten()
+    }) {
+        let slot = inv.str("cloudinit_slot").unwrap_or("ide2").to_string();
+        if !is_drive_slot(&slot) || disks.iter().any(|d| d.slot == slot) {
+            return Err(format!("cloudinit_slot must be a free drive slot such as ide2, got {slot:?}"));
+        }
+        disks.push(Disk { slot, storage: cs, import_from: None, size: None, format: None, opts: BTreeMap::new(), cloudinit: true });
+    } else if wants_ci {
+        return Err("cloud-init options need a cloud-init drive: set cloudinit_storage (or give disks)".into());
+    }
+    if !config.contains_key("boot")
+        && let Some(first) = disks.iter().find(|d| !d.cloudinit)
+    {
+        create_only.insert("boot".into(), format!("order={}", first.slot));
+    }
+    let pool = inv.str("pool").map(|s| plain("pool", s)).transpose()?;
+    let node = inv.str("node").map(|n| dns_name("node", n)).transpose()?;
+    Ok(Desired {
+        state,
+        vmid: inv.int("vmid").map(|v| v as u32),
+        name,
+        node,
+        config,
+        create_only,
+        disks,
+        pool,
+        purge: inv.bool("purge").unwrap_or(true),
+        shutdown_timeout: inv.int("shutdown_timeout").unwrap_or(180) as u64,
+        force_stop: inv.bool("force_stop").unwrap_or(true),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drive_slots() {
+        for ok in ["scsi0", "scsi30", "virtio15", "sata5", "ide3", "efidisk0"] {
+            assert!(is_drive_slot(ok), "{ok}");
+        }
+        for bad in ["scsi31", "scsi", "scsi01", "virtio16", "nvme0", "scsi0,x=1", ""] {
+            assert!(!is_drive_slot(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn property_string_injection_is_refused() {
+        assert!(import_source("import_from", "local:import/a.qcow2,format=raw").unwrap_err().contains("','"));
+        assert!(import_source("import_from", "local:import/a.qcow2\nscsi1: x").is_err());
+        assert!(storage_id("storage", "local-lvm,size=1").is_err());
+        assert!(import_source("import_from", "local:import/noble.qcow2").is_ok());
+        assert!(import_source("import_from", "/var/lib/vz/template/noble.img").is_ok());
+        assert!(import_source("import_from", "noble.qcow2").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("size", "20G").unwrap(), 20 << 30);
+        assert_eq!(parse_size("size", "512M").unwrap(), 512 << 20);
+        assert_eq!(parse_size("size", "10").unwrap(), 10 << 30);
+        assert!(parse_size("size", "-1G").is_err());
+        assert!(parse_size("size", "big").is_err());
+        assert_eq!(format_size(20 << 30), "20G");
+        assert_eq!(format_size(3584 << 20), "3584M");
+    }
+
+    #[test]
+    fn net_values_are_canonical() {
+        let m = serde_json::json!({"model": "virtio", "bridge": "vmbr0", "firewall": true, "tag": 20, "macaddr": null, "mtu": null, "queues": null, "rate": null, "link_down": null});
+        assert_eq!(net_value(0, m.as_object().unwrap()).unwrap(), "virtio,bridge=vmbr0,firewall=1,tag=20");
+        let m = serde_json::json!({"model": "virtio", "bridge": "vmbr0,firewall=0", "macaddr": null});
+        assert!(net_value(0, m.as_object().unwrap()).is_err());
+    }
+}
