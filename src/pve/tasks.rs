@@ -117,12 +117,18 @@ fn read_log(client: &Client, upid: &Upid, log: &mut Vec<String>) -> Result<(), A
     Ok(())
 }
 
+/// Task types whose logs report copy progress worth reading while they run.
+const PROGRESS_TYPES: &[&str] = &["qmcreate", "qmconfig", "qmrestore", "qmclone", "qmmove", "download", "imgcopy", "move_volume"];
+
 fn observe(client: &Client, upid: &Upid, log: &mut Vec<String>) -> Result<Observation, ApiError> {
     match client.get(&format!("{}/status", task_path(upid)), &Vec::new()) {
         Ok(st) => {
+            let stopped = st["status"].as_str() == Some("stopped");
             // The log is best effort: progress for the policy, the tail for messages.
-            let _ = read_log(client, upid, log);
-            if st["status"].as_str() == Some("stopped") {
+            if stopped || PROGRESS_TYPES.contains(&upid.task_type.as_str()) {
+                let _ = read_log(client, upid, log);
+            }
+            if stopped {
                 let exit = st["exitstatus"].as_str().unwrap_or("unexpected status").to_string();
                 Ok(Observation::Stopped { exitstatus: exit })
             } else {

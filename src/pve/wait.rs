@@ -59,7 +59,7 @@ impl Policy {
             timeout,
             first: Duration::from_millis(50),
             growth: 1.5,
-            cap: Duration::from_millis(500),
+            cap: Duration::from_millis(250),
             long_cap: Duration::from_secs(60),
             invisible_grace: Duration::from_secs(10),
             retry_first: Duration::from_millis(200),

@@ -51,28 +51,34 @@ impl<'a> Runner<'a> {
         Policy::with_timeout(self.deadline.saturating_duration_since(Instant::now()))
     }
 
-    /// Finds the VM cluster-wide by vmid, or else by name.
-    fn find(&self) -> Result<Option<(u32, String)>, Failure> {
+    /// Finds the VM cluster-wide by vmid, or else by name: (vmid, node, running if known).
+    fn find(&self) -> Result<Option<(u32, String, Option<bool>)>, Failure> {
         let list = ops::read(self.client, "/cluster/resources", &p(&[("type", "vm".into())]), self.deadline)
             .map_err(|e| self.fail(format!("listing the cluster's VMs: {e}")))?;
-        let vms: Vec<(u32, String, String)> = list
+        let vms: Vec<(u32, String, String, Option<bool>)> = list
             .as_array()
             .into_iter()
             .flatten()
             .filter(|r| r["type"].as_str() == Some("qemu"))
             .filter_map(|r| {
                 let id = r["vmid"].as_u64().or_else(|| r["vmid"].as_str()?.parse().ok())? as u32;
-                Some((id, r["node"].as_str()?.to_string(), r["name"].as_str().unwrap_or("").to_string()))
+                // `status` is "unknown" until pvestatd reports a new VM; then ask the VM itself.
+                let running = match r["status"].as_str() {
+                    Some("running") => Some(true),
+                    Some("stopped") => Some(false),
+                    _ => None,
+                };
+                Some((id, r["node"].as_str()?.to_string(), r["name"].as_str().unwrap_or("").to_string(), running))
             })
             .collect();
         if let Some(id) = self.d.vmid {
-            return Ok(vms.into_iter().find(|v| v.0 == id).map(|v| (v.0, v.1)));
+            return Ok(vms.into_iter().find(|v| v.0 == id).map(|v| (v.0, v.1, v.3)));
         }
         let name = self.d.name.as_deref().unwrap_or_default();
         let hits: Vec<_> = vms.into_iter().filter(|v| v.2 == name).collect();
         match hits.as_slice() {
             [] => Ok(None),
-            [one] => Ok(Some((one.0, one.1.clone()))),
+            [one] => Ok(Some((one.0, one.1.clone(), one.3))),
             many => Err(self.fail(format!(
                 "name '{name}' is ambiguous: VMs {} carry it; give vmid",
                 many.iter().map(|v| format!("{} (on {})", v.0, v.1)).collect::<Vec<_>>().join(", ")
@@ -80,12 +86,16 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn read(&self, vmid: u32, node: &str) -> Result<Current, Failure> {
+    /// Reads the VM's config, and its power state unless the cluster listing told it.
+    fn read(&self, vmid: u32, node: &str, running: Option<bool>) -> Result<Current, Failure> {
         let base = format!("/nodes/{node}/qemu/{vmid}");
         let config = ops::read(self.client, &format!("{base}/config"), &Vec::new(), self.deadline)
             .map_err(|e| self.fail(format!("reading the config of VM {vmid} on {node}: {e}")))?;
-        let status = ops::read(self.client, &format!("{base}/status/current"), &Vec::new(), self.deadline)
-            .map_err(|e| self.fail(format!("reading the status of VM {vmid} on {node}: {e}")))?;
+        let status = match running {
+            Some(r) => json!({"status": if r { "running" } else { "stopped" }}),
+            None => ops::read(self.client, &format!("{base}/status/current"), &Vec::new(), self.deadline)
+                .map_err(|e| self.fail(format!("reading the status of VM {vmid} on {node}: {e}")))?,
+        };
         Ok(Current::from_api(vmid, node, &config, &status))
     }
 
@@ -155,7 +165,7 @@ impl<'a> Runner<'a> {
                     return Err(self.fail(format!("interrupted while waiting for VM {}'s lock '{lock}'", cur.vmid)));
                 }
             }
-            cur = self.read(cur.vmid, &cur.node)?;
+            cur = self.read(cur.vmid, &cur.node, None)?;
         }
         Ok(cur)
     }
@@ -199,7 +209,7 @@ impl<'a> Runner<'a> {
                     if self.d.vmid.is_some() {
                         // Created meanwhile (a parallel run?): converge what is there.
                         return match self.find()? {
-                            Some((id, n)) => Ok(Done::Vm(id, n)),
+                            Some((id, n, _)) => Ok(Done::Vm(id, n)),
                             None => Err(self.fail(format!("{what}: {e}"))),
                         };
                     }
@@ -286,10 +296,6 @@ fn observed(cur: Option<&Current>, key: &str) -> String {
     c.config.get(key).cloned().unwrap_or_default()
 }
 
-fn config_json(cur: &Current) -> Value {
-    Value::Object(cur.config.iter().filter(|(k, _)| k.as_str() != "digest").map(|(k, v)| (k.clone(), json!(v))).collect())
-}
-
 /// Runs the `vm` module.
 pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     let started = Instant::now();
@@ -333,8 +339,8 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
 fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
     let d = r.d;
     let mut cur = match r.find()? {
-        Some((vmid, node)) => {
-            let c = r.read(vmid, &node)?;
+        Some((vmid, node, running)) => {
+            let c = r.read(vmid, &node, running)?;
             Some(if check_mode { c } else { r.settle(c)? })
         }
         None => None,
@@ -394,7 +400,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             }
         }
         cur = match ident {
-            Some((vmid, node)) => Some(r.settle(r.read(vmid, &node)?)?),
+            Some((vmid, node)) => Some(r.settle(r.read(vmid, &node, None)?)?),
             None => None,
         };
         pending = plan(d, cur.as_ref()).map_err(|e| r.fail(e))?;
@@ -408,7 +414,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             o.data.insert("vmid".into(), json!(c.vmid));
             o.data.insert("node".into(), json!(c.node));
             o.data.insert("status".into(), json!(if c.running { "running" } else { "stopped" }));
-            o.data.insert("config".into(), config_json(c));
+            o.data.insert("config".into(), c.raw.clone());
         }
         None => {
             o.msg = if done_steps.is_empty() { "VM is absent".to_string() } else { format!("{}: {}", header(None), done_steps.join(", ")) };

@@ -17,24 +17,35 @@ pub struct Current {
     pub node: String,
     /// `GET …/config`, every value as a string (`digest` included).
     pub config: BTreeMap<String, String>,
+    /// The config exactly as PVE answered it (numbers as numbers), for the result.
+    pub raw: Value,
     pub running: bool,
 }
 
 impl Current {
     /// From the answers of `GET …/config` and `GET …/status/current`.
-    pub fn from_api(vmid: u32, node: &str, config: &Value, status: &Value) -> Current {
-        let config = config
+    pub fn from_api(vmid: u32, node: &str, config_v: &Value, status: &Value) -> Current {
+        let config = config_v
             .as_object()
             .into_iter()
             .flatten()
             .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
             .collect();
-        Current { vmid, node: node.to_string(), config, running: status["status"].as_str() == Some("running") }
+        Current { vmid, node: node.to_string(), config, raw: config_raw(config_v), running: status["status"].as_str() == Some("running") }
     }
 
+    /// The lock, if the VM is locked (`create`, `backup`, …).
     pub fn lock(&self) -> Option<&str> {
         self.config.get("lock").map(String::as_str)
     }
+}
+
+fn config_raw(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("digest");
+    }
+    v
 }
 
 /// One action on the VM.
@@ -361,7 +372,7 @@ mod tests {
     }
 
     fn current(pairs: &[(&str, &str)], running: bool) -> Current {
-        Current { vmid: 100, node: "pve1".into(), config: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), running }
+        Current { vmid: 100, node: "pve1".into(), config: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), raw: Value::Null, running }
     }
 
     fn matching() -> Current {

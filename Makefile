@@ -1,0 +1,78 @@
+# sankofa.proxmox — the two commands a newcomer needs are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+ROOT := $(abspath .)
+WORK := $(ROOT)/.work
+VENV := $(ROOT)/.venv
+BIN := $(VENV)/bin
+# Ansible must use the code in this checkout, never a stale installed copy.
+export ANSIBLE_HOME := $(WORK)/ansible-home
+export ANSIBLE_COLLECTIONS_PATH := $(WORK)/collections
+export ANSIBLE_LOCAL_TEMP := $(WORK)/ansible-tmp
+export ANSIBLE_REMOTE_TEMP := $(WORK)/ansible-remote-tmp
+export ANSIBLE_NOCOLOR := 1
+export PATH := $(BIN):$(PATH)
+
+.PHONY: all build venv collection demo test fmt-check clippy cargo-test lint sanity playbooks molecule galaxy-smoke bench bench-full clean
+
+all: build
+
+## build: compile the module and the simulator (release) and place the module in plugins/modules/
+build:
+	cargo build --release --workspace --locked
+	install -m 0755 target/release/vm plugins/modules/vm
+
+## venv: a local Python environment with the pinned ansible-core, ansible-lint and molecule
+venv: $(VENV)/.installed
+$(VENV)/.installed: tests/requirements.txt
+	py=$$(tests/find-python.sh) && "$$py" -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+## collection: make this checkout importable as sankofa.proxmox
+collection:
+	mkdir -p $(WORK)/collections/ansible_collections/sankofa $(ANSIBLE_HOME) $(ANSIBLE_LOCAL_TEMP)
+	ln -sfn $(ROOT) $(WORK)/collections/ansible_collections/sankofa/proxmox
+
+## demo: create VM 100 from a cloud image on pve-sim, run it again (changed=0), stop pve-sim
+demo: build venv collection
+	tests/demo.sh
+
+## test: everything: format, lint, unit and integration tests, sanity, molecule, a galaxy install
+test: fmt-check clippy build venv collection cargo-test lint sanity playbooks molecule galaxy-smoke
+	@echo "make test: all suites passed"
+
+fmt-check:
+	cargo fmt --all -- --check
+
+clippy:
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+
+cargo-test:
+	cargo build --workspace --locked
+	cargo test --workspace --locked
+
+lint: venv collection
+	ansible-lint --offline playbooks/ molecule/
+
+sanity: build venv
+	tests/sanity.sh
+
+playbooks: build venv collection
+	tests/playbooks.sh
+
+molecule: build venv collection
+	CI=true molecule test --all < /dev/null
+
+galaxy-smoke: build venv
+	tests/galaxy-smoke.sh
+
+## bench: benchmarks against community.proxmox on the same pve-sim (bench/results/latest.md)
+bench: build venv
+	bench/run.sh
+
+bench-full: build venv
+	bench/run.sh --full
+
+clean:
+	rm -rf $(WORK) target plugins/modules/vm build

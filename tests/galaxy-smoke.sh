@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds the collection tarball, installs it into a temp dir, and runs one ad-hoc
+# `ansible localhost -m sankofa.proxmox.vm` call against the installed copy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tests/env.sh
+dir=.work/galaxy
+rm -rf "$dir/build" "$dir/installed" && mkdir -p "$dir/build" "$dir/installed"
+ansible-galaxy collection build --force --output-path "$dir/build" . > /dev/null
+tarball=$(ls "$dir"/build/sankofa-proxmox-*.tar.gz)
+tar tvzf "$tarball" | grep -q -- '-rwxr-xr-x .* plugins/modules/vm$' || { echo "the tarball lacks an executable plugins/modules/vm" >&2; exit 1; }
+if tar tzf "$tarball" | grep -Eq '^(target|\.venv|\.work)/'; then echo "the tarball carries build outputs" >&2; exit 1; fi
+ansible-galaxy collection install "$tarball" -p "$dir/installed" > /dev/null
+tests/sim-ctl.sh stop "$dir" 2>/dev/null || true
+trap 'tests/sim-ctl.sh stop "$dir"' EXIT
+tests/sim-ctl.sh start "$dir" > /dev/null
+eval "$(python3 -c 'import json; s=json.load(open(".work/galaxy/data/sim.json")); print(f"port={s[\"port\"]} fp={s[\"fingerprint\"]}")')"
+export ANSIBLE_COLLECTIONS_PATH="$PWD/$dir/installed"
+ANSIBLE_DOC="$(ansible-doc sankofa.proxmox.vm)"
+grep -q 'import_from' <<< "$ANSIBLE_DOC" || { echo "ansible-doc does not render the vm module" >&2; exit 1; }
+out=$(PROXMOX_PASSWORD=pve-sim-demo ansible localhost -m sankofa.proxmox.vm \
+  -a "api_host=127.0.0.1 api_port=$port api_fingerprint=$fp node=pve1 vmid=150 name=adhoc disks=[{\"slot\":\"scsi0\",\"storage\":\"local-lvm\",\"size\":\"1G\"}] cores=1" -vvv)
+echo "$out" | grep -q 'Using module file .*/galaxy/installed/ansible_collections/sankofa/proxmox/plugins/modules/vm' || { echo "$out"; echo "not the installed copy" >&2; exit 1; }
+echo "$out" | grep -q '"vmid": 150' || { echo "$out"; exit 1; }
+echo "$out" | grep -q 'pve-sim-demo' && { echo "the password leaked into the output" >&2; exit 1; }
+echo "galaxy-smoke: 1 passed, 0 failed"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# ansible-test sanity on an installed copy of the collection (ansible-test needs the path
+# .../ansible_collections/sankofa/proxmox), offline-safe: ansible-test's get-pip download is
+# replaced by tests/sanity/get_pip_shim.py, and HOME points into .work so nothing lands in ~.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source tests/env.sh
+root=$PWD
+dir=$root/.work/sanity
+rm -rf "$dir/root" && mkdir -p "$dir/root" "$dir/home"
+ansible-galaxy collection install --force . -p "$dir/root" > /dev/null
+coll="$dir/root/ansible_collections/sankofa/proxmox"
+export HOME="$dir/home"
+mkdir -p "$HOME/.ansible/test/cache"
+# ansible-core 2.21 bootstraps pip 25.2 in its test venvs (python_requirements.get_venv_packages).
+cp tests/sanity/get_pip_shim.py "$HOME/.ansible/test/cache/get_pip_25_2.py"
+cd "$coll"
+git init -q . && git add -A && git -c user.name=ci -c user.email=ci@localhost commit -qm sanity
+py=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+ansible-test sanity --python "$py" --color no 2>&1 | tee "$dir/sanity.log"
+echo "sanity: 1 passed, 0 failed"
