@@ -68,11 +68,10 @@ impl fmt::Display for WaitError {
         match self {
             WaitError::Failed(r) => write!(f, "task {} failed: {}", r.upid, r.exitstatus),
             WaitError::TimedOut { upid, elapsed, progress, last_error, stopped, .. } => {
-                write!(f, "task {upid} still running after {}", humantime::format_duration(Duration::from_secs(elapsed.as_secs())))?;
+                write!(f, "task {upid} still running at the deadline (waited {:.1}s", elapsed.as_secs_f64())?;
                 if let Some(p) = progress {
-                    write!(f, " at {p:.0}%")?;
+                    write!(f, ", progress {p:.0}%")?;
                 }
-                write!(f, " (timeout reached")?;
                 if let Some(e) = last_error {
                     write!(f, "; last error: {e}")?;
                 }

@@ -197,8 +197,16 @@ impl<'a> Runner<'a> {
             let result = dispatch(self.client, Method::Post, &format!("/nodes/{node}/qemu"), &req, self.deadline, || self.recover(node, vmid, "qmcreate"));
             match result {
                 Ok(Dispatched::Task(upid)) => {
+                    let before = self.changed;
                     self.changed = true;
-                    self.wait(upid, &what)?;
+                    if let Err(f) = self.wait(upid, &what) {
+                        // A failed or stopped create removes its config and volumes: then
+                        // nothing changed. A create still running (timeout) did change things.
+                        if !matches!(self.find(), Ok(Some(_))) {
+                            self.changed = before;
+                        }
+                        return Err(Failure { changed: self.changed, ..f });
+                    }
                     return Ok(Done::Vm(vmid, node.to_string()));
                 }
                 Ok(Dispatched::Done) => {
@@ -232,8 +240,17 @@ impl<'a> Runner<'a> {
         match result {
             Ok(Dispatched::Task(upid)) => {
                 self.changed = true;
-                self.wait(upid, what)?;
-                Ok(Done::Vm(vmid, node))
+                match self.wait(upid, what) {
+                    Ok(()) => Ok(Done::Vm(vmid, node)),
+                    // The task could not get the VM's file lock in PVE's 10 s (another worker
+                    // holds it): nothing was done, so read the VM again and re-plan.
+                    Err(f) if f.data.get("exitstatus").and_then(Value::as_str).is_some_and(|s| s.contains("got timeout"))
+                        && Instant::now() < self.deadline =>
+                    {
+                        Ok(Done::Stale)
+                    }
+                    Err(f) => Err(f),
+                }
             }
             Ok(Dispatched::Done) => {
                 self.changed = true;
@@ -373,6 +390,8 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
     }
     let mut done_steps: Vec<String> = Vec::new();
     let mut pending = first.clone();
+    // A restart happens once per run: after the first round, "restarted" means "running".
+    let mut effective = d.clone();
     for round in 0..6 {
         if pending.steps.is_empty() {
             break;
@@ -403,7 +422,10 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             Some((vmid, node)) => Some(r.settle(r.read(vmid, &node, None)?)?),
             None => None,
         };
-        pending = plan(d, cur.as_ref()).map_err(|e| r.fail(e))?;
+        if effective.state == State::Restarted {
+            effective.state = State::Started;
+        }
+        pending = plan(&effective, cur.as_ref()).map_err(|e| r.fail(e))?;
     }
     let after = first.before.keys().chain(first.after.keys()).map(|k| (k.clone(), observed(cur.as_ref(), k))).collect();
     let mut o = Outcome { changed: r.changed, ..Default::default() };
