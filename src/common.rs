@@ -14,25 +14,49 @@ use crate::pve::tls::{Trust, load_ca, parse_fingerprint};
 /// The connection options.
 pub fn connection_options() -> Vec<Opt> {
     vec![
-        Opt::new("api_host", Kind::Str).required().env(&["PROXMOX_HOST"]),
-        Opt::new("api_port", Kind::Int { min: Some(1), max: Some(65535) }).default(json!(8006)).env(&["PROXMOX_PORT"]),
-        Opt::new("api_user", Kind::Str).default(json!("root@pam")).env(&["PROXMOX_USER"]),
-        Opt::new("api_password", Kind::Str).no_log().env(&["PROXMOX_PASSWORD"]),
+        Opt::new("api_host", Kind::Str)
+            .required()
+            .env(&["PROXMOX_HOST"]),
+        Opt::new(
+            "api_port",
+            Kind::Int {
+                min: Some(1),
+                max: Some(65535),
+            },
+        )
+        .default(json!(8006))
+        .env(&["PROXMOX_PORT"]),
+        Opt::new("api_user", Kind::Str)
+            .default(json!("root@pam"))
+            .env(&["PROXMOX_USER"]),
+        Opt::new("api_password", Kind::Str)
+            .no_log()
+            .env(&["PROXMOX_PASSWORD"]),
         Opt::new("api_token_id", Kind::Str).env(&["PROXMOX_TOKEN_ID"]),
-        Opt::new("api_token_secret", Kind::Str).no_log().env(&["PROXMOX_TOKEN_SECRET"]),
-        Opt::new("validate_certs", Kind::Bool).default(json!(true)).env(&["PROXMOX_VALIDATE_CERTS"]),
+        Opt::new("api_token_secret", Kind::Str)
+            .no_log()
+            .env(&["PROXMOX_TOKEN_SECRET"]),
+        Opt::new("validate_certs", Kind::Bool)
+            .default(json!(true))
+            .env(&["PROXMOX_VALIDATE_CERTS"]),
         Opt::new("ca_path", Kind::Str).env(&["PROXMOX_CA_PATH"]),
         Opt::new("api_fingerprint", Kind::Str).env(&["PROXMOX_FINGERPRINT"]),
-        Opt::new("api_timeout", Kind::Duration).default(json!("30s")).env(&["PROXMOX_API_TIMEOUT"]),
+        Opt::new("api_timeout", Kind::Duration)
+            .default(json!("30s"))
+            .env(&["PROXMOX_API_TIMEOUT"]),
     ]
 }
 
 /// The cross-option rules of the connection options.
 pub fn connection_rules(spec: &mut Spec) {
-    spec.required_together.push(vec!["api_token_id", "api_token_secret"]);
-    spec.mutually_exclusive.push(vec!["api_password", "api_token_secret"]);
-    spec.required_one_of.push(vec!["api_password", "api_token_id"]);
-    spec.mutually_exclusive.push(vec!["ca_path", "api_fingerprint"]);
+    spec.required_together
+        .push(vec!["api_token_id", "api_token_secret"]);
+    spec.mutually_exclusive
+        .push(vec!["api_password", "api_token_secret"]);
+    spec.required_one_of
+        .push(vec!["api_password", "api_token_id"]);
+    spec.mutually_exclusive
+        .push(vec!["ca_path", "api_fingerprint"]);
 }
 
 /// The task-wait options.
@@ -45,7 +69,9 @@ pub fn wait_options(default_timeout: &'static str) -> Vec<Opt> {
 
 /// A duration option that validation has already checked.
 pub fn duration(inv: &Invocation, key: &str) -> Duration {
-    inv.str(key).and_then(|s| parse_duration(s).ok()).unwrap_or(Duration::from_secs(30))
+    inv.str(key)
+        .and_then(|s| parse_duration(s).ok())
+        .unwrap_or(Duration::from_secs(30))
 }
 
 /// Builds the connection from the options, with warnings to pass on.
@@ -53,7 +79,9 @@ pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure
     let mut warnings = Vec::new();
     let host = inv.str("api_host").unwrap_or_default().trim().to_string();
     if host.is_empty() || host.contains(['/', ' ', '\n']) {
-        return Err(Failure::msg(format!("api_host must be a host name or address, got '{host}'")));
+        return Err(Failure::msg(format!(
+            "api_host must be a host name or address, got '{host}'"
+        )));
     }
     let trust = if let Some(fp) = inv.str("api_fingerprint") {
         Trust::Pin(parse_fingerprint(fp).map_err(Failure::msg)?)
@@ -68,16 +96,36 @@ pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure
     } else {
         Trust::PublicRoots
     };
-    let credentials = match (inv.str("api_token_id"), inv.str("api_token_secret"), inv.str("api_password")) {
+    let credentials = match (
+        inv.str("api_token_id"),
+        inv.str("api_token_secret"),
+        inv.str("api_password"),
+    ) {
         (Some(id), Some(secret), _) => {
-            let id = if id.contains('!') { id.to_string() } else { format!("{}!{id}", inv.str("api_user").unwrap_or("root@pam")) };
+            let id = if id.contains('!') {
+                id.to_string()
+            } else {
+                format!("{}!{id}", inv.str("api_user").unwrap_or("root@pam"))
+            };
             if id.contains(['=', ' ', '\n']) {
-                return Err(Failure::msg("api_token_id must look like USER@REALM!TOKENID (or TOKENID with api_user)"));
+                return Err(Failure::msg(
+                    "api_token_id must look like USER@REALM!TOKENID (or TOKENID with api_user)",
+                ));
             }
-            Credentials::Token { id, secret: secret.to_string() }
+            Credentials::Token {
+                id,
+                secret: secret.to_string(),
+            }
         }
-        (_, _, Some(password)) => Credentials::Password { user: inv.str("api_user").unwrap_or("root@pam").to_string(), password: password.to_string() },
-        _ => return Err(Failure::msg("one of the following is required: api_password, api_token_id")),
+        (_, _, Some(password)) => Credentials::Password {
+            user: inv.str("api_user").unwrap_or("root@pam").to_string(),
+            password: password.to_string(),
+        },
+        _ => {
+            return Err(Failure::msg(
+                "one of the following is required: api_password, api_token_id",
+            ));
+        }
     };
     let conn = Connection {
         host,
@@ -93,7 +141,10 @@ pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure
 pub fn connect(inv: &Invocation) -> Result<(Client, Vec<String>), Failure> {
     let (conn, warnings) = connection(inv)?;
     let client = Client::connect(&conn, inv.ctx.check_mode).map_err(|e| Failure {
-        msg: format!("connecting to the Proxmox VE API at {}:{}: {e}", conn.host, conn.port),
+        msg: format!(
+            "connecting to the Proxmox VE API at {}:{}: {e}",
+            conn.host, conn.port
+        ),
         warnings: warnings.clone(),
         ..Default::default()
     })?;

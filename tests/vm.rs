@@ -21,7 +21,12 @@ fn create_args(sim: &Sim, extra: Value) -> Value {
 }
 
 fn task_types(r: &Value) -> Vec<String> {
-    r["tasks"].as_array().unwrap().iter().map(|t| t["type"].as_str().unwrap().to_string()).collect()
+    r["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["type"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -32,22 +37,38 @@ fn creates_from_a_cloud_image_then_changes_nothing() {
     assert_eq!(r["changed"], true);
     assert_eq!(task_types(&r), ["qmcreate", "resize", "qmstart"]);
     assert_eq!(r["status"], "running");
-    assert_eq!(r["config"]["scsi0"], "local-lvm:vm-100-disk-0,discard=on,size=2G");
+    assert_eq!(
+        r["config"]["scsi0"],
+        "local-lvm:vm-100-disk-0,discard=on,size=2G"
+    );
     assert_eq!(r["config"]["cores"], 2);
-    assert_eq!(r["config"]["sshkeys"], "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAITest%20me%40laptop");
+    assert_eq!(
+        r["config"]["sshkeys"],
+        "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAITest%20me%40laptop"
+    );
     assert!(r["config"]["ide2"].as_str().unwrap().contains("cloudinit"));
     assert!(r["config"].get("lock").is_none());
     assert_eq!(r["diff"]["before"], json!({}));
     assert_eq!(r["diff"]["after"]["cores"], "2");
-    assert_eq!(virtual_size(&sim.lvm_file("pve1", "vm-100-disk-0"), "raw"), 2 << 30);
+    assert_eq!(
+        virtual_size(&sim.lvm_file("pve1", "vm-100-disk-0"), "raw"),
+        2 << 30
+    );
     // Every task ended OK and nothing hit the create lock.
-    assert!(sim.requests().iter().all(|q| q["status"] != 500), "a request failed on the server");
+    assert!(
+        sim.requests().iter().all(|q| q["status"] != 500),
+        "a request failed on the server"
+    );
 
     let writes = sim.writes().len();
     let again = ok(run(create_args(&sim, json!({}))));
     assert_eq!(again["changed"], false);
     assert_eq!(again["msg"], "VM 100 on pve1 is up to date");
-    assert!(again["api_requests"].as_u64().unwrap() <= 3, "{}", again["api_requests"]);
+    assert!(
+        again["api_requests"].as_u64().unwrap() <= 3,
+        "{}",
+        again["api_requests"]
+    );
     assert_eq!(sim.writes().len(), writes, "a no-op run sent a write");
 }
 
@@ -56,7 +77,11 @@ fn creates_from_a_cloud_image_then_changes_nothing() {
 /// storage throttled so the large import takes seconds, as on real storage.
 #[test]
 fn imports_small_medium_and_large_images_on_slow_storage() {
-    for (name, virt_mib, data_mib, rate) in [("img-50.qcow2", 1024, 50, "1G"), ("img-300.qcow2", 2048, 300, "1G"), ("img-660.qcow2", 2560, 660, "700M")] {
+    for (name, virt_mib, data_mib, rate) in [
+        ("img-50.qcow2", 1024, 50, "1G"),
+        ("img-300.qcow2", 2048, 300, "1G"),
+        ("img-660.qcow2", 2560, 660, "700M"),
+    ] {
         let img = image(name, virt_mib, data_mib);
         let sim = Sim::start(&[&img], &["--import-rate", rate]);
         let src = virtual_size(&img, "qcow2");
@@ -69,14 +94,39 @@ fn imports_small_medium_and_large_images_on_slow_storage() {
         ])));
         assert_eq!(task_types(&r), ["qmcreate", "qmstart"], "{name}");
         assert!(r["config"].get("lock").is_none(), "{name}: lock left");
-        assert_eq!(virtual_size(&sim.lvm_file("pve1", "vm-100-disk-0"), "raw"), src, "{name}: imported size");
+        assert_eq!(
+            virtual_size(&sim.lvm_file("pve1", "vm-100-disk-0"), "raw"),
+            src,
+            "{name}: imported size"
+        );
         // No write to the VM while the create task held it.
-        let create_end = sim.tasks().iter().find(|t| t["type"] == "qmcreate").unwrap()["end"].as_f64().unwrap();
-        for q in sim.writes().iter().filter(|q| q["path"] != "/nodes/pve1/qemu") {
-            assert!(q["ts"].as_f64().unwrap() >= create_end, "{name}: {} sent before the import ended", q["path"]);
+        let create_end = sim
+            .tasks()
+            .iter()
+            .find(|t| t["type"] == "qmcreate")
+            .unwrap()["end"]
+            .as_f64()
+            .unwrap();
+        for q in sim
+            .writes()
+            .iter()
+            .filter(|q| q["path"] != "/nodes/pve1/qemu")
+        {
+            assert!(
+                q["ts"].as_f64().unwrap() >= create_end,
+                "{name}: {} sent before the import ended",
+                q["path"]
+            );
         }
-        assert!(sim.requests().iter().all(|q| q["status"] != 500), "{name}: a request hit a lock");
-        eprintln!("{name}: {:.1}s, {} API requests", started.elapsed().as_secs_f64(), r["api_requests"]);
+        assert!(
+            sim.requests().iter().all(|q| q["status"] != 500),
+            "{name}: a request hit a lock"
+        );
+        eprintln!(
+            "{name}: {:.1}s, {} API requests",
+            started.elapsed().as_secs_f64(),
+            r["api_requests"]
+        );
     }
 }
 
@@ -93,11 +143,23 @@ fn a_corrupt_image_fails_at_once_with_the_task_log_and_leaves_nothing() {
     let msg = r["msg"].as_str().unwrap();
     assert!(msg.starts_with("creating VM 101 on pve1 failed: unable to create VM 101 - cannot import from 'local:import/corrupt.qcow2'"), "{msg}");
     let tail = r["log_tail"].as_array().unwrap();
-    assert!(tail.last().unwrap().as_str().unwrap().starts_with("TASK ERROR: unable to create VM 101"));
+    assert!(
+        tail.last()
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .starts_with("TASK ERROR: unable to create VM 101")
+    );
     assert!(r["upid"].as_str().unwrap().contains(":qmcreate:101:"));
     assert_eq!(r["changed"], false);
     assert_eq!(sim.get("/cluster/resources?type=vm")["data"], json!([]));
-    assert!(std::fs::read_dir(sim.data().join("nodes/pve1/local-lvm")).unwrap().next().is_none(), "volumes left behind");
+    assert!(
+        std::fs::read_dir(sim.data().join("nodes/pve1/local-lvm"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "volumes left behind"
+    );
 }
 
 #[test]
@@ -111,10 +173,18 @@ fn sigterm_mid_import_then_a_rerun_waits_for_the_import_and_converges() {
     ]);
     let t = Instant::now();
     let r = run_and_term(args.clone(), Duration::from_millis(1500));
-    assert!(t.elapsed() < Duration::from_secs(3), "the module did not stop at once");
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "the module did not stop at once"
+    );
     let r = failed(r);
     let msg = r["msg"].as_str().unwrap();
-    assert!(msg.contains("creating VM 100 on pve1: interrupted by SIGTERM while waiting for task UPID:pve1:"), "{msg}");
+    assert!(
+        msg.contains(
+            "creating VM 100 on pve1: interrupted by SIGTERM while waiting for task UPID:pve1:"
+        ),
+        "{msg}"
+    );
     assert!(r["upid"].as_str().unwrap().contains(":qmcreate:100:"));
     // The import goes on in PVE; a re-run waits for it, then converges.
     let again = ok(run(args));
@@ -122,7 +192,11 @@ fn sigterm_mid_import_then_a_rerun_waits_for_the_import_and_converges() {
     assert_eq!(task_types(&again), ["qmcreate", "resize"]);
     assert_eq!(again["config"]["cores"], 3);
     assert_eq!(again["config"]["scsi0"], "local-lvm:vm-100-disk-0,size=3G");
-    let creates = sim.tasks().iter().filter(|t| t["type"] == "qmcreate").count();
+    let creates = sim
+        .tasks()
+        .iter()
+        .filter(|t| t["type"] == "qmcreate")
+        .count();
     assert_eq!(creates, 1, "the import ran twice");
 }
 
@@ -130,20 +204,41 @@ fn sigterm_mid_import_then_a_rerun_waits_for_the_import_and_converges() {
 fn check_mode_predicts_and_sends_no_write() {
     let img = small_image();
     let sim = Sim::start(&[&img], &[]);
-    let r = ok(run(create_args(&sim, json!({"_ansible_check_mode": true, "_ansible_diff": true}))));
+    let r = ok(run(create_args(
+        &sim,
+        json!({"_ansible_check_mode": true, "_ansible_diff": true}),
+    )));
     assert_eq!(r["changed"], true);
     assert_eq!(r["planned"], json!(["create"]));
-    assert!(r["diff"]["after"]["scsi0"].as_str().unwrap().contains("import local:import/small.qcow2"));
-    assert!(sim.writes().is_empty(), "check mode wrote: {:?}", sim.writes());
+    assert!(
+        r["diff"]["after"]["scsi0"]
+            .as_str()
+            .unwrap()
+            .contains("import local:import/small.qcow2")
+    );
+    assert!(
+        sim.writes().is_empty(),
+        "check mode wrote: {:?}",
+        sim.writes()
+    );
 
     ok(run(create_args(&sim, json!({}))));
     let writes = sim.writes().len();
-    let r = ok(run(create_args(&sim, json!({"_ansible_check_mode": true, "_ansible_diff": true, "cores": 4,
-        "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2", "size": "4G", "discard": true}]}))));
+    let r = ok(run(create_args(
+        &sim,
+        json!({"_ansible_check_mode": true, "_ansible_diff": true, "cores": 4,
+        "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2", "size": "4G", "discard": true}]}),
+    )));
     assert_eq!(r["changed"], true);
     assert_eq!(r["planned"], json!(["update cores", "resize scsi0 to 4G"]));
-    assert_eq!(r["diff"]["before"], json!({"cores": "2", "scsi0.size": "2G"}));
-    assert_eq!(r["diff"]["after"], json!({"cores": "4", "scsi0.size": "4G"}));
+    assert_eq!(
+        r["diff"]["before"],
+        json!({"cores": "2", "scsi0.size": "2G"})
+    );
+    assert_eq!(
+        r["diff"]["after"],
+        json!({"cores": "4", "scsi0.size": "4G"})
+    );
     assert_eq!(sim.writes().len(), writes);
     let r = ok(run(create_args(&sim, json!({"_ansible_check_mode": true}))));
     assert_eq!(r["changed"], false);
@@ -154,20 +249,51 @@ fn a_timeout_fails_with_upid_and_progress_and_can_stop_the_task() {
     let img = image("img-300.qcow2", 2048, 300);
     let sim = Sim::start(&[&img], &["--import-rate", "200M"]);
     let base = json!({"node": "pve1", "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/img-300.qcow2"}], "timeout": "2s"});
-    let r = failed(run(merge(&[sim.conn(), base.clone(), json!({"vmid": 102})])));
+    let r = failed(run(merge(&[
+        sim.conn(),
+        base.clone(),
+        json!({"vmid": 102}),
+    ])));
     let msg = r["msg"].as_str().unwrap();
-    assert!(msg.contains("still running at the deadline (waited ") && msg.contains("the task goes on in PVE"), "{msg}");
+    assert!(
+        msg.contains("still running at the deadline (waited ")
+            && msg.contains("the task goes on in PVE"),
+        "{msg}"
+    );
     assert!(r["progress"].as_f64().is_some(), "{r}");
-    assert!(r["log_tail"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().starts_with("transferred")));
+    assert!(
+        r["log_tail"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().starts_with("transferred"))
+    );
     assert_eq!(r["changed"], true, "the create is still running in PVE");
 
-    let r = failed(run(merge(&[sim.conn(), base, json!({"vmid": 103, "stop_task_on_timeout": true})])));
-    assert!(r["msg"].as_str().unwrap().contains("the task was stopped"), "{}", r["msg"]);
+    let r = failed(run(merge(&[
+        sim.conn(),
+        base,
+        json!({"vmid": 103, "stop_task_on_timeout": true}),
+    ])));
+    assert!(
+        r["msg"].as_str().unwrap().contains("the task was stopped"),
+        "{}",
+        r["msg"]
+    );
     let t = sim.tasks().into_iter().find(|t| t["id"] == "103").unwrap();
     let exit = t["exitstatus"].as_str().unwrap();
-    assert!(exit.starts_with("unable to create VM 103 - ") && exit.ends_with("received interrupt"), "{exit}");
+    assert!(
+        exit.starts_with("unable to create VM 103 - ") && exit.ends_with("received interrupt"),
+        "{exit}"
+    );
     assert_eq!(r["changed"], false);
-    assert!(sim.get("/cluster/resources?type=vm")["data"].as_array().unwrap().iter().all(|v| v["vmid"] != 103));
+    assert!(
+        sim.get("/cluster/resources?type=vm")["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["vmid"] != 103)
+    );
 }
 
 #[test]
@@ -176,7 +302,10 @@ fn waits_for_a_lock_held_by_another_task_instead_of_failing() {
     let sim = Sim::start(&[&img], &[]);
     ok(run(create_args(&sim, json!({"state": "present"}))));
     sim.hold_lock(100, 2500, Some("backup"));
-    let r = ok(run(create_args(&sim, json!({"state": "present", "cores": 4}))));
+    let r = ok(run(create_args(
+        &sim,
+        json!({"state": "present", "cores": 4}),
+    )));
     assert_eq!(task_types(&r), ["vzdump", "qmconfig"]);
     assert_eq!(r["config"]["cores"], 4);
 }
@@ -188,17 +317,32 @@ fn a_file_lock_timeout_is_retried_inside_the_deadline() {
     ok(run(create_args(&sim, json!({"state": "present"}))));
     // Another worker holds /var/lock/qemu-server/lock-100.conf longer than PVE's 10 s wait.
     sim.hold_lock(100, 12_000, None);
-    let r = ok(run(create_args(&sim, json!({"state": "present", "memory": 4096}))));
+    let r = ok(run(create_args(
+        &sim,
+        json!({"state": "present", "memory": 4096}),
+    )));
     assert_eq!(r["config"]["memory"], "4096");
-    let configs: Vec<Value> = sim.tasks().into_iter().filter(|t| t["type"] == "qmconfig").collect();
-    assert!(configs.iter().any(|t| t["exitstatus"].as_str().unwrap().contains("got timeout")), "{configs:?}");
+    let configs: Vec<Value> = sim
+        .tasks()
+        .into_iter()
+        .filter(|t| t["type"] == "qmconfig")
+        .collect();
+    assert!(
+        configs
+            .iter()
+            .any(|t| t["exitstatus"].as_str().unwrap().contains("got timeout")),
+        "{configs:?}"
+    );
     assert_eq!(configs.last().unwrap()["exitstatus"], "OK");
 }
 
 #[test]
 fn fifty_parallel_creates_with_automatic_ids_all_succeed() {
     let img = small_image();
-    let sim = Sim::start(&[&img], &["--time-scale", "0.2", "--nodes", "pve1,pve2,pve3"]);
+    let sim = Sim::start(
+        &[&img],
+        &["--time-scale", "0.2", "--nodes", "pve1,pve2,pve3"],
+    );
     let handles: Vec<_> = (0..50)
         .map(|i| {
             let args = merge(&[
@@ -209,11 +353,20 @@ fn fifty_parallel_creates_with_automatic_ids_all_succeed() {
             std::thread::spawn(move || run(args))
         })
         .collect();
-    let mut ids: Vec<u64> = handles.into_iter().map(|h| ok(h.join().unwrap())["vmid"].as_u64().unwrap()).collect();
+    let mut ids: Vec<u64> = handles
+        .into_iter()
+        .map(|h| ok(h.join().unwrap())["vmid"].as_u64().unwrap())
+        .collect();
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 50, "duplicate vmids");
-    assert_eq!(sim.get("/cluster/resources?type=vm")["data"].as_array().unwrap().len(), 50);
+    assert_eq!(
+        sim.get("/cluster/resources?type=vm")["data"]
+            .as_array()
+            .unwrap()
+            .len(),
+        50
+    );
 }
 
 #[test]
@@ -223,7 +376,10 @@ fn ten_parallel_updates_of_one_vm_converge() {
     ok(run(create_args(&sim, json!({"state": "present"}))));
     let handles: Vec<_> = (0..10)
         .map(|_| {
-            let args = create_args(&sim, json!({"state": "present", "cores": 6, "memory": 3072, "tags": ["web", "busy"]}));
+            let args = create_args(
+                &sim,
+                json!({"state": "present", "cores": 6, "memory": 3072, "tags": ["web", "busy"]}),
+            );
             std::thread::spawn(move || run(args))
         })
         .collect();
@@ -231,7 +387,14 @@ fn ten_parallel_updates_of_one_vm_converge() {
         ok(h.join().unwrap());
     }
     let cfg = &sim.get("/nodes/pve1/qemu/100/config")["data"];
-    assert_eq!((cfg["cores"].as_u64(), cfg["memory"].as_str(), cfg["tags"].as_str()), (Some(6), Some("3072"), Some("web;busy")));
+    assert_eq!(
+        (
+            cfg["cores"].as_u64(),
+            cfg["memory"].as_str(),
+            cfg["tags"].as_str()
+        ),
+        (Some(6), Some("3072"), Some("web;busy"))
+    );
 }
 
 #[test]
@@ -245,7 +408,13 @@ fn transient_faults_are_ridden_out() {
     ]));
     let r = ok(run(create_args(&sim, json!({}))));
     assert_eq!(task_types(&r), ["qmcreate", "resize", "qmstart"]);
-    assert_eq!(sim.tasks().iter().filter(|t| t["type"] == "qmcreate").count(), 1);
+    assert_eq!(
+        sim.tasks()
+            .iter()
+            .filter(|t| t["type"] == "qmcreate")
+            .count(),
+        1
+    );
 }
 
 #[test]
@@ -259,8 +428,18 @@ fn a_lost_answer_never_dispatches_twice() {
         let sim = Sim::start(&[&img], &[]);
         sim.fault(fault.clone());
         let r = ok(run(create_args(&sim, json!({}))));
-        assert_eq!(r["config"]["scsi0"], "local-lvm:vm-100-disk-0,discard=on,size=2G", "{fault}");
-        assert_eq!(sim.tasks().iter().filter(|t| t["type"] == "qmcreate").count(), 1, "{fault}: create sent twice");
+        assert_eq!(
+            r["config"]["scsi0"], "local-lvm:vm-100-disk-0,discard=on,size=2G",
+            "{fault}"
+        );
+        assert_eq!(
+            sim.tasks()
+                .iter()
+                .filter(|t| t["type"] == "qmcreate")
+                .count(),
+            1,
+            "{fault}: create sent twice"
+        );
     }
 }
 
@@ -271,13 +450,25 @@ fn warnings_are_surfaced_and_failures_carry_the_log() {
     sim.fault(json!({"kind": "task", "task_type": "qmstart", "outcome": "warnings", "warnings": 1, "count": 1}));
     let r = ok(run(create_args(&sim, json!({}))));
     let w = r["warnings"].as_array().unwrap();
-    assert!(w.iter().any(|x| x.as_str().unwrap().contains("starting VM 100 on pve1: WARN: simulated warning")), "{w:?}");
+    assert!(
+        w.iter().any(|x| x
+            .as_str()
+            .unwrap()
+            .contains("starting VM 100 on pve1: WARN: simulated warning")),
+        "{w:?}"
+    );
     assert_eq!(r["tasks"][2]["exitstatus"], "WARNINGS: 1");
 
     sim.fault(json!({"kind": "task", "task_type": "qmconfig", "outcome": "fail", "message": "storage 'local-lvm' is full", "count": 1}));
     let r = failed(run(create_args(&sim, json!({"cores": 8}))));
-    assert_eq!(r["msg"], "updating cores of VM 100 on pve1 failed: storage 'local-lvm' is full");
-    assert_eq!(r["log_tail"].as_array().unwrap().last().unwrap(), "TASK ERROR: storage 'local-lvm' is full");
+    assert_eq!(
+        r["msg"],
+        "updating cores of VM 100 on pve1 failed: storage 'local-lvm' is full"
+    );
+    assert_eq!(
+        r["log_tail"].as_array().unwrap().last().unwrap(),
+        "TASK ERROR: storage 'local-lvm' is full"
+    );
     assert_eq!(r["exitstatus"], "storage 'local-lvm' is full");
 }
 
@@ -294,15 +485,30 @@ fn a_revoked_ticket_during_a_long_wait_logs_in_again() {
     sim.revoke_tickets();
     let r = ok(h.join().unwrap());
     assert_eq!(task_types(&r), ["qmcreate"]);
-    assert!(sim.requests().iter().filter(|q| q["path"] == "/access/ticket").count() >= 2);
+    assert!(
+        sim.requests()
+            .iter()
+            .filter(|q| q["path"] == "/access/ticket")
+            .count()
+            >= 2
+    );
 }
 
 #[test]
 fn tokens_work_and_appear_in_upids() {
     let img = small_image();
     let sim = Sim::start(&[&img], &[]);
-    let r = ok(run(merge(&[create_args(&sim, json!({})), json!({"api_password": null, "api_fingerprint": null}), sim.token_conn()])));
-    assert!(r["tasks"][0]["upid"].as_str().unwrap().ends_with(":qmcreate:100:root@pam!ci:"));
+    let r = ok(run(merge(&[
+        create_args(&sim, json!({})),
+        json!({"api_password": null, "api_fingerprint": null}),
+        sim.token_conn(),
+    ])));
+    assert!(
+        r["tasks"][0]["upid"]
+            .as_str()
+            .unwrap()
+            .ends_with(":qmcreate:100:root@pam!ci:")
+    );
 }
 
 #[test]
@@ -311,22 +517,49 @@ fn lifecycle_states_and_lookup_by_name() {
     let sim = Sim::start(&[&img], &[]);
     ok(run(create_args(&sim, json!({}))));
     let by_name = |extra: Value| merge(&[sim.conn(), json!({"name": "web1"}), extra]);
-    let r = ok(run(by_name(json!({"state": "stopped", "shutdown_timeout": 30}))));
-    assert_eq!((r["changed"].as_bool(), r["status"].as_str()), (Some(true), Some("stopped")));
+    let r = ok(run(by_name(
+        json!({"state": "stopped", "shutdown_timeout": 30}),
+    )));
+    assert_eq!(
+        (r["changed"].as_bool(), r["status"].as_str()),
+        (Some(true), Some("stopped"))
+    );
     assert_eq!(task_types(&r), ["qmshutdown"]);
-    assert_eq!(ok(run(by_name(json!({"state": "stopped"}))))["changed"], false);
+    assert_eq!(
+        ok(run(by_name(json!({"state": "stopped"}))))["changed"],
+        false
+    );
     let r = ok(run(by_name(json!({"state": "restarted"}))));
     assert_eq!(task_types(&r), ["qmstart"]);
     let r = ok(run(by_name(json!({"state": "restarted"}))));
     assert_eq!(task_types(&r), ["qmreboot"]);
     // A second VM with the same name makes the name ambiguous.
-    ok(run(merge(&[create_args(&sim, json!({"vmid": 105, "state": "present"}))])));
+    ok(run(merge(&[create_args(
+        &sim,
+        json!({"vmid": 105, "state": "present"}),
+    )])));
     let r = failed(run(by_name(json!({"state": "present"}))));
-    assert!(r["msg"].as_str().unwrap().contains("name 'web1' is ambiguous: VMs 100 (on pve1), 105 (on pve1) carry it"), "{}", r["msg"]);
-    let r = ok(run(merge(&[sim.conn(), json!({"vmid": 100, "state": "absent"})])));
+    assert!(
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .contains("name 'web1' is ambiguous: VMs 100 (on pve1), 105 (on pve1) carry it"),
+        "{}",
+        r["msg"]
+    );
+    let r = ok(run(merge(&[
+        sim.conn(),
+        json!({"vmid": 100, "state": "absent"}),
+    ])));
     assert_eq!(task_types(&r), ["qmstop", "qmdestroy"]);
     assert_eq!(r["status"], "absent");
-    assert_eq!(ok(run(merge(&[sim.conn(), json!({"vmid": 100, "state": "absent"})])))["changed"], false);
+    assert_eq!(
+        ok(run(merge(&[
+            sim.conn(),
+            json!({"vmid": 100, "state": "absent"})
+        ])))["changed"],
+        false
+    );
     assert!(!sim.lvm_file("pve1", "vm-100-disk-0").exists());
 }
 
@@ -339,8 +572,20 @@ fn adds_a_disk_to_an_existing_vm_without_reimporting() {
         {"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2", "size": "2G", "discard": true},
         {"slot": "scsi1", "storage": "local-lvm", "size": "1G", "ssd": true}
     ]);
-    let r = ok(run(create_args(&sim, json!({"state": "present", "disks": disks}))));
+    let r = ok(run(create_args(
+        &sim,
+        json!({"state": "present", "disks": disks}),
+    )));
     assert_eq!(task_types(&r), ["qmconfig"]);
-    assert_eq!(r["config"]["scsi1"], "local-lvm:vm-100-disk-1,size=1G,ssd=1");
-    assert_eq!(sim.tasks().iter().filter(|t| t["type"] == "qmcreate").count(), 1);
+    assert_eq!(
+        r["config"]["scsi1"],
+        "local-lvm:vm-100-disk-1,size=1G,ssd=1"
+    );
+    assert_eq!(
+        sim.tasks()
+            .iter()
+            .filter(|t| t["type"] == "qmcreate")
+            .count(),
+        1
+    );
 }

@@ -135,7 +135,7 @@ fn parse_args() -> Result<Options, String> {
             "--workers" => o.workers = val()?.parse().map_err(|_| "--workers takes a number")?,
             "--time-scale" => {
                 o.time_scale = val()?.parse().map_err(|_| "--time-scale takes a number")?;
-                if !(o.time_scale > 0.0) {
+                if o.time_scale <= 0.0 || !o.time_scale.is_finite() {
                     return Err("--time-scale must be positive".into());
                 }
             }

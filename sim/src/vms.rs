@@ -470,8 +470,7 @@ pub fn create(sim: &Arc<Sim>, node: &str, params: &Params, auth: &Auth) -> ApiRe
                         .map(|(k, v)| (k.clone(), normalize(sim, k, v)))
                         .collect();
                     conf.extend(drives);
-                    conf.entry("boot".into()).or_insert_with(|| String::new());
-                    if conf["boot"].is_empty() {
+                    if !conf.contains_key("boot") {
                         let b = default_boot(&conf);
                         conf.insert("boot".into(), b);
                     }

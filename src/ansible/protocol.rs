@@ -35,7 +35,10 @@ pub fn register_secret(s: &str) {
     if s.len() < 2 {
         return;
     }
-    let mut v = SECRETS.get_or_init(|| Mutex::new(Vec::new())).lock().unwrap_or_else(|e| e.into_inner());
+    let mut v = SECRETS
+        .get_or_init(|| Mutex::new(Vec::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     if !v.iter().any(|x| x == s) {
         v.push(s.to_string());
         // Longest first, so a secret containing another is masked whole.
@@ -45,7 +48,10 @@ pub fn register_secret(s: &str) {
 
 /// Masks every registered secret in a string.
 pub fn mask_str(s: &str) -> String {
-    let secrets = SECRETS.get_or_init(|| Mutex::new(Vec::new())).lock().unwrap_or_else(|e| e.into_inner());
+    let secrets = SECRETS
+        .get_or_init(|| Mutex::new(Vec::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let mut out = s.to_string();
     for sec in secrets.iter() {
         if out.contains(sec.as_str()) {
@@ -75,7 +81,8 @@ pub fn emit(result: &Value) {
     if PRINTED.swap(true, Ordering::SeqCst) {
         return;
     }
-    let text = serde_json::to_string(&mask(result)).unwrap_or_else(|_| r#"{"failed":true,"msg":"unable to encode the result"}"#.into());
+    let text = serde_json::to_string(&mask(result))
+        .unwrap_or_else(|_| r#"{"failed":true,"msg":"unable to encode the result"}"#.into());
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{text}");
     let _ = out.flush();
@@ -102,7 +109,10 @@ pub struct Failure {
 
 impl Failure {
     pub fn msg(msg: impl Into<String>) -> Self {
-        Failure { msg: msg.into(), ..Default::default() }
+        Failure {
+            msg: msg.into(),
+            ..Default::default()
+        }
     }
 }
 
@@ -139,7 +149,9 @@ fn collect_no_log(opts: &[super::spec::Opt], params: &Map<String, Value>) {
         if o.no_log {
             match v {
                 Some(Value::String(s)) => register_secret(s),
-                Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).for_each(register_secret),
+                Some(Value::Array(a)) => {
+                    a.iter().filter_map(Value::as_str).for_each(register_secret)
+                }
                 _ => {}
             }
         }
@@ -176,8 +188,11 @@ fn collect_raw_no_log(opts: &[super::spec::Opt], raw: &Map<String, Value>) {
 
 /// Reads and validates the args file. Errors are complete user-facing messages.
 pub fn read_invocation(args_path: Option<&str>, spec: &Spec) -> Result<Invocation, String> {
-    let path = args_path.ok_or("this is an Ansible module: it expects the path of an arguments file as its only argument")?;
-    let text = std::fs::read_to_string(path).map_err(|e| format!("unable to read the arguments file {path}: {e}"))?;
+    let path = args_path.ok_or(
+        "this is an Ansible module: it expects the path of an arguments file as its only argument",
+    )?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("unable to read the arguments file {path}: {e}"))?;
     let all: Map<String, Value> = match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) => m,
         Ok(_) => return Err("the arguments file must hold a JSON object".into()),
@@ -194,7 +209,9 @@ pub fn read_invocation(args_path: Option<&str>, spec: &Spec) -> Result<Invocatio
             "_ansible_inject_invocation" => ctx.inject_invocation = v.as_bool().unwrap_or(false),
             "_ansible_ignore_unknown_opts" => ctx.ignore_unknown = v.as_bool().unwrap_or(false),
             "_ansible_module_name" => ctx.module_name = v.as_str().unwrap_or("").to_string(),
-            "_ansible_tracebacks_for" => ctx.tracebacks = v.as_array().is_some_and(|a| !a.is_empty()),
+            "_ansible_tracebacks_for" => {
+                ctx.tracebacks = v.as_array().is_some_and(|a| !a.is_empty())
+            }
             k if k.starts_with("_ansible_") => {}
             _ => {
                 raw.insert(k, v);
@@ -211,7 +228,10 @@ fn invocation_value(inv: &Invocation, spec: &Spec) -> Value {
     let mut args = inv.params.clone();
     for o in spec.options.iter().filter(|o| o.no_log) {
         if args.get(o.name).is_some_and(|v| !v.is_null()) {
-            args.insert(o.name.to_string(), json!("VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"));
+            args.insert(
+                o.name.to_string(),
+                json!("VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"),
+            );
         }
     }
     json!({"module_args": args})
@@ -227,8 +247,13 @@ pub fn run_module(spec: &Spec, body: impl FnOnce(&Invocation) -> Result<Outcome,
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown".into());
-        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-        emit(&json!({"failed": true, "changed": false, "msg": format!("internal error in the module (a bug; please report it): {what}{at}")}));
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        emit(
+            &json!({"failed": true, "changed": false, "msg": format!("internal error in the module (a bug; please report it): {what}{at}")}),
+        );
     }));
     let arg = std::env::args().nth(1);
     let inv = match read_invocation(arg.as_deref(), spec) {
@@ -284,7 +309,10 @@ mod tests {
 
     fn spec() -> Spec {
         Spec {
-            options: vec![Opt::new("api_password", Kind::Str).no_log(), Opt::new("name", Kind::Str)],
+            options: vec![
+                Opt::new("api_password", Kind::Str).no_log(),
+                Opt::new("name", Kind::Str),
+            ],
             ..Default::default()
         }
     }
@@ -303,7 +331,11 @@ mod tests {
         pub fn write(text: &str) -> Path {
             use std::sync::atomic::{AtomicU32, Ordering};
             static N: AtomicU32 = AtomicU32::new(0);
-            let p = std::env::temp_dir().join(format!("sankofa-args-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+            let p = std::env::temp_dir().join(format!(
+                "sankofa-args-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::SeqCst)
+            ));
             std::fs::write(&p, text).unwrap();
             Path(p)
         }
@@ -311,8 +343,10 @@ mod tests {
 
     #[test]
     fn splits_internal_keys_and_validates() {
-        let p = write(json!({"name": "web", "_ansible_check_mode": true, "_ansible_diff": true, "_ansible_verbosity": 3,
-                              "_ansible_module_name": "sankofa.proxmox.vm", "_ansible_new_key": 1}));
+        let p = write(
+            json!({"name": "web", "_ansible_check_mode": true, "_ansible_diff": true, "_ansible_verbosity": 3,
+                              "_ansible_module_name": "sankofa.proxmox.vm", "_ansible_new_key": 1}),
+        );
         let inv = read_invocation(p.0.to_str(), &spec()).unwrap();
         assert!(inv.ctx.check_mode && inv.ctx.diff);
         assert_eq!(inv.ctx.verbosity, 3);
@@ -322,21 +356,38 @@ mod tests {
 
     #[test]
     fn missing_or_bad_args_file() {
-        assert!(read_invocation(None, &spec()).unwrap_err().contains("arguments file"));
-        assert!(read_invocation(Some("/nonexistent/args"), &spec()).unwrap_err().contains("unable to read"));
+        assert!(
+            read_invocation(None, &spec())
+                .unwrap_err()
+                .contains("arguments file")
+        );
+        assert!(
+            read_invocation(Some("/nonexistent/args"), &spec())
+                .unwrap_err()
+                .contains("unable to read")
+        );
         let p = tempfile_path::write("not json");
-        assert!(read_invocation(p.0.to_str(), &spec()).unwrap_err().contains("not valid JSON"));
+        assert!(
+            read_invocation(p.0.to_str(), &spec())
+                .unwrap_err()
+                .contains("not valid JSON")
+        );
     }
 
     #[test]
     fn secrets_are_masked_everywhere() {
         let p = write(json!({"api_password": "Sup3r-S3cret", "name": "web"}));
         let inv = read_invocation(p.0.to_str(), &spec()).unwrap();
-        let v = mask(&json!({"msg": "login as root@pam with Sup3r-S3cret failed", "nested": ["x Sup3r-S3cret"]}));
+        let v = mask(
+            &json!({"msg": "login as root@pam with Sup3r-S3cret failed", "nested": ["x Sup3r-S3cret"]}),
+        );
         assert_eq!(v["msg"], "login as root@pam with ******** failed");
         assert_eq!(v["nested"][0], "x ********");
         let inv_v = invocation_value(&inv, &spec());
-        assert_eq!(inv_v["module_args"]["api_password"], "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER");
+        assert_eq!(
+            inv_v["module_args"]["api_password"],
+            "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+        );
         assert_eq!(inv_v["module_args"]["name"], "web");
     }
 }

@@ -11,7 +11,10 @@ use serde_json::{Map, Value};
 pub enum Kind {
     Str,
     Bool,
-    Int { min: Option<i64>, max: Option<i64> },
+    Int {
+        min: Option<i64>,
+        max: Option<i64>,
+    },
     /// A duration in humantime form (`90s`, `15m`, `1h 30m`); a bare number means seconds.
     Duration,
     /// A list; a plain string is split on commas, as Ansible does.
@@ -39,7 +42,16 @@ pub struct Opt {
 
 impl Opt {
     pub fn new(name: &'static str, kind: Kind) -> Self {
-        Opt { name, kind, required: false, default: None, choices: &[], aliases: &[], env: &[], no_log: false }
+        Opt {
+            name,
+            kind,
+            required: false,
+            default: None,
+            choices: &[],
+            aliases: &[],
+            env: &[],
+            no_log: false,
+        }
     }
     pub fn required(mut self) -> Self {
         self.required = true;
@@ -94,7 +106,12 @@ impl Env for ProcessEnv {
 
 /// Validates `raw` (the user's options, `_ansible_*` keys removed) against `spec`.
 /// Returns every declared option (null when unset) with values coerced to their types.
-pub fn validate(spec: &Spec, raw: &Map<String, Value>, env: &dyn Env, ignore_unknown: bool) -> Result<Map<String, Value>, String> {
+pub fn validate(
+    spec: &Spec,
+    raw: &Map<String, Value>,
+    env: &dyn Env,
+    ignore_unknown: bool,
+) -> Result<Map<String, Value>, String> {
     validate_level(&spec.options, raw, env, ignore_unknown, None).and_then(|out| {
         check_rules(spec, &out)?;
         Ok(out)
@@ -107,27 +124,47 @@ fn is_set(v: Option<&Value>) -> bool {
 
 fn check_rules(spec: &Spec, out: &Map<String, Value>) -> Result<(), String> {
     for group in &spec.mutually_exclusive {
-        let set: Vec<&str> = group.iter().copied().filter(|k| is_set(out.get(*k))).collect();
+        let set: Vec<&str> = group
+            .iter()
+            .copied()
+            .filter(|k| is_set(out.get(*k)))
+            .collect();
         if set.len() > 1 {
-            return Err(format!("parameters are mutually exclusive: {}", group.join("|")));
+            return Err(format!(
+                "parameters are mutually exclusive: {}",
+                group.join("|")
+            ));
         }
     }
     for group in &spec.required_together {
         let n = group.iter().filter(|k| is_set(out.get(**k))).count();
         if n > 0 && n < group.len() {
-            return Err(format!("parameters are required together: {}", group.join(", ")));
+            return Err(format!(
+                "parameters are required together: {}",
+                group.join(", ")
+            ));
         }
     }
     for group in &spec.required_one_of {
         if !group.iter().any(|k| is_set(out.get(*k))) {
-            return Err(format!("one of the following is required: {}", group.join(", ")));
+            return Err(format!(
+                "one of the following is required: {}",
+                group.join(", ")
+            ));
         }
     }
     for (key, val, reqs) in &spec.required_if {
         if out.get(*key).and_then(Value::as_str) == Some(*val) {
-            let missing: Vec<&str> = reqs.iter().copied().filter(|k| !is_set(out.get(*k))).collect();
+            let missing: Vec<&str> = reqs
+                .iter()
+                .copied()
+                .filter(|k| !is_set(out.get(*k)))
+                .collect();
             if !missing.is_empty() {
-                return Err(format!("{key} is {val} but all of the following are missing: {}", missing.join(", ")));
+                return Err(format!(
+                    "{key} is {val} but all of the following are missing: {}",
+                    missing.join(", ")
+                ));
             }
         }
     }
@@ -149,7 +186,10 @@ fn validate_level(
         .collect();
     unknown.sort();
     if !unknown.is_empty() && !ignore_unknown {
-        let mut names: Vec<&str> = opts.iter().flat_map(|o| std::iter::once(o.name).chain(o.aliases.iter().copied())).collect();
+        let mut names: Vec<&str> = opts
+            .iter()
+            .flat_map(|o| std::iter::once(o.name).chain(o.aliases.iter().copied()))
+            .collect();
         names.sort();
         return Err(format!(
             "Unsupported parameters{found_in}: {}. Supported parameters include: {}.",
@@ -166,9 +206,15 @@ fn validate_level(
             .collect();
         if given.len() > 1 {
             let names: Vec<&str> = given.iter().map(|(k, _)| *k).collect();
-            return Err(format!("parameters are mutually exclusive: {}{found_in}", names.join("|")));
+            return Err(format!(
+                "parameters are mutually exclusive: {}{found_in}",
+                names.join("|")
+            ));
         }
-        let mut value = given.first().map(|(_, v)| (*v).clone()).unwrap_or(Value::Null);
+        let mut value = given
+            .first()
+            .map(|(_, v)| (*v).clone())
+            .unwrap_or(Value::Null);
         if value.is_null() {
             if let Some(v) = o.env.iter().find_map(|e| env.get(e)) {
                 value = Value::String(v);
@@ -186,14 +232,17 @@ fn validate_level(
             Some(p) => format!("{p}.{}", o.name),
             None => o.name.to_string(),
         };
-        let v = coerce(&o.kind, &value, &label, env, ignore_unknown)?;
+        let v = coerce(&o.kind, &value, &label, ignore_unknown)?;
         if !o.choices.is_empty() {
             let check = |x: &Value| -> Result<(), String> {
                 let s = scalar_text(x);
                 if o.choices.contains(&s.as_str()) {
                     Ok(())
                 } else {
-                    Err(format!("value of {label} must be one of: {}, got: {s}", o.choices.join(", ")))
+                    Err(format!(
+                        "value of {label} must be one of: {}, got: {s}",
+                        o.choices.join(", ")
+                    ))
                 }
             };
             match &v {
@@ -204,7 +253,10 @@ fn validate_level(
         out.insert(o.name.to_string(), v);
     }
     if !missing.is_empty() {
-        return Err(format!("missing required arguments: {}{found_in}", missing.join(", ")));
+        return Err(format!(
+            "missing required arguments: {}{found_in}",
+            missing.join(", ")
+        ));
     }
     Ok(out)
 }
@@ -247,10 +299,11 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         }
         return Err(format!("'{t}' is not a non-negative duration"));
     }
-    humantime::parse_duration(t).map_err(|e| format!("'{t}' is not a duration like 90s, 15m or 1h 30m ({e})"))
+    humantime::parse_duration(t)
+        .map_err(|e| format!("'{t}' is not a duration like 90s, 15m or 1h 30m ({e})"))
 }
 
-fn coerce(kind: &Kind, v: &Value, label: &str, env: &dyn Env, ignore_unknown: bool) -> Result<Value, String> {
+fn coerce(kind: &Kind, v: &Value, label: &str, ignore_unknown: bool) -> Result<Value, String> {
     match kind {
         Kind::Str => match v {
             Value::String(s) => Ok(Value::String(s.clone())),
@@ -296,7 +349,7 @@ fn coerce(kind: &Kind, v: &Value, label: &str, env: &dyn Env, ignore_unknown: bo
             items
                 .iter()
                 .enumerate()
-                .map(|(i, x)| coerce(inner, x, &format!("{label}[{i}]"), env, ignore_unknown))
+                .map(|(i, x)| coerce(inner, x, &format!("{label}[{i}]"), ignore_unknown))
                 .collect::<Result<Vec<_>, _>>()
                 .map(Value::Array)
         }
@@ -360,9 +413,14 @@ fn as_dict(v: &Value, label: &str) -> Result<Map<String, Value>, String> {
             }
             let mut m = Map::new();
             for part in s.split([' ', ',']).filter(|p| !p.is_empty()) {
-                let (k, val) = part
-                    .split_once('=')
-                    .ok_or_else(|| type_err(label, v, "dict", "dictionary requested, could not parse JSON or key=value"))?;
+                let (k, val) = part.split_once('=').ok_or_else(|| {
+                    type_err(
+                        label,
+                        v,
+                        "dict",
+                        "dictionary requested, could not parse JSON or key=value",
+                    )
+                })?;
                 m.insert(k.to_string(), Value::String(val.to_string()));
             }
             Ok(m)
@@ -388,10 +446,20 @@ mod tests {
         Spec {
             options: vec![
                 Opt::new("name", Kind::Str).aliases(&["vm_name"]),
-                Opt::new("cores", Kind::Int { min: Some(1), max: Some(128) }),
+                Opt::new(
+                    "cores",
+                    Kind::Int {
+                        min: Some(1),
+                        max: Some(128),
+                    },
+                ),
                 Opt::new("onboot", Kind::Bool),
-                Opt::new("state", Kind::Str).choices(&["present", "absent"]).default(json!("present")),
-                Opt::new("host", Kind::Str).required().env(&["PROXMOX_HOST"]),
+                Opt::new("state", Kind::Str)
+                    .choices(&["present", "absent"])
+                    .default(json!("present")),
+                Opt::new("host", Kind::Str)
+                    .required()
+                    .env(&["PROXMOX_HOST"]),
                 Opt::new("timeout", Kind::Duration).default(json!("15m")),
                 Opt::new("tags", Kind::List(Box::new(Kind::Str))),
                 Opt::new("token_id", Kind::Str),
@@ -420,7 +488,9 @@ mod tests {
 
     #[test]
     fn coerces_adhoc_strings() {
-        let out = run(json!({"host": "h", "node": "n", "cores": "4", "onboot": "yes", "tags": "a, b"})).unwrap();
+        let out =
+            run(json!({"host": "h", "node": "n", "cores": "4", "onboot": "yes", "tags": "a, b"}))
+                .unwrap();
         assert_eq!(out["cores"], json!(4));
         assert_eq!(out["onboot"], json!(true));
         assert_eq!(out["tags"], json!(["a", "b"]));
@@ -431,21 +501,55 @@ mod tests {
     #[test]
     fn unknown_options_are_listed() {
         let e = run(json!({"host": "h", "node": "n", "bogus": 1})).unwrap_err();
-        assert!(e.starts_with("Unsupported parameters: bogus. Supported parameters include: "), "{e}");
+        assert!(
+            e.starts_with("Unsupported parameters: bogus. Supported parameters include: "),
+            "{e}"
+        );
         assert!(e.contains("cores") && e.contains("vm_name"));
         let env = MapEnv(HashMap::new());
-        let ok = validate(&spec(), json!({"host": "h", "node": "n", "bogus": 1}).as_object().unwrap(), &env, true);
+        let ok = validate(
+            &spec(),
+            json!({"host": "h", "node": "n", "bogus": 1})
+                .as_object()
+                .unwrap(),
+            &env,
+            true,
+        );
         assert!(ok.is_ok());
     }
 
     #[test]
     fn errors_name_the_option() {
-        assert!(run(json!({"node": "n"})).unwrap_err().contains("missing required arguments: host"));
-        assert!(run(json!({"host": "h", "node": "n", "cores": "many"})).unwrap_err().contains("argument 'cores' is of type str"));
-        assert!(run(json!({"host": "h", "node": "n", "cores": 0})).unwrap_err().contains("value of cores must be at least 1"));
-        assert!(run(json!({"host": "h", "node": "n", "state": "gone"})).unwrap_err().contains("value of state must be one of: present, absent, got: gone"));
-        assert!(run(json!({"host": "h", "node": "n", "timeout": "soon"})).unwrap_err().contains("value of timeout is not a valid duration"));
-        assert!(run(json!({"host": "h", "node": "n", "onboot": "perhaps"})).unwrap_err().contains("argument 'onboot'"));
+        assert!(
+            run(json!({"node": "n"}))
+                .unwrap_err()
+                .contains("missing required arguments: host")
+        );
+        assert!(
+            run(json!({"host": "h", "node": "n", "cores": "many"}))
+                .unwrap_err()
+                .contains("argument 'cores' is of type str")
+        );
+        assert!(
+            run(json!({"host": "h", "node": "n", "cores": 0}))
+                .unwrap_err()
+                .contains("value of cores must be at least 1")
+        );
+        assert!(
+            run(json!({"host": "h", "node": "n", "state": "gone"}))
+                .unwrap_err()
+                .contains("value of state must be one of: present, absent, got: gone")
+        );
+        assert!(
+            run(json!({"host": "h", "node": "n", "timeout": "soon"}))
+                .unwrap_err()
+                .contains("value of timeout is not a valid duration")
+        );
+        assert!(
+            run(json!({"host": "h", "node": "n", "onboot": "perhaps"}))
+                .unwrap_err()
+                .contains("argument 'onboot'")
+        );
     }
 
     #[test]
@@ -454,28 +558,50 @@ mod tests {
             run(json!({"host": "h", "node": "n", "password": "p", "token_secret": "s", "token_id": "t"})).unwrap_err(),
             "parameters are mutually exclusive: password|token_secret"
         );
-        assert_eq!(run(json!({"host": "h", "node": "n", "token_id": "t"})).unwrap_err(), "parameters are required together: token_id, token_secret");
-        assert_eq!(run(json!({"host": "h"})).unwrap_err(), "state is present but all of the following are missing: node");
+        assert_eq!(
+            run(json!({"host": "h", "node": "n", "token_id": "t"})).unwrap_err(),
+            "parameters are required together: token_id, token_secret"
+        );
+        assert_eq!(
+            run(json!({"host": "h"})).unwrap_err(),
+            "state is present but all of the following are missing: node"
+        );
         assert!(run(json!({"host": "h", "state": "absent"})).is_ok());
-        assert!(run(json!({"host": "h", "node": "n", "name": "a", "vm_name": "b"})).unwrap_err().contains("mutually exclusive: name|vm_name"));
+        assert!(
+            run(json!({"host": "h", "node": "n", "name": "a", "vm_name": "b"}))
+                .unwrap_err()
+                .contains("mutually exclusive: name|vm_name")
+        );
     }
 
     #[test]
     fn env_fallback_and_aliases() {
         let env = MapEnv(HashMap::from([("PROXMOX_HOST", "pve.example")]));
-        let out = validate(&spec(), json!({"node": "n", "vm_name": "web"}).as_object().unwrap(), &env, false).unwrap();
+        let out = validate(
+            &spec(),
+            json!({"node": "n", "vm_name": "web"}).as_object().unwrap(),
+            &env,
+            false,
+        )
+        .unwrap();
         assert_eq!(out["host"], json!("pve.example"));
         assert_eq!(out["name"], json!("web"));
     }
 
     #[test]
     fn nested_suboptions() {
-        let out = run(json!({"host": "h", "node": "n", "disks": [{"slot": "scsi0", "size": "20G"}]})).unwrap();
+        let out =
+            run(json!({"host": "h", "node": "n", "disks": [{"slot": "scsi0", "size": "20G"}]}))
+                .unwrap();
         assert_eq!(out["disks"][0]["slot"], json!("scsi0"));
         let e = run(json!({"host": "h", "node": "n", "disks": [{"size": "20G"}]})).unwrap_err();
         assert_eq!(e, "missing required arguments: slot found in disks[0]");
-        let e = run(json!({"host": "h", "node": "n", "disks": [{"slot": "scsi0", "sizee": "1G"}]})).unwrap_err();
-        assert!(e.starts_with("Unsupported parameters found in disks[0]: sizee."), "{e}");
+        let e = run(json!({"host": "h", "node": "n", "disks": [{"slot": "scsi0", "sizee": "1G"}]}))
+            .unwrap_err();
+        assert!(
+            e.starts_with("Unsupported parameters found in disks[0]: sizee."),
+            "{e}"
+        );
     }
 
     #[test]

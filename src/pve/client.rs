@@ -72,43 +72,65 @@ impl Method {
 pub type Params = Vec<(String, String)>;
 
 fn transport_error(e: ureq::Error, base: &str) -> ApiError {
+    use std::io::ErrorKind as K;
     use ureq::Error as E;
     let text = e.to_string();
-    let sent = !matches!(
-        e,
-        E::ConnectionFailed | E::HostNotFound | E::Tls(_) | E::Rustls(_) | E::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve)
-    ) && !matches!(&e, E::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused
-            || io.get_ref().is_some_and(|inner| inner.to_string().contains("certificate") || inner.is::<rustls::Error>()));
-    let tls = text.contains("certificate") || text.contains("UnknownIssuer") || matches!(e, E::Rustls(_) | E::Tls(_));
+    let refused = matches!(&e, E::Io(io) if matches!(io.kind(), K::ConnectionRefused | K::AddrNotAvailable | K::HostUnreachable | K::NetworkUnreachable));
+    let connect = refused
+        || matches!(
+            e,
+            E::ConnectionFailed
+                | E::HostNotFound
+                | E::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve)
+        );
+    let tls = matches!(e, E::Rustls(_) | E::Tls(_))
+        || matches!(&e, E::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()))
+        || text.contains("certificate");
     let detail = if tls {
         format!(
             "TLS connection to {base} failed: {text}. PVE uses a self-signed certificate by default: set ca_path to the cluster CA \
              (/etc/pve/pve-root-ca.pem), or api_fingerprint to the node certificate's SHA-256 fingerprint (pvenode cert info), \
              or, on a trusted network only, validate_certs: false"
         )
+    } else if connect {
+        format!(
+            "unable to connect to {base}: {text} (is api_host/api_port a reachable PVE node? pveproxy listens on 8006)"
+        )
+    } else if let E::Timeout(t) = e {
+        format!("no answer from {base} within api_timeout ({t})")
     } else {
-        match e {
-            E::Timeout(t) => format!("no answer from {base} within api_timeout ({t})"),
-            E::ConnectionFailed | E::HostNotFound => format!("unable to connect to {base}: {text}"),
-            _ => format!("request to {base} failed: {text}"),
-        }
+        format!("request to {base} failed: {text}")
     };
-    ApiError::Transport { detail, sent }
+    // Nothing was sent when the connection or the TLS handshake failed.
+    ApiError::Transport {
+        detail,
+        sent: !(connect || tls),
+    }
 }
 
 impl Client {
     /// Builds a client; logs in when using a password. `read_only` (check mode) refuses writes.
     pub fn connect(conn: &Connection, read_only: bool) -> Result<Client, ApiError> {
         let status = Arc::new(Mutex::new(StatusLine::default()));
-        let config = client_config(&conn.trust).map_err(|e| ApiError::Transport { detail: e, sent: false })?;
-        let connector = ().chain(TcpConnector::default()).chain(PveTls { config, status: status.clone() });
+        let config = client_config(&conn.trust).map_err(|e| ApiError::Transport {
+            detail: e,
+            sent: false,
+        })?;
+        let connector = ().chain(TcpConnector::default()).chain(PveTls {
+            config,
+            status: status.clone(),
+        });
         let agent_config = Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(conn.timeout))
             .user_agent(concat!("sankofa.proxmox/", env!("CARGO_PKG_VERSION")))
             .build();
         let agent = Agent::with_parts(agent_config, connector, DefaultResolver::default());
-        let host = if conn.host.contains(':') && !conn.host.starts_with('[') { format!("[{}]", conn.host) } else { conn.host.clone() };
+        let host = if conn.host.contains(':') && !conn.host.starts_with('[') {
+            format!("[{}]", conn.host)
+        } else {
+            conn.host.clone()
+        };
         let client = Client {
             agent,
             base: format!("https://{host}:{}/api2/json", conn.port),
@@ -135,8 +157,13 @@ impl Client {
     }
 
     fn login(&self) -> Result<(), ApiError> {
-        let Credentials::Password { user, password } = &self.credentials else { return Ok(()) };
-        let params = vec![("username".to_string(), user.clone()), ("password".to_string(), password.clone())];
+        let Credentials::Password { user, password } = &self.credentials else {
+            return Ok(());
+        };
+        let params = vec![
+            ("username".to_string(), user.clone()),
+            ("password".to_string(), password.clone()),
+        ];
         let data = self.send(Method::Post, "/access/ticket", &params, false).map_err(|e| match e {
             ApiError::Http { status: 401, .. } => ApiError::Http {
                 status: 401,
@@ -145,10 +172,21 @@ impl Client {
             },
             other => other,
         })?;
-        let cookie = data["data"]["ticket"].as_str().unwrap_or_default().to_string();
-        let csrf = data["data"]["CSRFPreventionToken"].as_str().unwrap_or_default().to_string();
+        let cookie = data["data"]["ticket"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let csrf = data["data"]["CSRFPreventionToken"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         if cookie.is_empty() {
-            return Err(ApiError::Transport { detail: format!("{} did not answer like a PVE API: no ticket in the login answer", self.base), sent: true });
+            return Err(ApiError::NotPve {
+                detail: format!(
+                    "{} did not answer like a PVE API: no ticket in the login answer",
+                    self.base
+                ),
+            });
         }
         crate::ansible::protocol::register_secret(&cookie);
         crate::ansible::protocol::register_secret(&csrf);
@@ -163,29 +201,41 @@ impl Client {
 
     /// A read (`GET`); returns `data`.
     pub fn get(&self, path: &str, params: &Params) -> Result<Value, ApiError> {
-        self.get_envelope(path, params).map(|mut v| v["data"].take())
+        self.get_envelope(path, params)
+            .map(|mut v| v["data"].take())
     }
 
     /// A write (`POST`/`PUT`/`DELETE`); refused in check mode. Returns `data`.
     pub fn write(&self, method: Method, path: &str, params: &Params) -> Result<Value, ApiError> {
         if self.read_only {
-            return Err(ApiError::CheckMode { what: format!("{} {path}", method.as_str()) });
+            return Err(ApiError::CheckMode {
+                what: format!("{} {path}", method.as_str()),
+            });
         }
-        self.authed(method, path, params).map(|mut v| v["data"].take())
+        self.authed(method, path, params)
+            .map(|mut v| v["data"].take())
     }
 
     /// Sends with authentication; logs in again once if the ticket expired or was revoked.
     fn authed(&self, method: Method, path: &str, params: &Params) -> Result<Value, ApiError> {
         match self.send(method, path, params, true) {
-            Err(e) if e.is_auth() && matches!(self.credentials, Credentials::Password { .. }) && self.ticket.borrow().is_some() => {
+            Err(e)
+                if e.is_auth()
+                    && matches!(self.credentials, Credentials::Password { .. })
+                    && self.ticket.borrow().is_some() =>
+            {
                 self.login()?;
                 self.send(method, path, params, true)
             }
             Err(e) if e.is_auth() => Err(ApiError::Http {
                 status: 401,
                 message: match &self.credentials {
-                    Credentials::Token { id, .. } => format!("authentication failure: PVE refused the API token '{id}' (check api_token_id and api_token_secret)"),
-                    Credentials::Password { user, .. } => format!("authentication failure for '{user}'"),
+                    Credentials::Token { id, .. } => format!(
+                        "authentication failure: PVE refused the API token '{id}' (check api_token_id and api_token_secret)"
+                    ),
+                    Credentials::Password { user, .. } => {
+                        format!("authentication failure for '{user}'")
+                    }
                 },
                 errors: Map::new(),
             }),
@@ -193,7 +243,13 @@ impl Client {
         }
     }
 
-    fn send(&self, method: Method, path: &str, params: &Params, auth: bool) -> Result<Value, ApiError> {
+    fn send(
+        &self,
+        method: Method,
+        path: &str,
+        params: &Params,
+        auth: bool,
+    ) -> Result<Value, ApiError> {
         self.requests.set(self.requests.get() + 1);
         let mut url = format!("{}{path}", self.base);
         let body = form(params);
@@ -204,10 +260,13 @@ impl Client {
         let mut headers: Vec<(&str, String)> = Vec::new();
         if auth {
             match &self.credentials {
-                Credentials::Token { id, secret } => headers.push(("Authorization", format!("PVEAPIToken={id}={secret}"))),
+                Credentials::Token { id, secret } => {
+                    headers.push(("Authorization", format!("PVEAPIToken={id}={secret}")))
+                }
                 Credentials::Password { .. } => {
                     if let Some(t) = self.ticket.borrow().as_ref() {
-                        headers.push(("Cookie", format!("PVEAuthCookie={}", url_encode(&t.cookie))));
+                        headers
+                            .push(("Cookie", format!("PVEAuthCookie={}", url_encode(&t.cookie))));
                         if method != Method::Get {
                             headers.push(("CSRFPreventionToken", t.csrf.clone()));
                         }
@@ -217,18 +276,27 @@ impl Client {
         }
         let result = match method {
             Method::Get | Method::Delete => {
-                let mut req = if method == Method::Get { self.agent.get(&url) } else { self.agent.delete(&url) };
+                let mut req = if method == Method::Get {
+                    self.agent.get(&url)
+                } else {
+                    self.agent.delete(&url)
+                };
                 for (k, v) in &headers {
                     req = req.header(*k, v);
                 }
                 req.call()
             }
             Method::Post | Method::Put => {
-                let mut req = if method == Method::Post { self.agent.post(&url) } else { self.agent.put(&url) };
+                let mut req = if method == Method::Post {
+                    self.agent.post(&url)
+                } else {
+                    self.agent.put(&url)
+                };
                 for (k, v) in &headers {
                     req = req.header(*k, v);
                 }
-                req.content_type("application/x-www-form-urlencoded").send(body.as_bytes())
+                req.content_type("application/x-www-form-urlencoded")
+                    .send(body.as_bytes())
             }
         };
         let mut resp = result.map_err(|e| transport_error(e, &self.base))?;
@@ -239,11 +307,15 @@ impl Client {
             .limit(64 * 1024 * 1024)
             .read_to_string()
             .map_err(|e| transport_error(e, &self.base))?;
-        let reason = self.status.lock().unwrap_or_else(|e| e.into_inner()).last_reason.take();
+        let reason = self
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last_reason
+            .take();
         if status == 200 {
-            return serde_json::from_str(&text).map_err(|_| ApiError::Transport {
+            return serde_json::from_str(&text).map_err(|_| ApiError::NotPve {
                 detail: format!("{} did not answer like a PVE API (a {} byte non-JSON body); is api_host/api_port a Proxmox VE node?", self.base, text.len()),
-                sent: true,
             });
         }
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
@@ -252,8 +324,17 @@ impl Client {
             .map(|m| m.trim().to_string())
             .filter(|m| !m.is_empty())
             .or(reason)
-            .unwrap_or_else(|| resp.status().canonical_reason().unwrap_or("error").to_string());
+            .unwrap_or_else(|| {
+                resp.status()
+                    .canonical_reason()
+                    .unwrap_or("error")
+                    .to_string()
+            });
         let errors = body["errors"].as_object().cloned().unwrap_or_default();
-        Err(ApiError::Http { status, message, errors })
+        Err(ApiError::Http {
+            status,
+            message,
+            errors,
+        })
     }
 }

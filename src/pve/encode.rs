@@ -16,7 +16,11 @@ pub fn url_encode(s: &str) -> String {
 
 /// Encodes key/value pairs as `application/x-www-form-urlencoded`.
 pub fn form(pairs: &[(String, String)]) -> String {
-    pairs.iter().map(|(k, v)| format!("{}={}", url_encode(k), url_encode(v))).collect::<Vec<_>>().join("&")
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", url_encode(k), url_encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 /// Decodes percent-encoding (no `+` handling: PVE's `urlencoded` values use `%20`).
@@ -26,7 +30,9 @@ pub fn url_decode(s: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%'
-            && let Some(v) = s.get(i + 1..i + 3).and_then(|h| u8::from_str_radix(h, 16).ok())
+            && let Some(v) = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
         {
             out.push(v);
             i += 3;
@@ -46,7 +52,11 @@ mod tests {
     fn sshkeys_round_trip() {
         let keys = "ssh-ed25519 AAAAC3Nz+/= me@host\nssh-rsa AAAAB3 other";
         let enc = url_encode(keys);
-        assert!(enc.bytes().all(|b| b.is_ascii_alphanumeric() || b"-%_.!~*'()".contains(&b)), "{enc}");
+        assert!(
+            enc.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-%_.!~*'()".contains(&b)),
+            "{enc}"
+        );
         assert!(enc.contains("%20") && !enc.contains('+'));
         assert_eq!(url_decode(&enc), keys);
     }

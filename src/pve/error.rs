@@ -12,7 +12,13 @@ pub enum ApiError {
     /// (connection refused, DNS, TLS handshake), true when it may have been carried out.
     Transport { detail: String, sent: bool },
     /// An HTTP error status with PVE's message (the body's `message`, else the status line).
-    Http { status: u16, message: String, errors: Map<String, Value> },
+    Http {
+        status: u16,
+        message: String,
+        errors: Map<String, Value>,
+    },
+    /// The server answered, but not like a PVE API (HTML, say): retrying will not help.
+    NotPve { detail: String },
     /// A write attempted in check mode; the client layer refuses it.
     CheckMode { what: String },
 }
@@ -21,14 +27,29 @@ impl fmt::Display for ApiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ApiError::Transport { detail, .. } => write!(f, "{detail}"),
-            ApiError::Http { status, message, errors } if !errors.is_empty() => {
+            ApiError::Http {
+                status,
+                message,
+                errors,
+            } if !errors.is_empty() => {
                 let list: Vec<String> = errors
                     .iter()
-                    .map(|(k, v)| format!("{k}: {}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()).trim()))
+                    .map(|(k, v)| {
+                        format!(
+                            "{k}: {}",
+                            v.as_str()
+                                .map(str::to_string)
+                                .unwrap_or_else(|| v.to_string())
+                                .trim()
+                        )
+                    })
                     .collect();
                 write!(f, "{status} {} ({})", message.trim(), list.join("; "))
             }
-            ApiError::Http { status, message, .. } => write!(f, "{status} {}", message.trim()),
+            ApiError::Http {
+                status, message, ..
+            } => write!(f, "{status} {}", message.trim()),
+            ApiError::NotPve { detail } => write!(f, "{detail}"),
             ApiError::CheckMode { what } => write!(f, "check mode: refusing to send {what}"),
         }
     }
@@ -47,7 +68,7 @@ impl ApiError {
     fn message(&self) -> &str {
         match self {
             ApiError::Http { message, .. } => message,
-            ApiError::Transport { detail, .. } => detail,
+            ApiError::Transport { detail, .. } | ApiError::NotPve { detail } => detail,
             ApiError::CheckMode { .. } => "",
         }
     }
@@ -55,7 +76,8 @@ impl ApiError {
     /// `VM is locked (…)` or `can't lock file … got timeout`: another operation holds the VM.
     /// PVE raises both before doing anything, so the request can be sent again later.
     pub fn is_lock_contention(&self) -> bool {
-        self.status() == Some(500) && (self.message().contains("got timeout") || self.message().contains(" is locked ("))
+        self.status() == Some(500)
+            && (self.message().contains("got timeout") || self.message().contains(" is locked ("))
     }
 
     /// The `lock` named in `VM is locked (create)`, if that is the error.
@@ -72,17 +94,36 @@ impl ApiError {
             if errors.get("upid").and_then(Value::as_str).is_some_and(|s| s.contains("no such task")))
     }
 
-    /// Worth retrying for a read: transport trouble, a proxy error (595–599), 502–504, or a
-    /// 500 that is not a statement about the object (such as "does not exist").
+    /// Trouble on the way, not an answer from PVE: transport errors, 502–504, and the proxy
+    /// pseudo-statuses 595–599. Worth retrying inside the deadline.
     pub fn is_transient(&self) -> bool {
         match self {
             ApiError::Transport { .. } => true,
-            ApiError::Http { status, message, .. } => match status {
-                502..=504 | 595..=599 => true,
-                500 => !message.contains("does not exist") && !message.contains("already exists"),
-                _ => false,
-            },
-            ApiError::CheckMode { .. } => false,
+            ApiError::Http { status, .. } => matches!(status, 502..=504 | 595..=599),
+            ApiError::NotPve { .. } | ApiError::CheckMode { .. } => false,
+        }
+    }
+
+    /// A 500 that does not state a fact about the object ("does not exist", a lock, a failed
+    /// host lookup): a read may try it again a few times.
+    pub fn is_unexplained_500(&self) -> bool {
+        match self {
+            ApiError::Http {
+                status: 500,
+                message,
+                ..
+            } => ![
+                "does not exist",
+                "already exists",
+                "hostname lookup",
+                " is locked (",
+                "got timeout",
+                "not running",
+                "running",
+            ]
+            .iter()
+            .any(|m| message.contains(m)),
+            _ => false,
         }
     }
 
@@ -92,7 +133,10 @@ impl ApiError {
     pub fn surely_not_done(&self) -> bool {
         match self {
             ApiError::Transport { sent, .. } => !sent,
-            ApiError::Http { status, .. } => matches!(status, 400..=499 | 595) || self.is_lock_contention(),
+            ApiError::Http { status, .. } => {
+                matches!(status, 400..=499 | 595) || self.is_lock_contention()
+            }
+            ApiError::NotPve { .. } => false,
             ApiError::CheckMode { .. } => true,
         }
     }
@@ -109,7 +153,11 @@ mod tests {
     use serde_json::json;
 
     fn http(status: u16, msg: &str) -> ApiError {
-        ApiError::Http { status, message: msg.into(), errors: Map::new() }
+        ApiError::Http {
+            status,
+            message: msg.into(),
+            errors: Map::new(),
+        }
     }
 
     #[test]
@@ -117,8 +165,20 @@ mod tests {
         let e = http(500, "VM is locked (create)");
         assert!(e.is_lock_contention() && e.surely_not_done());
         assert_eq!(e.locked_by().as_deref(), Some("create"));
-        assert!(http(500, "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout").is_lock_contention());
-        assert!(!http(500, "unable to create VM 100 - VM 100 already exists on node 'pve1'").is_lock_contention());
+        assert!(
+            http(
+                500,
+                "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"
+            )
+            .is_lock_contention()
+        );
+        assert!(
+            !http(
+                500,
+                "unable to create VM 100 - VM 100 already exists on node 'pve1'"
+            )
+            .is_lock_contention()
+        );
     }
 
     #[test]
@@ -126,18 +186,60 @@ mod tests {
         assert!(http(596, "Broken pipe").is_transient());
         assert!(!http(596, "Broken pipe").surely_not_done());
         assert!(http(595, "Connection refused").surely_not_done());
-        assert!(!http(500, "Configuration file 'nodes/pve1/qemu-server/9.conf' does not exist").is_transient());
-        assert!(ApiError::Transport { detail: "reset".into(), sent: true }.is_transient());
-        assert!(!ApiError::Transport { detail: "reset".into(), sent: true }.surely_not_done());
-        assert!(ApiError::Transport { detail: "refused".into(), sent: false }.surely_not_done());
+        assert!(
+            !http(
+                500,
+                "Configuration file 'nodes/pve1/qemu-server/9.conf' does not exist"
+            )
+            .is_transient()
+        );
+        assert!(
+            !http(
+                500,
+                "Configuration file 'nodes/pve1/qemu-server/9.conf' does not exist"
+            )
+            .is_unexplained_500()
+        );
+        assert!(
+            http(500, "Internal Server Error").is_unexplained_500()
+                && !http(500, "Internal Server Error").is_transient()
+        );
+        assert!(
+            ApiError::Transport {
+                detail: "reset".into(),
+                sent: true
+            }
+            .is_transient()
+        );
+        assert!(
+            !ApiError::Transport {
+                detail: "reset".into(),
+                sent: true
+            }
+            .surely_not_done()
+        );
+        assert!(
+            ApiError::Transport {
+                detail: "refused".into(),
+                sent: false
+            }
+            .surely_not_done()
+        );
     }
 
     #[test]
     fn no_such_task_and_display() {
         let mut errors = Map::new();
         errors.insert("upid".into(), json!("no such task"));
-        let e = ApiError::Http { status: 400, message: "Parameter verification failed.".into(), errors };
+        let e = ApiError::Http {
+            status: 400,
+            message: "Parameter verification failed.".into(),
+            errors,
+        };
         assert!(e.is_no_such_task());
-        assert_eq!(e.to_string(), "400 Parameter verification failed. (upid: no such task)");
+        assert_eq!(
+            e.to_string(),
+            "400 Parameter verification failed. (upid: no such task)"
+        );
     }
 }

@@ -20,14 +20,23 @@ use crate::interrupt;
 /// Back-off before retry `attempt` (1-based): 250 ms doubling to 4 s, with a little jitter so
 /// parallel runs do not retry in step.
 pub fn backoff(attempt: u32, jitter_seed: u64) -> Duration {
-    let base = 250u64.saturating_mul(1 << attempt.saturating_sub(1).min(4)).min(4000);
-    let jitter = (jitter_seed.wrapping_mul(6364136223846793005).wrapping_add(attempt as u64) >> 33) % (base / 4 + 1);
+    let base = 250u64
+        .saturating_mul(1 << attempt.saturating_sub(1).min(4))
+        .min(4000);
+    let jitter = (jitter_seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(attempt as u64)
+        >> 33)
+        % (base / 4 + 1);
     Duration::from_millis(base + jitter)
 }
 
 /// A number that differs between processes, for jitter.
 pub fn seed() -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
     t ^ ((std::process::id() as u64) << 32)
 }
 
@@ -36,17 +45,39 @@ fn pause(d: Duration, deadline: Instant) -> Result<(), ApiError> {
     if interrupt::sleep(d) {
         Ok(())
     } else {
-        Err(ApiError::Transport { detail: format!("interrupted by {}", interrupt::received().unwrap_or("a signal")), sent: false })
+        Err(ApiError::Transport {
+            detail: format!(
+                "interrupted by {}",
+                interrupt::received().unwrap_or("a signal")
+            ),
+            sent: false,
+        })
     }
 }
 
-/// A GET retried on transient errors until `deadline`.
-pub fn read(client: &Client, path: &str, params: &Params, deadline: Instant) -> Result<Value, ApiError> {
+/// How many unexplained 500s a read tries again.
+const MAX_500_RETRIES: u32 = 3;
+
+/// A GET retried on transient errors until `deadline` (an unexplained 500 a few times).
+pub fn read(
+    client: &Client,
+    path: &str,
+    params: &Params,
+    deadline: Instant,
+) -> Result<Value, ApiError> {
     let s = seed();
     let mut attempt = 0;
+    let mut five_hundreds = 0;
     loop {
         match client.get(path, params) {
-            Err(e) if e.is_transient() && Instant::now() < deadline => {
+            Err(e)
+                if (e.is_transient()
+                    || (e.is_unexplained_500() && five_hundreds < MAX_500_RETRIES))
+                    && Instant::now() < deadline =>
+            {
+                if e.is_unexplained_500() {
+                    five_hundreds += 1;
+                }
                 attempt += 1;
                 pause(backoff(attempt, s), deadline)?;
             }
@@ -79,13 +110,21 @@ pub fn dispatch(
     loop {
         let err = match client.write(method, path, params) {
             Ok(Value::String(u)) => {
-                return Upid::parse(&u).map(Dispatched::Task).map_err(|e| ApiError::Transport { detail: format!("PVE answered {e}"), sent: true });
+                return Upid::parse(&u)
+                    .map(Dispatched::Task)
+                    .map_err(|e| ApiError::NotPve {
+                        detail: format!("PVE answered {e}"),
+                    });
             }
             Ok(Value::Null) => {
                 // A null where a UPID was due: a task may still have been started.
                 return Ok(recover().map(Dispatched::Task).unwrap_or(Dispatched::Done));
             }
-            Ok(other) => return Err(ApiError::Transport { detail: format!("unexpected answer to {path}: {other}"), sent: true }),
+            Ok(other) => {
+                return Err(ApiError::NotPve {
+                    detail: format!("unexpected answer to {path}: {other}"),
+                });
+            }
             Err(e) => e,
         };
         let retryable = err.is_lock_contention()

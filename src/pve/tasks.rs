@@ -54,11 +54,22 @@ pub enum WaitError {
     /// The task stopped with an error.
     Failed(TaskReport),
     /// The deadline passed. `stopped` tells whether the task was stopped on request.
-    TimedOut { upid: Upid, elapsed: Duration, progress: Option<f64>, tail: Vec<String>, last_error: Option<String>, stopped: Option<Result<(), String>> },
+    TimedOut {
+        upid: Upid,
+        elapsed: Duration,
+        progress: Option<f64>,
+        tail: Vec<String>,
+        last_error: Option<String>,
+        stopped: Option<Result<(), String>>,
+    },
     /// The task never became visible on its node, or disappeared.
     Vanished { upid: Upid },
     /// SIGINT/SIGTERM while waiting; the task goes on in PVE.
-    Interrupted { upid: Upid, signal: &'static str, elapsed: Duration },
+    Interrupted {
+        upid: Upid,
+        signal: &'static str,
+        elapsed: Duration,
+    },
     /// A request failed in a way that retrying cannot mend (permissions, say).
     Api { upid: Upid, error: ApiError },
 }
@@ -67,8 +78,19 @@ impl fmt::Display for WaitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WaitError::Failed(r) => write!(f, "task {} failed: {}", r.upid, r.exitstatus),
-            WaitError::TimedOut { upid, elapsed, progress, last_error, stopped, .. } => {
-                write!(f, "task {upid} still running at the deadline (waited {:.1}s", elapsed.as_secs_f64())?;
+            WaitError::TimedOut {
+                upid,
+                elapsed,
+                progress,
+                last_error,
+                stopped,
+                ..
+            } => {
+                write!(
+                    f,
+                    "task {upid} still running at the deadline (waited {:.1}s",
+                    elapsed.as_secs_f64()
+                )?;
                 if let Some(p) = progress {
                     write!(f, ", progress {p:.0}%")?;
                 }
@@ -79,12 +101,22 @@ impl fmt::Display for WaitError {
                 match stopped {
                     Some(Ok(())) => write!(f, "; the task was stopped (stop_task_on_timeout)"),
                     Some(Err(e)) => write!(f, "; stopping the task failed: {e}"),
-                    None => write!(f, "; the task goes on in PVE: raise timeout, or re-run to wait for it again"),
+                    None => write!(
+                        f,
+                        "; the task goes on in PVE: raise timeout, or re-run to wait for it again"
+                    ),
                 }
             }
-            WaitError::Vanished { upid } => write!(f, "task {upid} is not known on node {} (no such task)", upid.node),
+            WaitError::Vanished { upid } => write!(
+                f,
+                "task {upid} is not known on node {} (no such task)",
+                upid.node
+            ),
             WaitError::Interrupted { upid, signal, .. } => {
-                write!(f, "interrupted by {signal} while waiting for task {upid}; the task goes on in PVE, and a re-run waits for it and converges")
+                write!(
+                    f,
+                    "interrupted by {signal} while waiting for task {upid}; the task goes on in PVE, and a re-run waits for it and converges"
+                )
             }
             WaitError::Api { upid, error } => write!(f, "while waiting for task {upid}: {error}"),
         }
@@ -99,13 +131,22 @@ fn task_path(upid: &Upid) -> String {
 
 /// Reads log lines after those already in `log`.
 fn read_log(client: &Client, upid: &Upid, log: &mut Vec<String>) -> Result<(), ApiError> {
-    let params: Params = vec![("start".into(), log.len().to_string()), ("limit".into(), "1000".into())];
+    let params: Params = vec![
+        ("start".into(), log.len().to_string()),
+        ("limit".into(), "1000".into()),
+    ];
     let env = client.get_envelope(&format!("{}/log", task_path(upid)), &params)?;
     let lines = env["data"].as_array().cloned().unwrap_or_default();
-    let fresh: Vec<(u64, String)> =
-        lines.iter().filter_map(|l| Some((l["n"].as_u64()?, l["t"].as_str().unwrap_or("").to_string()))).collect();
+    let fresh: Vec<(u64, String)> = lines
+        .iter()
+        .filter_map(|l| Some((l["n"].as_u64()?, l["t"].as_str().unwrap_or("").to_string())))
+        .collect();
     // An empty log reads as one "no content" line; it is not part of the log.
-    if log.is_empty() && fresh.len() == 1 && fresh[0].1 == "no content" && env["total"].as_u64().unwrap_or(1) <= 1 {
+    if log.is_empty()
+        && fresh.len() == 1
+        && fresh[0].1 == "no content"
+        && env["total"].as_u64().unwrap_or(1) <= 1
+    {
         return Ok(());
     }
     for (n, t) in fresh {
@@ -117,7 +158,16 @@ fn read_log(client: &Client, upid: &Upid, log: &mut Vec<String>) -> Result<(), A
 }
 
 /// Task types whose logs report copy progress worth reading while they run.
-const PROGRESS_TYPES: &[&str] = &["qmcreate", "qmconfig", "qmrestore", "qmclone", "qmmove", "download", "imgcopy", "move_volume"];
+const PROGRESS_TYPES: &[&str] = &[
+    "qmcreate",
+    "qmconfig",
+    "qmrestore",
+    "qmclone",
+    "qmmove",
+    "download",
+    "imgcopy",
+    "move_volume",
+];
 
 fn observe(client: &Client, upid: &Upid, log: &mut Vec<String>) -> Result<Observation, ApiError> {
     match client.get(&format!("{}/status", task_path(upid)), &Vec::new()) {
@@ -128,33 +178,57 @@ fn observe(client: &Client, upid: &Upid, log: &mut Vec<String>) -> Result<Observ
                 let _ = read_log(client, upid, log);
             }
             if stopped {
-                let exit = st["exitstatus"].as_str().unwrap_or("unexpected status").to_string();
+                let exit = st["exitstatus"]
+                    .as_str()
+                    .unwrap_or("unexpected status")
+                    .to_string();
                 Ok(Observation::Stopped { exitstatus: exit })
             } else {
-                Ok(Observation::Running { progress: progress_in(log) })
+                Ok(Observation::Running {
+                    progress: progress_in(log),
+                })
             }
         }
         Err(e) if e.is_no_such_task() => Ok(Observation::NotVisible),
-        Err(e) if e.is_transient() => Ok(Observation::Transient(e.to_string())),
+        // The UPID is known and the deadline bounds the wait, so any 5xx is ridden out.
+        Err(e) if e.is_transient() || e.is_unexplained_500() => {
+            Ok(Observation::Transient(e.to_string()))
+        }
         Err(e) => Err(e),
     }
 }
 
 /// Waits for a task to stop; success is PVE's rule (`OK` or `WARNINGS: N`).
-pub fn wait_task(client: &Client, upid: &Upid, policy: &Policy, stop_on_timeout: bool) -> Result<TaskReport, WaitError> {
+pub fn wait_task(
+    client: &Client,
+    upid: &Upid,
+    policy: &Policy,
+    stop_on_timeout: bool,
+) -> Result<TaskReport, WaitError> {
     let start = Instant::now();
     let mut state = WaitState::new();
     let mut log = Vec::new();
     loop {
         if let Some(signal) = interrupt::received() {
-            return Err(WaitError::Interrupted { upid: upid.clone(), signal, elapsed: start.elapsed() });
+            return Err(WaitError::Interrupted {
+                upid: upid.clone(),
+                signal,
+                elapsed: start.elapsed(),
+            });
         }
-        let obs = observe(client, upid, &mut log).map_err(|error| WaitError::Api { upid: upid.clone(), error })?;
+        let obs = observe(client, upid, &mut log).map_err(|error| WaitError::Api {
+            upid: upid.clone(),
+            error,
+        })?;
         match state.decide(policy, start.elapsed(), obs) {
             Decision::Wait(d) => {
                 if !interrupt::sleep(d) {
                     let signal = interrupt::received().unwrap_or("a signal");
-                    return Err(WaitError::Interrupted { upid: upid.clone(), signal, elapsed: start.elapsed() });
+                    return Err(WaitError::Interrupted {
+                        upid: upid.clone(),
+                        signal,
+                        elapsed: start.elapsed(),
+                    });
                 }
             }
             Decision::Done(exit) => {
@@ -163,18 +237,47 @@ pub fn wait_task(client: &Client, upid: &Upid, policy: &Policy, stop_on_timeout:
                     Exit::Warnings(n) => format!("WARNINGS: {n}"),
                     Exit::Failed(s) => s.clone(),
                 };
-                let warnings = log.iter().filter(|l| l.contains("WARN:")).cloned().collect();
-                let report = TaskReport { upid: upid.clone(), exitstatus, exit: exit.clone(), waited: start.elapsed(), warnings, log, polls: state.polls() };
-                return if exit.is_success() { Ok(report) } else { Err(WaitError::Failed(report)) };
+                let warnings = log
+                    .iter()
+                    .filter(|l| l.contains("WARN:"))
+                    .cloned()
+                    .collect();
+                let report = TaskReport {
+                    upid: upid.clone(),
+                    exitstatus,
+                    exit: exit.clone(),
+                    waited: start.elapsed(),
+                    warnings,
+                    log,
+                    polls: state.polls(),
+                };
+                return if exit.is_success() {
+                    Ok(report)
+                } else {
+                    Err(WaitError::Failed(report))
+                };
             }
-            Decision::TimedOut { progress, last_error } => {
+            Decision::TimedOut {
+                progress,
+                last_error,
+            } => {
                 let stopped = stop_on_timeout.then(|| {
-                    client.write(Method::Delete, &task_path(upid), &Vec::new()).map(|_| ()).map_err(|e| e.to_string())
+                    client
+                        .write(Method::Delete, &task_path(upid), &Vec::new())
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
                 });
                 if stopped.is_some() {
                     let _ = read_log(client, upid, &mut log);
                 }
-                return Err(WaitError::TimedOut { upid: upid.clone(), elapsed: start.elapsed(), progress, tail: tail(&log, TAIL_LINES), last_error, stopped });
+                return Err(WaitError::TimedOut {
+                    upid: upid.clone(),
+                    elapsed: start.elapsed(),
+                    progress,
+                    tail: tail(&log, TAIL_LINES),
+                    last_error,
+                    stopped,
+                });
             }
             Decision::Vanished => return Err(WaitError::Vanished { upid: upid.clone() }),
         }
@@ -183,7 +286,16 @@ pub fn wait_task(client: &Client, upid: &Upid, policy: &Policy, stop_on_timeout:
 
 /// Lists the tasks still running on a node for a VM (to wait on a lock's holder).
 pub fn active_tasks(client: &Client, node: &str, vmid: u32) -> Result<Vec<Upid>, ApiError> {
-    let params: Params = vec![("vmid".into(), vmid.to_string()), ("source".into(), "active".into())];
+    let params: Params = vec![
+        ("vmid".into(), vmid.to_string()),
+        ("source".into(), "active".into()),
+    ];
     let list = client.get(&format!("/nodes/{node}/tasks"), &params)?;
-    Ok(list.as_array().into_iter().flatten().filter_map(|t| t["upid"].as_str()).filter_map(|u| Upid::parse(u).ok()).collect())
+    Ok(list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["upid"].as_str())
+        .filter_map(|u| Upid::parse(u).ok())
+        .collect())
 }

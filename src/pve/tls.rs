@@ -9,8 +9,14 @@ use std::sync::{Arc, Mutex};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme, StreamOwned};
-use ureq::unversioned::transport::{Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, Transport, TransportAdapter};
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme,
+    StreamOwned,
+};
+use ureq::unversioned::transport::{
+    Buffers, ConnectionDetails, Connector, Either, LazyBuffers, NextTimeout, Transport,
+    TransportAdapter,
+};
 
 /// How the server certificate is checked.
 #[derive(Clone)]
@@ -27,7 +33,10 @@ pub enum Trust {
 
 /// Parses `AA:BB:…` or plain hex (64 digits) into a SHA-256 fingerprint.
 pub fn parse_fingerprint(s: &str) -> Result<[u8; 32], String> {
-    let hex: String = s.chars().filter(|c| *c != ':' && !c.is_whitespace()).collect();
+    let hex: String = s
+        .chars()
+        .filter(|c| *c != ':' && !c.is_whitespace())
+        .collect();
     if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err("api_fingerprint must be a SHA-256 fingerprint: 32 hex bytes, colon-separated (AA:BB:…) or not".into());
     }
@@ -39,7 +48,10 @@ pub fn parse_fingerprint(s: &str) -> Result<[u8; 32], String> {
 }
 
 fn colon_hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02X}")).collect::<Vec<_>>().join(":")
+    b.iter()
+        .map(|x| format!("{x:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 /// Reads the certificates of a PEM file.
@@ -72,7 +84,9 @@ impl ServerCertVerifier for FingerprintVerifier {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let Some(pin) = self.pin else { return Ok(ServerCertVerified::assertion()) };
+        let Some(pin) = self.pin else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let got = ring::digest::digest(&ring::digest::SHA256, end_entity.as_ref());
         if got.as_ref() == pin {
             Ok(ServerCertVerified::assertion())
@@ -85,16 +99,28 @@ impl ServerCertVerifier for FingerprintVerifier {
         }
     }
 
-    fn verify_tls12_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         verify_tls12_signature(m, c, d, &self.provider.signature_verification_algorithms)
     }
 
-    fn verify_tls13_signature(&self, m: &[u8], c: &CertificateDer<'_>, d: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         verify_tls13_signature(m, c, d, &self.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -106,24 +132,34 @@ pub fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, String> {
         .map_err(|e| e.to_string())?;
     let config = match trust {
         Trust::PublicRoots => {
-            let roots = RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
+            let roots = RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
             builder.with_root_certificates(roots).with_no_client_auth()
         }
         Trust::Ca(certs) => {
             let mut roots = RootCertStore::empty();
             let (added, _) = roots.add_parsable_certificates(certs.iter().cloned());
             if added == 0 {
-                return Err("ca_path: none of its certificates could be used as a trust anchor".into());
+                return Err(
+                    "ca_path: none of its certificates could be used as a trust anchor".into(),
+                );
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         }
         Trust::Pin(pin) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(FingerprintVerifier { pin: Some(*pin), provider }))
+            .with_custom_certificate_verifier(Arc::new(FingerprintVerifier {
+                pin: Some(*pin),
+                provider,
+            }))
             .with_no_client_auth(),
         Trust::Insecure => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(FingerprintVerifier { pin: None, provider }))
+            .with_custom_certificate_verifier(Arc::new(FingerprintVerifier {
+                pin: None,
+                provider,
+            }))
             .with_no_client_auth(),
     };
     Ok(Arc::new(config))
@@ -178,13 +214,26 @@ impl fmt::Debug for PveTls {
 impl<In: Transport> Connector<In> for PveTls {
     type Out = Either<In, PveTlsTransport>;
 
-    fn connect(&self, details: &ConnectionDetails, chained: Option<In>) -> Result<Option<Self::Out>, ureq::Error> {
-        let Some(transport) = chained else { return Ok(None) };
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> Result<Option<Self::Out>, ureq::Error> {
+        let Some(transport) = chained else {
+            return Ok(None);
+        };
         if !details.needs_tls() || transport.is_tls() {
             return Ok(Some(Either::A(transport)));
         }
-        let host = details.uri.host().unwrap_or("").trim_start_matches('[').trim_end_matches(']').to_string();
-        let name = ServerName::try_from(host).map_err(|_| ureq::Error::Tls("invalid server name"))?;
+        let host = details
+            .uri
+            .host()
+            .unwrap_or("")
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let name =
+            ServerName::try_from(host).map_err(|_| ureq::Error::Tls("invalid server name"))?;
         let mut conn = ClientConnection::new(self.config.clone(), name)?;
         let mut sock = TransportAdapter::new(transport.boxed(), details.current_time.clone());
         sock.set_timeout(details.timeout);
@@ -219,7 +268,10 @@ impl Transport for PveTlsTransport {
         self.stream.get_mut().set_timeout(timeout);
         let output = &self.buffers.output()[..amount];
         self.stream.write_all(output)?;
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).request_sent();
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .request_sent();
         Ok(())
     }
 
@@ -227,7 +279,10 @@ impl Transport for PveTlsTransport {
         self.stream.get_mut().set_timeout(timeout);
         let input = self.buffers.input_append_buf();
         let amount = self.stream.read(input)?;
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).received(&input[..amount]);
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .received(&input[..amount]);
         self.buffers.input_appended(amount);
         Ok(amount > 0)
     }
@@ -250,7 +305,10 @@ mod tests {
         let f = "C0:5A:9D:EA:48:72:39:8B:BD:C5:7F:B2:77:AC:16:82:98:F0:F6:93:09:0A:9C:C8:5E:11:FC:4F:00:07:AA:F8";
         let b = parse_fingerprint(f).unwrap();
         assert_eq!(colon_hex(&b), f);
-        assert_eq!(parse_fingerprint(&f.replace(':', "").to_lowercase()).unwrap(), b);
+        assert_eq!(
+            parse_fingerprint(&f.replace(':', "").to_lowercase()).unwrap(),
+            b
+        );
         assert!(parse_fingerprint("C0:5A").is_err());
         assert!(parse_fingerprint(&"ZZ".repeat(32)).is_err());
     }

@@ -23,7 +23,8 @@ impl fmt::Display for Upid {
 }
 
 fn hex(s: &str, min: usize, max: usize) -> Option<u64> {
-    ((min..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())).then(|| u64::from_str_radix(s, 16).ok())?
+    ((min..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| u64::from_str_radix(s, 16).ok())?
 }
 
 fn node_ok(s: &str) -> bool {
@@ -34,7 +35,8 @@ fn node_ok(s: &str) -> bool {
 }
 
 fn field_ok(s: &str) -> bool {
-    !s.bytes().any(|b| b == b':' || b == b'/' || b.is_ascii_whitespace())
+    !s.bytes()
+        .any(|b| b == b':' || b == b'/' || b.is_ascii_whitespace())
 }
 
 impl Upid {
@@ -45,7 +47,11 @@ impl Upid {
         if parts.len() != 9 || parts[0] != "UPID" || !parts[8].is_empty() {
             return Err(bad());
         }
-        if !node_ok(parts[1]) || parts[5].is_empty() || parts[7].is_empty() || ![5, 6, 7].iter().all(|i| field_ok(parts[*i])) {
+        if !node_ok(parts[1])
+            || parts[5].is_empty()
+            || parts[7].is_empty()
+            || ![5, 6, 7].iter().all(|i| field_ok(parts[*i]))
+        {
             return Err(bad());
         }
         Ok(Upid {
@@ -67,14 +73,26 @@ mod tests {
 
     #[test]
     fn parses_real_upids() {
-        let u = Upid::parse("UPID:dahu-2:00007323:001036A5:6419CAF8:qmstart:100:root@pam:").unwrap();
-        assert_eq!((u.node.as_str(), u.pid, u.task_type.as_str(), u.id.as_str()), ("dahu-2", 0x7323, "qmstart", "100"));
+        let u =
+            Upid::parse("UPID:dahu-2:00007323:001036A5:6419CAF8:qmstart:100:root@pam:").unwrap();
+        assert_eq!(
+            (u.node.as_str(), u.pid, u.task_type.as_str(), u.id.as_str()),
+            ("dahu-2", 0x7323, "qmstart", "100")
+        );
         assert_eq!(u.starttime, 0x6419CAF8);
-        let t = Upid::parse("UPID:elodin:0002A693:005854E2:662E9BBE:qmcreate:100:root@pam!opentofu:").unwrap();
+        let t =
+            Upid::parse("UPID:elodin:0002A693:005854E2:662E9BBE:qmcreate:100:root@pam!opentofu:")
+                .unwrap();
         assert_eq!(t.user, "root@pam!opentofu");
-        let e = Upid::parse("UPID:example-node:0000C346:165A0CE4:68D7279C:aptupdate::root@pam:").unwrap();
+        let e = Upid::parse("UPID:example-node:0000C346:165A0CE4:68D7279C:aptupdate::root@pam:")
+            .unwrap();
         assert_eq!(e.id, "");
-        assert_eq!(Upid::parse("UPID:n:00000001:123456789:68D7279C:qmstart:1:root@pam:").unwrap().pstart, 0x123456789);
+        assert_eq!(
+            Upid::parse("UPID:n:00000001:123456789:68D7279C:qmstart:1:root@pam:")
+                .unwrap()
+                .pstart,
+            0x123456789
+        );
     }
 
     #[test]

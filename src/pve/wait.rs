@@ -72,8 +72,12 @@ impl Policy {
 #[derive(Clone, Debug)]
 pub enum Observation {
     /// Still running; `progress` is the latest percentage the log reported, if any.
-    Running { progress: Option<f64> },
-    Stopped { exitstatus: String },
+    Running {
+        progress: Option<f64>,
+    },
+    Stopped {
+        exitstatus: String,
+    },
     /// `400 no such task`: normal for a moment after dispatch.
     NotVisible,
     /// A transport error, a 5xx, 595/596/599: retried with back-off inside the deadline.
@@ -88,7 +92,10 @@ pub enum Decision {
     /// The task stopped.
     Done(Exit),
     /// The deadline passed while the task was still running (or unreachable).
-    TimedOut { progress: Option<f64>, last_error: Option<String> },
+    TimedOut {
+        progress: Option<f64>,
+        last_error: Option<String>,
+    },
     /// The task never became visible, or disappeared.
     Vanished,
 }
@@ -141,7 +148,10 @@ impl WaitState {
         }
         let rate = (p1 - p0) / (t1 - t0).as_secs_f64();
         let at_sample = Duration::from_secs_f64(((100.0 - p1) / rate).min(1e7));
-        Some((at_sample.saturating_sub(now.saturating_sub(t1)), Duration::from_secs_f64((1.0 / rate).min(1e6))))
+        Some((
+            at_sample.saturating_sub(now.saturating_sub(t1)),
+            Duration::from_secs_f64((1.0 / rate).min(1e6)),
+        ))
     }
 
     /// Decides the next step from the elapsed time and what was just observed.
@@ -151,11 +161,17 @@ impl WaitState {
         let wait = |d: Duration| Decision::Wait(d.min(left));
         match obs {
             Observation::Stopped { exitstatus } => Decision::Done(Exit::from_status(&exitstatus)),
-            _ if left.is_zero() => Decision::TimedOut { progress: self.progress(), last_error: self.last_error.clone() },
+            _ if left.is_zero() => Decision::TimedOut {
+                progress: self.progress(),
+                last_error: self.last_error.clone(),
+            },
             Observation::Transient(e) => {
                 self.errors += 1;
                 self.last_error = Some(e);
-                let backoff = p.retry_first.saturating_mul(1 << self.errors.min(16).saturating_sub(1)).min(p.retry_cap);
+                let backoff = p
+                    .retry_first
+                    .saturating_mul(1 << self.errors.min(16).saturating_sub(1))
+                    .min(p.retry_cap);
                 wait(backoff)
             }
             Observation::NotVisible => {
@@ -191,7 +207,9 @@ impl WaitState {
                     }
                     // Progress reported but no rate yet: a long copy has begun; look less often.
                     None if self.progress().is_some_and(|x| x < 100.0) => {
-                        let next = self.interval.map_or(p.first, |i| i.mul_f64(p.growth).min(p.cap * 2));
+                        let next = self
+                            .interval
+                            .map_or(p.first, |i| i.mul_f64(p.growth).min(p.cap * 2));
                         self.interval = Some(next);
                         wait(next)
                     }
@@ -230,8 +248,14 @@ mod tests {
         assert_eq!(Exit::from_status("OK"), Exit::Ok);
         assert_eq!(Exit::from_status("WARNINGS: 2"), Exit::Warnings(2));
         assert!(Exit::from_status("WARNINGS: 2").is_success());
-        assert_eq!(Exit::from_status("WARNINGS: x"), Exit::Failed("WARNINGS: x".into()));
-        assert_eq!(Exit::from_status("unexpected status"), Exit::Failed("unexpected status".into()));
+        assert_eq!(
+            Exit::from_status("WARNINGS: x"),
+            Exit::Failed("WARNINGS: x".into())
+        );
+        assert_eq!(
+            Exit::from_status("unexpected status"),
+            Exit::Failed("unexpected status".into())
+        );
         assert!(!Exit::from_status("unable to create VM 100 - boom").is_success());
     }
 
@@ -253,18 +277,45 @@ mod tests {
         assert_eq!(waits[0], ms(50));
         assert!(waits.windows(2).all(|w| w[1] >= w[0]));
         assert_eq!(*waits.last().unwrap(), p.cap);
-        assert_eq!(s.decide(&p, t, Observation::Stopped { exitstatus: "OK".into() }), Decision::Done(Exit::Ok));
+        assert_eq!(
+            s.decide(
+                &p,
+                t,
+                Observation::Stopped {
+                    exitstatus: "OK".into()
+                }
+            ),
+            Decision::Done(Exit::Ok)
+        );
     }
 
     #[test]
     fn warnings_and_errors_end_the_wait() {
         let p = Policy::with_timeout(Duration::from_secs(60));
         let mut s = WaitState::new();
-        assert_eq!(s.decide(&p, ms(10), Observation::Stopped { exitstatus: "WARNINGS: 1".into() }), Decision::Done(Exit::Warnings(1)));
+        assert_eq!(
+            s.decide(
+                &p,
+                ms(10),
+                Observation::Stopped {
+                    exitstatus: "WARNINGS: 1".into()
+                }
+            ),
+            Decision::Done(Exit::Warnings(1))
+        );
         let mut s = WaitState::new();
         assert_eq!(
-            s.decide(&p, ms(10), Observation::Stopped { exitstatus: "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout".into() }),
-            Decision::Done(Exit::Failed("can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout".into()))
+            s.decide(
+                &p,
+                ms(10),
+                Observation::Stopped {
+                    exitstatus:
+                        "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout".into()
+                }
+            ),
+            Decision::Done(Exit::Failed(
+                "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout".into()
+            ))
         );
     }
 
@@ -272,43 +323,103 @@ mod tests {
     fn not_yet_visible_is_tolerated_then_fatal() {
         let p = Policy::with_timeout(Duration::from_secs(600));
         let mut s = WaitState::new();
-        assert!(matches!(s.decide(&p, ms(0), Observation::NotVisible), Decision::Wait(_)));
-        assert!(matches!(s.decide(&p, ms(2000), Observation::NotVisible), Decision::Wait(_)));
-        assert!(matches!(s.decide(&p, ms(2100), Observation::Running { progress: None }), Decision::Wait(_)));
+        assert!(matches!(
+            s.decide(&p, ms(0), Observation::NotVisible),
+            Decision::Wait(_)
+        ));
+        assert!(matches!(
+            s.decide(&p, ms(2000), Observation::NotVisible),
+            Decision::Wait(_)
+        ));
+        assert!(matches!(
+            s.decide(&p, ms(2100), Observation::Running { progress: None }),
+            Decision::Wait(_)
+        ));
         // Seen once, then gone: the task vanished.
-        assert_eq!(s.decide(&p, ms(2300), Observation::NotVisible), Decision::Vanished);
+        assert_eq!(
+            s.decide(&p, ms(2300), Observation::NotVisible),
+            Decision::Vanished
+        );
         let mut s = WaitState::new();
-        assert_eq!(s.decide(&p, p.invisible_grace, Observation::NotVisible), Decision::Vanished);
+        assert_eq!(
+            s.decide(&p, p.invisible_grace, Observation::NotVisible),
+            Decision::Vanished
+        );
     }
 
     #[test]
     fn transient_errors_back_off_and_reset() {
         let p = Policy::with_timeout(Duration::from_secs(600));
         let mut s = WaitState::new();
-        let d: Vec<Decision> = (0..7).map(|i| s.decide(&p, ms(i * 100), Observation::Transient("596 Broken pipe".into()))).collect();
+        let d: Vec<Decision> = (0..7)
+            .map(|i| {
+                s.decide(
+                    &p,
+                    ms(i * 100),
+                    Observation::Transient("596 Broken pipe".into()),
+                )
+            })
+            .collect();
         assert_eq!(d[0], Decision::Wait(ms(200)));
         assert_eq!(d[1], Decision::Wait(ms(400)));
         assert_eq!(d[2], Decision::Wait(ms(800)));
         assert_eq!(d[6], Decision::Wait(p.retry_cap));
-        assert!(matches!(s.decide(&p, ms(1000), Observation::Running { progress: None }), Decision::Wait(_)));
-        assert_eq!(s.decide(&p, ms(1100), Observation::Transient("x".into())), Decision::Wait(ms(200)));
+        assert!(matches!(
+            s.decide(&p, ms(1000), Observation::Running { progress: None }),
+            Decision::Wait(_)
+        ));
+        assert_eq!(
+            s.decide(&p, ms(1100), Observation::Transient("x".into())),
+            Decision::Wait(ms(200))
+        );
     }
 
     #[test]
     fn deadline_reports_progress_and_last_error() {
         let p = Policy::with_timeout(Duration::from_secs(10));
         let mut s = WaitState::new();
-        s.decide(&p, ms(1000), Observation::Running { progress: Some(10.0) });
-        s.decide(&p, ms(9000), Observation::Transient("599 Too many redirections".into()));
+        s.decide(
+            &p,
+            ms(1000),
+            Observation::Running {
+                progress: Some(10.0),
+            },
+        );
+        s.decide(
+            &p,
+            ms(9000),
+            Observation::Transient("599 Too many redirections".into()),
+        );
         assert_eq!(
-            s.decide(&p, Duration::from_secs(10), Observation::Running { progress: Some(40.0) }),
-            Decision::TimedOut { progress: Some(10.0), last_error: Some("599 Too many redirections".into()) }
+            s.decide(
+                &p,
+                Duration::from_secs(10),
+                Observation::Running {
+                    progress: Some(40.0)
+                }
+            ),
+            Decision::TimedOut {
+                progress: Some(10.0),
+                last_error: Some("599 Too many redirections".into())
+            }
         );
         // A task seen stopped exactly at the deadline still counts as done.
-        assert_eq!(s.decide(&p, Duration::from_secs(11), Observation::Stopped { exitstatus: "OK".into() }), Decision::Done(Exit::Ok));
+        assert_eq!(
+            s.decide(
+                &p,
+                Duration::from_secs(11),
+                Observation::Stopped {
+                    exitstatus: "OK".into()
+                }
+            ),
+            Decision::Done(Exit::Ok)
+        );
         // Waits never overshoot the deadline.
         let mut s = WaitState::new();
-        assert_eq!(s.decide(&p, ms(9990), Observation::Running { progress: None }), Decision::Wait(ms(10)));
+        assert_eq!(
+            s.decide(&p, ms(9990), Observation::Running { progress: None }),
+            Decision::Wait(ms(10))
+        );
     }
 
     /// Simulates a task of `dur` whose log reports linear progress after `copy_start`, ending
@@ -319,11 +430,15 @@ mod tests {
         let mut t = Duration::ZERO;
         loop {
             let obs = if t >= dur {
-                Observation::Stopped { exitstatus: "OK".into() }
+                Observation::Stopped {
+                    exitstatus: "OK".into(),
+                }
             } else {
                 // Whole percents, as qemu-img reports them.
                 let pct = (t.as_secs_f64() / dur.as_secs_f64() * 100.0).floor();
-                Observation::Running { progress: with_progress.then_some(pct) }
+                Observation::Running {
+                    progress: with_progress.then_some(pct),
+                }
             };
             match s.decide(&p, t, obs) {
                 Decision::Wait(d) => t += d,
@@ -347,7 +462,10 @@ mod tests {
     fn short_tasks_are_noticed_quickly() {
         for d in [200, 1000, 5000] {
             let (_, late) = simulate(ms(d), false);
-            assert!(late <= Policy::with_timeout(Duration::ZERO).cap, "{d} ms task noticed {late:?} late");
+            assert!(
+                late <= Policy::with_timeout(Duration::ZERO).cap,
+                "{d} ms task noticed {late:?} late"
+            );
         }
         let (polls, _) = simulate(ms(200), false);
         assert!(polls <= 5, "{polls}");
@@ -355,10 +473,15 @@ mod tests {
 
     #[test]
     fn parses_progress_lines() {
-        let lines: Vec<String> = ["create full clone of drive (local:import/a.qcow2)", "transferred 0.0 B of 2.0 GiB (0.00%)", "transferred 1.0 GiB of 2.0 GiB (50.00%)", "other"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let lines: Vec<String> = [
+            "create full clone of drive (local:import/a.qcow2)",
+            "transferred 0.0 B of 2.0 GiB (0.00%)",
+            "transferred 1.0 GiB of 2.0 GiB (50.00%)",
+            "other",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         assert_eq!(progress_in(&lines), Some(50.0));
         assert_eq!(progress_in(&lines[..1]), None);
     }

@@ -39,12 +39,19 @@ struct Runner<'a> {
 }
 
 fn p(pairs: &[(&str, String)]) -> Params {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 impl<'a> Runner<'a> {
     fn fail(&self, msg: impl Into<String>) -> Failure {
-        Failure { msg: msg.into(), changed: self.changed, ..Default::default() }
+        Failure {
+            msg: msg.into(),
+            changed: self.changed,
+            ..Default::default()
+        }
     }
 
     fn policy(&self) -> Policy {
@@ -53,22 +60,34 @@ impl<'a> Runner<'a> {
 
     /// Finds the VM cluster-wide by vmid, or else by name: (vmid, node, running if known).
     fn find(&self) -> Result<Option<(u32, String, Option<bool>)>, Failure> {
-        let list = ops::read(self.client, "/cluster/resources", &p(&[("type", "vm".into())]), self.deadline)
-            .map_err(|e| self.fail(format!("listing the cluster's VMs: {e}")))?;
+        let list = ops::read(
+            self.client,
+            "/cluster/resources",
+            &p(&[("type", "vm".into())]),
+            self.deadline,
+        )
+        .map_err(|e| self.fail(format!("listing the cluster's VMs: {e}")))?;
         let vms: Vec<(u32, String, String, Option<bool>)> = list
             .as_array()
             .into_iter()
             .flatten()
             .filter(|r| r["type"].as_str() == Some("qemu"))
             .filter_map(|r| {
-                let id = r["vmid"].as_u64().or_else(|| r["vmid"].as_str()?.parse().ok())? as u32;
+                let id = r["vmid"]
+                    .as_u64()
+                    .or_else(|| r["vmid"].as_str()?.parse().ok())? as u32;
                 // `status` is "unknown" until pvestatd reports a new VM; then ask the VM itself.
                 let running = match r["status"].as_str() {
                     Some("running") => Some(true),
                     Some("stopped") => Some(false),
                     _ => None,
                 };
-                Some((id, r["node"].as_str()?.to_string(), r["name"].as_str().unwrap_or("").to_string(), running))
+                Some((
+                    id,
+                    r["node"].as_str()?.to_string(),
+                    r["name"].as_str().unwrap_or("").to_string(),
+                    running,
+                ))
             })
             .collect();
         if let Some(id) = self.d.vmid {
@@ -81,7 +100,10 @@ impl<'a> Runner<'a> {
             [one] => Ok(Some((one.0, one.1.clone(), one.3))),
             many => Err(self.fail(format!(
                 "name '{name}' is ambiguous: VMs {} carry it; give vmid",
-                many.iter().map(|v| format!("{} (on {})", v.0, v.1)).collect::<Vec<_>>().join(", ")
+                many.iter()
+                    .map(|v| format!("{} (on {})", v.0, v.1))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))),
         }
     }
@@ -89,12 +111,22 @@ impl<'a> Runner<'a> {
     /// Reads the VM's config, and its power state unless the cluster listing told it.
     fn read(&self, vmid: u32, node: &str, running: Option<bool>) -> Result<Current, Failure> {
         let base = format!("/nodes/{node}/qemu/{vmid}");
-        let config = ops::read(self.client, &format!("{base}/config"), &Vec::new(), self.deadline)
-            .map_err(|e| self.fail(format!("reading the config of VM {vmid} on {node}: {e}")))?;
+        let config = ops::read(
+            self.client,
+            &format!("{base}/config"),
+            &Vec::new(),
+            self.deadline,
+        )
+        .map_err(|e| self.fail(format!("reading the config of VM {vmid} on {node}: {e}")))?;
         let status = match running {
             Some(r) => json!({"status": if r { "running" } else { "stopped" }}),
-            None => ops::read(self.client, &format!("{base}/status/current"), &Vec::new(), self.deadline)
-                .map_err(|e| self.fail(format!("reading the status of VM {vmid} on {node}: {e}")))?,
+            None => ops::read(
+                self.client,
+                &format!("{base}/status/current"),
+                &Vec::new(),
+                self.deadline,
+            )
+            .map_err(|e| self.fail(format!("reading the status of VM {vmid} on {node}: {e}")))?,
         };
         Ok(Current::from_api(vmid, node, &config, &status))
     }
@@ -109,7 +141,8 @@ impl<'a> Runner<'a> {
                 if r.warnings.is_empty()
                     && let crate::pve::wait::Exit::Warnings(n) = r.exit
                 {
-                    self.warnings.push(format!("{what}: task {} ended with {n} warning(s)", r.upid));
+                    self.warnings
+                        .push(format!("{what}: task {} ended with {n} warning(s)", r.upid));
                 }
                 self.tasks.push(r);
                 Ok(())
@@ -125,13 +158,21 @@ impl<'a> Runner<'a> {
             Err(e) => {
                 let mut f = self.fail(format!("{what}: {e}"));
                 match &e {
-                    WaitError::TimedOut { upid, elapsed, progress, tail, .. } => {
+                    WaitError::TimedOut {
+                        upid,
+                        elapsed,
+                        progress,
+                        tail,
+                        ..
+                    } => {
                         f.data.insert("upid".into(), json!(upid.text));
                         f.data.insert("waited".into(), json!(elapsed.as_secs_f64()));
                         f.data.insert("progress".into(), json!(progress));
                         f.data.insert("log_tail".into(), json!(tail));
                     }
-                    WaitError::Vanished { upid } | WaitError::Interrupted { upid, .. } | WaitError::Api { upid, .. } => {
+                    WaitError::Vanished { upid }
+                    | WaitError::Interrupted { upid, .. }
+                    | WaitError::Api { upid, .. } => {
                         f.data.insert("upid".into(), json!(upid.text));
                     }
                     WaitError::Failed(_) => {}
@@ -146,11 +187,18 @@ impl<'a> Runner<'a> {
     fn settle(&mut self, mut cur: Current) -> Result<Current, Failure> {
         let mut quiet_since: Option<Instant> = None;
         while let Some(lock) = cur.lock().map(str::to_string) {
-            let running = active_tasks(self.client, &cur.node, cur.vmid)
-                .map_err(|e| self.fail(format!("listing tasks of VM {} on {}: {e}", cur.vmid, cur.node)))?;
+            let running = active_tasks(self.client, &cur.node, cur.vmid).map_err(|e| {
+                self.fail(format!(
+                    "listing tasks of VM {} on {}: {e}",
+                    cur.vmid, cur.node
+                ))
+            })?;
             if let Some(upid) = running.into_iter().next() {
                 quiet_since = None;
-                let what = format!("waiting for {} (task {}) that holds VM {}'s lock '{lock}'", upid.task_type, upid, cur.vmid);
+                let what = format!(
+                    "waiting for {} (task {}) that holds VM {}'s lock '{lock}'",
+                    upid.task_type, upid, cur.vmid
+                );
                 self.wait(upid, &what)?;
             } else {
                 let since = *quiet_since.get_or_insert_with(Instant::now);
@@ -162,7 +210,10 @@ impl<'a> Runner<'a> {
                     )));
                 }
                 if !crate::interrupt::sleep(Duration::from_millis(250)) {
-                    return Err(self.fail(format!("interrupted while waiting for VM {}'s lock '{lock}'", cur.vmid)));
+                    return Err(self.fail(format!(
+                        "interrupted while waiting for VM {}'s lock '{lock}'",
+                        cur.vmid
+                    )));
                 }
             }
             cur = self.read(cur.vmid, &cur.node, None)?;
@@ -171,7 +222,8 @@ impl<'a> Runner<'a> {
     }
 
     fn next_id(&self) -> Result<u32, Failure> {
-        let v = ops::read(self.client, "/cluster/nextid", &Vec::new(), self.deadline).map_err(|e| self.fail(format!("asking PVE for a free vmid: {e}")))?;
+        let v = ops::read(self.client, "/cluster/nextid", &Vec::new(), self.deadline)
+            .map_err(|e| self.fail(format!("asking PVE for a free vmid: {e}")))?;
         // The schema says integer; real servers answer a string.
         v.as_u64()
             .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
@@ -181,7 +233,10 @@ impl<'a> Runner<'a> {
 
     /// Finds a running task of `ttype` for the VM: the one a lost answer may have started.
     fn recover(&self, node: &str, vmid: u32, ttype: &str) -> Option<Upid> {
-        active_tasks(self.client, node, vmid).ok()?.into_iter().find(|u| u.task_type == ttype)
+        active_tasks(self.client, node, vmid)
+            .ok()?
+            .into_iter()
+            .find(|u| u.task_type == ttype)
     }
 
     fn create(&mut self, node: &str, params: &[(String, String)]) -> Result<Done, Failure> {
@@ -194,7 +249,14 @@ impl<'a> Runner<'a> {
             let mut req: Params = vec![("vmid".into(), vmid.to_string())];
             req.extend(params.iter().cloned());
             let what = format!("creating VM {vmid} on {node}");
-            let result = dispatch(self.client, Method::Post, &format!("/nodes/{node}/qemu"), &req, self.deadline, || self.recover(node, vmid, "qmcreate"));
+            let result = dispatch(
+                self.client,
+                Method::Post,
+                &format!("/nodes/{node}/qemu"),
+                &req,
+                self.deadline,
+                || self.recover(node, vmid, "qmcreate"),
+            );
             match result {
                 Ok(Dispatched::Task(upid)) => {
                     let before = self.changed;
@@ -205,7 +267,10 @@ impl<'a> Runner<'a> {
                         if !matches!(self.find(), Ok(Some(_))) {
                             self.changed = before;
                         }
-                        return Err(Failure { changed: self.changed, ..f });
+                        return Err(Failure {
+                            changed: self.changed,
+                            ..f
+                        });
                     }
                     return Ok(Done::Vm(vmid, node.to_string()));
                 }
@@ -224,7 +289,9 @@ impl<'a> Runner<'a> {
                     // Another client took the id between nextid and create: take a fresh one.
                     attempt += 1;
                     if Instant::now() >= self.deadline {
-                        return Err(self.fail(format!("{what}: {e} (no free vmid found before the timeout)")));
+                        return Err(self.fail(format!(
+                            "{what}: {e} (no free vmid found before the timeout)"
+                        )));
                     }
                     crate::interrupt::sleep(backoff(attempt.min(3), self.seed).mul_f64(0.4));
                 }
@@ -234,9 +301,24 @@ impl<'a> Runner<'a> {
     }
 
     /// Dispatches a task-starting request for the VM and waits on it.
-    fn task(&mut self, cur: &Current, method: Method, path: &str, params: Params, ttype: &str, what: &str) -> Result<Done, Failure> {
+    fn task(
+        &mut self,
+        cur: &Current,
+        method: Method,
+        path: &str,
+        params: Params,
+        ttype: &str,
+        what: &str,
+    ) -> Result<Done, Failure> {
         let (node, vmid) = (cur.node.clone(), cur.vmid);
-        let result = dispatch(self.client, method, &format!("/nodes/{node}/qemu/{vmid}{path}"), &params, self.deadline, || self.recover(&node, vmid, ttype));
+        let result = dispatch(
+            self.client,
+            method,
+            &format!("/nodes/{node}/qemu/{vmid}{path}"),
+            &params,
+            self.deadline,
+            || self.recover(&node, vmid, ttype),
+        );
         match result {
             Ok(Dispatched::Task(upid)) => {
                 self.changed = true;
@@ -244,8 +326,12 @@ impl<'a> Runner<'a> {
                     Ok(()) => Ok(Done::Vm(vmid, node)),
                     // The task could not get the VM's file lock in PVE's 10 s (another worker
                     // holds it): nothing was done, so read the VM again and re-plan.
-                    Err(f) if f.data.get("exitstatus").and_then(Value::as_str).is_some_and(|s| s.contains("got timeout"))
-                        && Instant::now() < self.deadline =>
+                    Err(f)
+                        if f.data
+                            .get("exitstatus")
+                            .and_then(Value::as_str)
+                            .is_some_and(|s| s.contains("got timeout"))
+                            && Instant::now() < self.deadline =>
                     {
                         Ok(Done::Stale)
                     }
@@ -265,7 +351,12 @@ impl<'a> Runner<'a> {
         if let Step::Create { node, params } = &step {
             return self.create(node, params);
         }
-        let cur = cur.ok_or_else(|| self.fail(format!("internal error: {} planned for a VM that does not exist", step.describe())))?;
+        let cur = cur.ok_or_else(|| {
+            self.fail(format!(
+                "internal error: {} planned for a VM that does not exist",
+                step.describe()
+            ))
+        })?;
         let id = format!("VM {} on {}", cur.vmid, cur.node);
         match step {
             Step::Create { .. } => unreachable!("handled above"),
@@ -274,30 +365,93 @@ impl<'a> Runner<'a> {
                 if let Some(d) = cur.config.get("digest") {
                     params.push(("digest".into(), d.clone()));
                 }
-                let keys = set.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ");
-                self.task(cur, Method::Post, "/config", params, "qmconfig", &format!("updating {keys} of {id}"))
+                let keys = set
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                self.task(
+                    cur,
+                    Method::Post,
+                    "/config",
+                    params,
+                    "qmconfig",
+                    &format!("updating {keys} of {id}"),
+                )
             }
             Step::Resize { slot, to, .. } => {
                 let params = p(&[("disk", slot.clone()), ("size", format_size(to))]);
-                self.task(cur, Method::Put, "/resize", params, "resize", &format!("resizing {slot} of {id} to {}", format_size(to)))
+                self.task(
+                    cur,
+                    Method::Put,
+                    "/resize",
+                    params,
+                    "resize",
+                    &format!("resizing {slot} of {id} to {}", format_size(to)),
+                )
             }
-            Step::Start => self.task(cur, Method::Post, "/status/start", Vec::new(), "qmstart", &format!("starting {id}")),
-            Step::Stop => self.task(cur, Method::Post, "/status/stop", Vec::new(), "qmstop", &format!("stopping {id}")),
-            Step::Reboot => self.task(cur, Method::Post, "/status/reboot", Vec::new(), "qmreboot", &format!("rebooting {id}")),
+            Step::Start => self.task(
+                cur,
+                Method::Post,
+                "/status/start",
+                Vec::new(),
+                "qmstart",
+                &format!("starting {id}"),
+            ),
+            Step::Stop => self.task(
+                cur,
+                Method::Post,
+                "/status/stop",
+                Vec::new(),
+                "qmstop",
+                &format!("stopping {id}"),
+            ),
+            Step::Reboot => self.task(
+                cur,
+                Method::Post,
+                "/status/reboot",
+                Vec::new(),
+                "qmreboot",
+                &format!("rebooting {id}"),
+            ),
             Step::Shutdown { timeout, force } => {
-                let params = p(&[("timeout", timeout.to_string()), ("forceStop", if force { "1" } else { "0" }.into())]);
-                self.task(cur, Method::Post, "/status/shutdown", params, "qmshutdown", &format!("shutting down {id}"))
+                let params = p(&[
+                    ("timeout", timeout.to_string()),
+                    ("forceStop", if force { "1" } else { "0" }.into()),
+                ]);
+                self.task(
+                    cur,
+                    Method::Post,
+                    "/status/shutdown",
+                    params,
+                    "qmshutdown",
+                    &format!("shutting down {id}"),
+                )
             }
             Step::Destroy { purge } => {
-                let params = p(&[("purge", if purge { "1" } else { "0" }.into()), ("destroy-unreferenced-disks", "1".into())]);
-                self.task(cur, Method::Delete, "", params, "qmdestroy", &format!("destroying {id}"))?;
+                let params = p(&[
+                    ("purge", if purge { "1" } else { "0" }.into()),
+                    ("destroy-unreferenced-disks", "1".into()),
+                ]);
+                self.task(
+                    cur,
+                    Method::Delete,
+                    "",
+                    params,
+                    "qmdestroy",
+                    &format!("destroying {id}"),
+                )?;
                 Ok(Done::Gone)
             }
         }
     }
 }
 
-fn diff_value(before: &std::collections::BTreeMap<String, String>, after: &std::collections::BTreeMap<String, String>, header: &str) -> Value {
+fn diff_value(
+    before: &std::collections::BTreeMap<String, String>,
+    after: &std::collections::BTreeMap<String, String>,
+    header: &str,
+) -> Value {
     json!({"before": before, "after": after, "before_header": header, "after_header": header})
 }
 
@@ -308,7 +462,12 @@ fn observed(cur: Option<&Current>, key: &str) -> String {
         return if c.running { "running" } else { "stopped" }.into();
     }
     if let Some(slot) = key.strip_suffix(".size") {
-        return c.config.get(slot).and_then(|v| super::plan::drive_size(v)).map(format_size).unwrap_or_default();
+        return c
+            .config
+            .get(slot)
+            .and_then(|v| super::plan::drive_size(v))
+            .map(format_size)
+            .unwrap_or_default();
     }
     c.config.get(key).cloned().unwrap_or_default()
 }
@@ -336,7 +495,8 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         Ok(mut o) => {
             o.data.insert("tasks".into(), json!(tasks));
             o.data.insert("elapsed".into(), json!(elapsed));
-            o.data.insert("api_requests".into(), json!(client.requests()));
+            o.data
+                .insert("api_requests".into(), json!(client.requests()));
             o.warnings.extend(r.warnings);
             Ok(o)
         }
@@ -366,26 +526,53 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
         && c.node != *n
         && d.state != State::Absent
     {
-        r.warnings.push(format!("VM {} is on node {}, not {n}; it was left there (this module does not migrate VMs)", c.vmid, c.node));
+        r.warnings.push(format!(
+            "VM {} is on node {}, not {n}; it was left there (this module does not migrate VMs)",
+            c.vmid, c.node
+        ));
     }
     let header = |c: Option<&Current>| match c {
         Some(c) => format!("VM {} on {}", c.vmid, c.node),
-        None => format!("VM {}", d.vmid.map(|v| v.to_string()).unwrap_or_else(|| d.name.clone().unwrap_or_default())),
+        None => format!(
+            "VM {}",
+            d.vmid
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| d.name.clone().unwrap_or_default())
+        ),
     };
     let first: Plan = plan(d, cur.as_ref()).map_err(|e| r.fail(e))?;
     if check_mode {
-        let mut o = Outcome { changed: !first.steps.is_empty(), ..Default::default() };
+        let mut o = Outcome {
+            changed: !first.steps.is_empty(),
+            ..Default::default()
+        };
         o.msg = if first.steps.is_empty() {
             format!("{} is up to date", header(cur.as_ref()))
         } else {
-            format!("would {} {}", first.steps.iter().map(Step::describe).collect::<Vec<_>>().join(", then "), header(cur.as_ref()))
+            format!(
+                "would {} {}",
+                first
+                    .steps
+                    .iter()
+                    .map(Step::describe)
+                    .collect::<Vec<_>>()
+                    .join(", then "),
+                header(cur.as_ref())
+            )
         };
-        o.data.insert("planned".into(), json!(first.steps.iter().map(Step::describe).collect::<Vec<_>>()));
+        o.data.insert(
+            "planned".into(),
+            json!(first.steps.iter().map(Step::describe).collect::<Vec<_>>()),
+        );
         if let Some(c) = &cur {
             o.data.insert("vmid".into(), json!(c.vmid));
             o.data.insert("node".into(), json!(c.node));
         }
-        o.diff = Some(diff_value(&first.before, &first.after, &header(cur.as_ref())));
+        o.diff = Some(diff_value(
+            &first.before,
+            &first.after,
+            &header(cur.as_ref()),
+        ));
         return Ok(o);
     }
     let mut done_steps: Vec<String> = Vec::new();
@@ -427,19 +614,38 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
         }
         pending = plan(&effective, cur.as_ref()).map_err(|e| r.fail(e))?;
     }
-    let after = first.before.keys().chain(first.after.keys()).map(|k| (k.clone(), observed(cur.as_ref(), k))).collect();
-    let mut o = Outcome { changed: r.changed, ..Default::default() };
+    let after = first
+        .before
+        .keys()
+        .chain(first.after.keys())
+        .map(|k| (k.clone(), observed(cur.as_ref(), k)))
+        .collect();
+    let mut o = Outcome {
+        changed: r.changed,
+        ..Default::default()
+    };
     o.diff = Some(diff_value(&first.before, &after, &header(cur.as_ref())));
     match &cur {
         Some(c) => {
-            o.msg = if done_steps.is_empty() { format!("VM {} on {} is up to date", c.vmid, c.node) } else { format!("VM {} on {}: {}", c.vmid, c.node, done_steps.join(", ")) };
+            o.msg = if done_steps.is_empty() {
+                format!("VM {} on {} is up to date", c.vmid, c.node)
+            } else {
+                format!("VM {} on {}: {}", c.vmid, c.node, done_steps.join(", "))
+            };
             o.data.insert("vmid".into(), json!(c.vmid));
             o.data.insert("node".into(), json!(c.node));
-            o.data.insert("status".into(), json!(if c.running { "running" } else { "stopped" }));
+            o.data.insert(
+                "status".into(),
+                json!(if c.running { "running" } else { "stopped" }),
+            );
             o.data.insert("config".into(), c.raw.clone());
         }
         None => {
-            o.msg = if done_steps.is_empty() { "VM is absent".to_string() } else { format!("{}: {}", header(None), done_steps.join(", ")) };
+            o.msg = if done_steps.is_empty() {
+                "VM is absent".to_string()
+            } else {
+                format!("{}: {}", header(None), done_steps.join(", "))
+            };
             o.data.insert("status".into(), json!("absent"));
         }
     }

@@ -29,9 +29,22 @@ impl Current {
             .as_object()
             .into_iter()
             .flatten()
-            .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string()),
+                )
+            })
             .collect();
-        Current { vmid, node: node.to_string(), config, raw: config_raw(config_v), running: status["status"].as_str() == Some("running") }
+        Current {
+            vmid,
+            node: node.to_string(),
+            config,
+            raw: config_raw(config_v),
+            running: status["status"].as_str() == Some("running"),
+        }
     }
 
     /// The lock, if the VM is locked (`create`, `backup`, …).
@@ -52,16 +65,30 @@ fn config_raw(v: &Value) -> Value {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
     /// `POST /nodes/{node}/qemu` with the whole config, imports included (`qmcreate`).
-    Create { node: String, params: Vec<(String, String)> },
+    Create {
+        node: String,
+        params: Vec<(String, String)>,
+    },
     /// `POST …/config` (`qmconfig`): set keys (new disks import or allocate inside the task).
-    Update { set: Vec<(String, String)> },
+    Update {
+        set: Vec<(String, String)>,
+    },
     /// `PUT …/resize` to an absolute size.
-    Resize { slot: String, from: u64, to: u64 },
+    Resize {
+        slot: String,
+        from: u64,
+        to: u64,
+    },
     Start,
-    Shutdown { timeout: u64, force: bool },
+    Shutdown {
+        timeout: u64,
+        force: bool,
+    },
     Stop,
     Reboot,
-    Destroy { purge: bool },
+    Destroy {
+        purge: bool,
+    },
 }
 
 impl Step {
@@ -69,7 +96,13 @@ impl Step {
     pub fn describe(&self) -> String {
         match self {
             Step::Create { .. } => "create".into(),
-            Step::Update { set } => format!("update {}", set.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(", ")),
+            Step::Update { set } => format!(
+                "update {}",
+                set.iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Step::Resize { slot, to, .. } => format!("resize {slot} to {}", format_size(*to)),
             Step::Start => "start".into(),
             Step::Shutdown { .. } => "shut down".into(),
@@ -105,8 +138,23 @@ fn prop(s: &str) -> (String, BTreeMap<String, String>) {
 }
 
 fn is_nic_model(k: &str) -> bool {
-    ["virtio", "e1000", "e1000e", "rtl8139", "vmxnet3", "e1000-82540em", "e1000-82544gc", "e1000-82545em", "i82551", "i82557b", "i82559er", "ne2k_isa", "ne2k_pci", "pcnet"]
-        .contains(&k)
+    [
+        "virtio",
+        "e1000",
+        "e1000e",
+        "rtl8139",
+        "vmxnet3",
+        "e1000-82540em",
+        "e1000-82544gc",
+        "e1000-82545em",
+        "i82551",
+        "i82557b",
+        "i82559er",
+        "ne2k_isa",
+        "ne2k_pci",
+        "pcnet",
+    ]
+    .contains(&k)
 }
 
 /// Splits a NIC value into (model, mac, other keys).
@@ -120,11 +168,17 @@ fn nic(s: &str) -> (String, Option<String>, BTreeMap<String, String>) {
 
 /// The value with a leading `key=` of a property string's default key removed (`cputype=host` → `host`).
 fn strip_default_key<'a>(v: &'a str, key: &str) -> &'a str {
-    v.strip_prefix(key).and_then(|r| r.strip_prefix('=')).unwrap_or(v)
+    v.strip_prefix(key)
+        .and_then(|r| r.strip_prefix('='))
+        .unwrap_or(v)
 }
 
 fn words(s: &str) -> Vec<String> {
-    let mut v: Vec<String> = s.split([';', ',', ' ']).filter(|x| !x.is_empty()).map(|x| x.to_ascii_lowercase()).collect();
+    let mut v: Vec<String> = s
+        .split([';', ',', ' '])
+        .filter(|x| !x.is_empty())
+        .map(|x| x.to_ascii_lowercase())
+        .collect();
     v.sort();
     v.dedup();
     v
@@ -136,20 +190,34 @@ pub fn same(key: &str, want: &str, have: &str) -> bool {
         "tags" => words(want) == words(have),
         "nameserver" => want.split_whitespace().eq(have.split_whitespace()),
         "sshkeys" => {
-            let lines = |s: &str| url_decode(s).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect::<Vec<_>>();
+            let lines = |s: &str| {
+                url_decode(s)
+                    .lines()
+                    .map(|l| l.trim().to_string())
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+            };
             lines(want) == lines(have)
         }
         "memory" => strip_default_key(want, "current") == strip_default_key(have, "current"),
         "cpu" => strip_default_key(want, "cputype") == strip_default_key(have, "cputype"),
         "vga" | "machine" => strip_default_key(want, "type") == strip_default_key(have, "type"),
-        "agent" => strip_default_key(want, "enabled") == strip_default_key(have, "enabled").split(',').next().unwrap_or(""),
+        "agent" => {
+            strip_default_key(want, "enabled")
+                == strip_default_key(have, "enabled")
+                    .split(',')
+                    .next()
+                    .unwrap_or("")
+        }
         "description" => want.trim_end() == have.trim_end(),
         k if k.starts_with("net") => {
             let (wm, wmac, wkv) = nic(want);
             let (hm, hmac, hkv) = nic(have);
             wm == hm && (wmac.is_none() || wmac == hmac) && wkv == hkv
         }
-        k if k.starts_with("ipconfig") => prop(&format!(",{want}")).1 == prop(&format!(",{have}")).1,
+        k if k.starts_with("ipconfig") => {
+            prop(&format!(",{want}")).1 == prop(&format!(",{have}")).1
+        }
         _ => want == have,
     }
 }
@@ -164,7 +232,10 @@ fn value_to_set(key: &str, want: &str, have: Option<&str>) -> String {
         if wmac.is_none()
             && let Some(mac) = hmac
         {
-            let rest = want.split_once(',').map(|(_, r)| format!(",{r}")).unwrap_or_default();
+            let rest = want
+                .split_once(',')
+                .map(|(_, r)| format!(",{r}"))
+                .unwrap_or_default();
             return format!("{wm}={mac}{rest}");
         }
     }
@@ -181,7 +252,9 @@ pub fn drive_size(value: &str) -> Option<u64> {
         'T' => (&s[..s.len() - 1], 1 << 40),
         _ => (s.as_str(), 1),
     };
-    num.parse::<f64>().ok().map(|n| (n * mult as f64).round() as u64)
+    num.parse::<f64>()
+        .ok()
+        .map(|n| (n * mult as f64).round() as u64)
 }
 
 /// The value that creates a disk: an import, a new volume, or a cloud-init drive.
@@ -193,7 +266,15 @@ pub fn new_disk_value(d: &Disk) -> String {
         (Some(src), _) => format!("{}:0,import-from={src}", d.storage),
         (None, Some(bytes)) => {
             let gib = bytes as f64 / (1u64 << 30) as f64;
-            format!("{}:{}", d.storage, if gib.fract() == 0.0 { format!("{gib}") } else { format!("{gib:.3}") })
+            format!(
+                "{}:{}",
+                d.storage,
+                if gib.fract() == 0.0 {
+                    format!("{gib}")
+                } else {
+                    format!("{gib:.3}")
+                }
+            )
         }
         (None, None) => format!("{}:1", d.storage),
     };
@@ -230,7 +311,10 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         if d.state == State::Absent {
             return Ok(p);
         }
-        let node = d.node.clone().ok_or("node is required to create a VM (no VM with that vmid or name exists)")?;
+        let node = d
+            .node
+            .clone()
+            .ok_or("node is required to create a VM (no VM with that vmid or name exists)")?;
         let mut params: Vec<(String, String)> = Vec::new();
         for (k, v) in d.config.iter().chain(d.create_only.iter()) {
             params.push((k.clone(), v.clone()));
@@ -252,7 +336,10 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             p.steps.push(Step::Stop);
         }
         p.steps.push(Step::Destroy { purge: d.purge });
-        p.before.insert("state".into(), if cur.running { "running" } else { "stopped" }.into());
+        p.before.insert(
+            "state".into(),
+            if cur.running { "running" } else { "stopped" }.into(),
+        );
         p.after.insert("state".into(), "absent".into());
         return Ok(p);
     }
@@ -264,7 +351,8 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             continue;
         }
         set.push((k.clone(), value_to_set(k, want, have.map(String::as_str))));
-        p.before.insert(k.clone(), have.cloned().unwrap_or_default());
+        p.before
+            .insert(k.clone(), have.cloned().unwrap_or_default());
         p.after.insert(k.clone(), want.clone());
     }
     let mut resizes = Vec::new();
@@ -279,21 +367,34 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         let is_cd = kv.get("media").is_some_and(|m| m == "cdrom");
         if disk.cloudinit {
             if !file.contains("cloudinit") {
-                return Err(format!("{} holds {have:?}, not a cloud-init drive; choose another cloudinit_slot", disk.slot));
+                return Err(format!(
+                    "{} holds {have:?}, not a cloud-init drive; choose another cloudinit_slot",
+                    disk.slot
+                ));
             }
             continue;
         }
         if is_cd {
-            return Err(format!("{} is a CD-ROM drive ({have}); choose another slot for the disk", disk.slot));
+            return Err(format!(
+                "{} is a CD-ROM drive ({have}); choose another slot for the disk",
+                disk.slot
+            ));
         }
         // Drive options: change only those asked for, keep the volume and the rest.
-        let changed: Vec<(&String, &String)> = disk.opts.iter().filter(|(k, v)| kv.get(*k) != Some(*v)).collect();
+        let changed: Vec<(&String, &String)> = disk
+            .opts
+            .iter()
+            .filter(|(k, v)| kv.get(*k) != Some(*v))
+            .collect();
         if !changed.is_empty() {
             let mut merged = kv.clone();
             for (k, v) in &disk.opts {
                 merged.insert(k.clone(), v.clone());
             }
-            let value = std::iter::once(file.clone()).chain(merged.iter().map(|(k, v)| format!("{k}={v}"))).collect::<Vec<_>>().join(",");
+            let value = std::iter::once(file.clone())
+                .chain(merged.iter().map(|(k, v)| format!("{k}={v}")))
+                .collect::<Vec<_>>()
+                .join(",");
             p.before.insert(disk.slot.clone(), have.clone());
             p.after.insert(disk.slot.clone(), value.clone());
             set.push((disk.slot.clone(), value));
@@ -308,9 +409,15 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
                 ));
             }
             if want > now {
-                resizes.push(Step::Resize { slot: disk.slot.clone(), from: now, to: want });
-                p.before.insert(format!("{}.size", disk.slot), format_size(now));
-                p.after.insert(format!("{}.size", disk.slot), format_size(want));
+                resizes.push(Step::Resize {
+                    slot: disk.slot.clone(),
+                    from: now,
+                    to: want,
+                });
+                p.before
+                    .insert(format!("{}.size", disk.slot), format_size(now));
+                p.after
+                    .insert(format!("{}.size", disk.slot), format_size(want));
             }
         }
     }
@@ -321,14 +428,28 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
     let power = match (d.state, cur.running) {
         (State::Started, false) => Some(Step::Start),
         (State::Stopped, true) if d.shutdown_timeout == 0 => Some(Step::Stop),
-        (State::Stopped, true) => Some(Step::Shutdown { timeout: d.shutdown_timeout, force: d.force_stop }),
+        (State::Stopped, true) => Some(Step::Shutdown {
+            timeout: d.shutdown_timeout,
+            force: d.force_stop,
+        }),
         (State::Restarted, true) => Some(Step::Reboot),
         (State::Restarted, false) => Some(Step::Start),
         _ => None,
     };
     if let Some(step) = power {
-        p.before.insert("state".into(), if cur.running { "running" } else { "stopped" }.into());
-        p.after.insert("state".into(), if step == Step::Stop || matches!(step, Step::Shutdown { .. }) { "stopped" } else { "running" }.into());
+        p.before.insert(
+            "state".into(),
+            if cur.running { "running" } else { "stopped" }.into(),
+        );
+        p.after.insert(
+            "state".into(),
+            if step == Step::Stop || matches!(step, Step::Shutdown { .. }) {
+                "stopped"
+            } else {
+                "running"
+            }
+            .into(),
+        );
         p.steps.push(step);
     }
     Ok(p)
@@ -344,14 +465,20 @@ mod tests {
         config.insert("cores".into(), "2".into());
         config.insert("net0".into(), "virtio,bridge=vmbr0".into());
         config.insert("tags".into(), "a;b".into());
-        config.insert("sshkeys".into(), crate::pve::encode::url_encode("ssh-ed25519 AAAA me@x"));
+        config.insert(
+            "sshkeys".into(),
+            crate::pve::encode::url_encode("ssh-ed25519 AAAA me@x"),
+        );
         Desired {
             state: State::Present,
             vmid: Some(100),
             name: Some("web".into()),
             node: Some("pve1".into()),
             config,
-            create_only: BTreeMap::from([("cipassword".to_string(), "pw".to_string()), ("boot".to_string(), "order=scsi0".to_string())]),
+            create_only: BTreeMap::from([
+                ("cipassword".to_string(), "pw".to_string()),
+                ("boot".to_string(), "order=scsi0".to_string()),
+            ]),
             disks: vec![
                 Disk {
                     slot: "scsi0".into(),
@@ -362,7 +489,15 @@ mod tests {
                     opts: BTreeMap::from([("discard".to_string(), "on".to_string())]),
                     cloudinit: false,
                 },
-                Disk { slot: "ide2".into(), storage: "local-lvm".into(), import_from: None, size: None, format: None, opts: BTreeMap::new(), cloudinit: true },
+                Disk {
+                    slot: "ide2".into(),
+                    storage: "local-lvm".into(),
+                    import_from: None,
+                    size: None,
+                    format: None,
+                    opts: BTreeMap::new(),
+                    cloudinit: true,
+                },
             ],
             pool: None,
             purge: true,
@@ -372,7 +507,16 @@ mod tests {
     }
 
     fn current(pairs: &[(&str, &str)], running: bool) -> Current {
-        Current { vmid: 100, node: "pve1".into(), config: pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), raw: Value::Null, running }
+        Current {
+            vmid: 100,
+            node: "pve1".into(),
+            config: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            raw: Value::Null,
+            running,
+        }
     }
 
     fn matching() -> Current {
@@ -395,10 +539,15 @@ mod tests {
     #[test]
     fn create_carries_everything_in_one_request() {
         let p = plan(&desired(), None).unwrap();
-        let [Step::Create { node, params }] = p.steps.as_slice() else { panic!("{:?}", p.steps) };
+        let [Step::Create { node, params }] = p.steps.as_slice() else {
+            panic!("{:?}", p.steps)
+        };
         assert_eq!(node, "pve1");
         let get = |k: &str| params.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
-        assert_eq!(get("scsi0"), Some("local-lvm:0,import-from=local:import/noble.qcow2,discard=on"));
+        assert_eq!(
+            get("scsi0"),
+            Some("local-lvm:0,import-from=local:import/noble.qcow2,discard=on")
+        );
         assert_eq!(get("ide2"), Some("local-lvm:cloudinit"));
         assert_eq!(get("cipassword"), Some("pw"));
         assert_eq!(get("boot"), Some("order=scsi0"));
@@ -414,11 +563,22 @@ mod tests {
     fn changes_only_what_differs_and_keeps_the_mac() {
         let mut cur = matching();
         cur.config.insert("cores".into(), "1".into());
-        cur.config.insert("net0".into(), "virtio=BC:24:11:AA:BB:CC,bridge=vmbr1".into());
+        cur.config.insert(
+            "net0".into(),
+            "virtio=BC:24:11:AA:BB:CC,bridge=vmbr1".into(),
+        );
         let p = plan(&desired(), Some(&cur)).unwrap();
         assert_eq!(
             p.steps,
-            vec![Step::Update { set: vec![("cores".into(), "2".into()), ("net0".into(), "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0".into())] }]
+            vec![Step::Update {
+                set: vec![
+                    ("cores".into(), "2".into()),
+                    (
+                        "net0".into(),
+                        "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0".into()
+                    )
+                ]
+            }]
         );
         assert_eq!(p.before["cores"], "1");
         assert_eq!(p.after["cores"], "2");
@@ -427,11 +587,28 @@ mod tests {
     #[test]
     fn grows_but_never_shrinks_or_reimports() {
         let mut cur = matching();
-        cur.config.insert("scsi0".into(), "local-lvm:vm-100-disk-0,discard=on,size=2G".into());
+        cur.config.insert(
+            "scsi0".into(),
+            "local-lvm:vm-100-disk-0,discard=on,size=2G".into(),
+        );
         let p = plan(&desired(), Some(&cur)).unwrap();
-        assert_eq!(p.steps, vec![Step::Resize { slot: "scsi0".into(), from: 2 << 30, to: 20 << 30 }]);
-        cur.config.insert("scsi0".into(), "local-lvm:vm-100-disk-0,discard=on,size=40G".into());
-        assert!(plan(&desired(), Some(&cur)).unwrap_err().contains("refusing to shrink scsi0 from 40G to 20G"));
+        assert_eq!(
+            p.steps,
+            vec![Step::Resize {
+                slot: "scsi0".into(),
+                from: 2 << 30,
+                to: 20 << 30
+            }]
+        );
+        cur.config.insert(
+            "scsi0".into(),
+            "local-lvm:vm-100-disk-0,discard=on,size=40G".into(),
+        );
+        assert!(
+            plan(&desired(), Some(&cur))
+                .unwrap_err()
+                .contains("refusing to shrink scsi0 from 40G to 20G")
+        );
     }
 
     #[test]
@@ -439,23 +616,43 @@ mod tests {
         let mut cur = matching();
         cur.config.remove("scsi0");
         let p = plan(&desired(), Some(&cur)).unwrap();
-        assert_eq!(p.steps, vec![Step::Update { set: vec![("scsi0".into(), "local-lvm:0,import-from=local:import/noble.qcow2,discard=on".into())] }]);
+        assert_eq!(
+            p.steps,
+            vec![Step::Update {
+                set: vec![(
+                    "scsi0".into(),
+                    "local-lvm:0,import-from=local:import/noble.qcow2,discard=on".into()
+                )]
+            }]
+        );
     }
 
     #[test]
     fn power_states() {
         let mut d = desired();
         d.state = State::Started;
-        assert_eq!(plan(&d, Some(&matching())).unwrap().steps, vec![Step::Start]);
+        assert_eq!(
+            plan(&d, Some(&matching())).unwrap().steps,
+            vec![Step::Start]
+        );
         let mut running = matching();
         running.running = true;
         assert_eq!(plan(&d, Some(&running)).unwrap().steps, vec![]);
         d.state = State::Stopped;
-        assert_eq!(plan(&d, Some(&running)).unwrap().steps, vec![Step::Shutdown { timeout: 180, force: true }]);
+        assert_eq!(
+            plan(&d, Some(&running)).unwrap().steps,
+            vec![Step::Shutdown {
+                timeout: 180,
+                force: true
+            }]
+        );
         d.state = State::Restarted;
         assert_eq!(plan(&d, Some(&running)).unwrap().steps, vec![Step::Reboot]);
         d.state = State::Absent;
-        assert_eq!(plan(&d, Some(&running)).unwrap().steps, vec![Step::Stop, Step::Destroy { purge: true }]);
+        assert_eq!(
+            plan(&d, Some(&running)).unwrap().steps,
+            vec![Step::Stop, Step::Destroy { purge: true }]
+        );
         assert_eq!(plan(&d, None).unwrap().steps, vec![]);
     }
 
@@ -465,10 +662,25 @@ mod tests {
         assert!(same("memory", "2048", "current=2048"));
         assert!(same("cpu", "host", "cputype=host"));
         assert!(same("agent", "1", "enabled=1,fstrim_cloned_disks=1"));
-        assert!(same("ipconfig0", "gw=10.0.0.1,ip=10.0.0.5/24", "ip=10.0.0.5/24,gw=10.0.0.1"));
-        assert!(!same("net0", "virtio,bridge=vmbr0,firewall=1", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"));
-        assert!(same("net0", "virtio=bc:24:11:aa:bb:cc,bridge=vmbr0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"));
-        assert_eq!(drive_size("local-lvm:vm-100-disk-0,size=3584M"), Some(3584 << 20));
+        assert!(same(
+            "ipconfig0",
+            "gw=10.0.0.1,ip=10.0.0.5/24",
+            "ip=10.0.0.5/24,gw=10.0.0.1"
+        ));
+        assert!(!same(
+            "net0",
+            "virtio,bridge=vmbr0,firewall=1",
+            "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"
+        ));
+        assert!(same(
+            "net0",
+            "virtio=bc:24:11:aa:bb:cc,bridge=vmbr0",
+            "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"
+        ));
+        assert_eq!(
+            drive_size("local-lvm:vm-100-disk-0,size=3584M"),
+            Some(3584 << 20)
+        );
     }
 
     #[test]

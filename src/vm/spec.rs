@@ -58,16 +58,32 @@ pub struct Desired {
     pub force_stop: bool,
 }
 
-const DRIVE_OPTS: &[&str] = &["cache", "discard", "ssd", "iothread", "backup", "replicate", "aio"];
+const DRIVE_OPTS: &[&str] = &[
+    "cache",
+    "discard",
+    "ssd",
+    "iothread",
+    "backup",
+    "replicate",
+    "aio",
+];
 
 fn disk_options() -> Vec<Opt> {
     vec![
-        Opt::new("slot", Kind::Str).required().aliases(&["interface"]),
+        Opt::new("slot", Kind::Str)
+            .required()
+            .aliases(&["interface"]),
         Opt::new("storage", Kind::Str).required(),
         Opt::new("import_from", Kind::Str),
         Opt::new("size", Kind::Str),
         Opt::new("format", Kind::Str).choices(&["raw", "qcow2", "vmdk"]),
-        Opt::new("cache", Kind::Str).choices(&["none", "writethrough", "writeback", "unsafe", "directsync"]),
+        Opt::new("cache", Kind::Str).choices(&[
+            "none",
+            "writethrough",
+            "writeback",
+            "unsafe",
+            "directsync",
+        ]),
         Opt::new("discard", Kind::Bool),
         Opt::new("ssd", Kind::Bool),
         Opt::new("iothread", Kind::Bool),
@@ -84,26 +100,54 @@ fn net_options() -> Vec<Opt> {
             .choices(&["virtio", "e1000", "e1000e", "rtl8139", "vmxnet3"]),
         Opt::new("bridge", Kind::Str).default(json!("vmbr0")),
         Opt::new("macaddr", Kind::Str),
-        Opt::new("tag", Kind::Int { min: Some(1), max: Some(4094) }),
+        Opt::new(
+            "tag",
+            Kind::Int {
+                min: Some(1),
+                max: Some(4094),
+            },
+        ),
         Opt::new("firewall", Kind::Bool),
-        Opt::new("mtu", Kind::Int { min: Some(1), max: Some(65520) }),
-        Opt::new("queues", Kind::Int { min: Some(0), max: Some(64) }),
+        Opt::new(
+            "mtu",
+            Kind::Int {
+                min: Some(1),
+                max: Some(65520),
+            },
+        ),
+        Opt::new(
+            "queues",
+            Kind::Int {
+                min: Some(0),
+                max: Some(64),
+            },
+        ),
         Opt::new("rate", Kind::Str),
         Opt::new("link_down", Kind::Bool),
     ]
 }
 
 fn ipconfig_options() -> Vec<Opt> {
-    vec![Opt::new("ip", Kind::Str), Opt::new("gw", Kind::Str), Opt::new("ip6", Kind::Str), Opt::new("gw6", Kind::Str)]
+    vec![
+        Opt::new("ip", Kind::Str),
+        Opt::new("gw", Kind::Str),
+        Opt::new("ip6", Kind::Str),
+        Opt::new("gw6", Kind::Str),
+    ]
 }
 
 /// The `vm` module's argument spec.
 pub fn argument_spec() -> Spec {
-    let int = |min: i64, max: Option<i64>| Kind::Int { min: Some(min), max };
+    let int = |min: i64, max: Option<i64>| Kind::Int {
+        min: Some(min),
+        max,
+    };
     let mut options = common::connection_options();
     options.extend(common::wait_options("30m"));
     options.extend(vec![
-        Opt::new("state", Kind::Str).default(json!("present")).choices(&["present", "absent", "started", "stopped", "restarted"]),
+        Opt::new("state", Kind::Str)
+            .default(json!("present"))
+            .choices(&["present", "absent", "started", "stopped", "restarted"]),
         Opt::new("vmid", int(100, Some(999_999_999))),
         Opt::new("name", Kind::Str),
         Opt::new("node", Kind::Str),
@@ -113,7 +157,9 @@ pub fn argument_spec() -> Spec {
         Opt::new("cloudinit_slot", Kind::Str).default(json!("ide2")),
         Opt::new("ciuser", Kind::Str),
         Opt::new("cipassword", Kind::Str).no_log(),
-        Opt::new("update_password", Kind::Str).default(json!("on_create")).choices(&["on_create", "always"]),
+        Opt::new("update_password", Kind::Str)
+            .default(json!("on_create"))
+            .choices(&["on_create", "always"]),
         Opt::new("sshkeys", Kind::List(Box::new(Kind::Str))),
         Opt::new("ipconfig", Kind::ListOfDicts(ipconfig_options())),
         Opt::new("nameserver", Kind::List(Box::new(Kind::Str))),
@@ -128,9 +174,17 @@ pub fn argument_spec() -> Spec {
         Opt::new("machine", Kind::Str),
         Opt::new("bios", Kind::Str).choices(&["seabios", "ovmf"]),
         Opt::new("ostype", Kind::Str).choices(&[
-            "other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11", "l24", "l26", "solaris",
+            "other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11",
+            "l24", "l26", "solaris",
         ]),
-        Opt::new("scsihw", Kind::Str).choices(&["lsi", "lsi53c810", "virtio-scsi-pci", "virtio-scsi-single", "megasas", "pvscsi"]),
+        Opt::new("scsihw", Kind::Str).choices(&[
+            "lsi",
+            "lsi53c810",
+            "virtio-scsi-pci",
+            "virtio-scsi-single",
+            "megasas",
+            "pvscsi",
+        ]),
         Opt::new("net", Kind::ListOfDicts(net_options())),
         Opt::new("vga", Kind::Str),
         Opt::new("serial", Kind::List(Box::new(Kind::Str))),
@@ -146,7 +200,10 @@ pub fn argument_spec() -> Spec {
         Opt::new("shutdown_timeout", int(0, Some(86400))).default(json!(180)),
         Opt::new("force_stop", Kind::Bool).default(json!(true)),
     ]);
-    let mut spec = Spec { options, ..Default::default() };
+    let mut spec = Spec {
+        options,
+        ..Default::default()
+    };
     common::connection_rules(&mut spec);
     spec.required_one_of.push(vec!["vmid", "name"]);
     spec
@@ -157,11 +214,20 @@ pub fn argument_spec() -> Spec {
 pub fn is_drive_slot(s: &str) -> bool {
     let idx = |p: &str, max: u32| {
         s.strip_prefix(p)
-            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n.len() == 1 || !n.starts_with('0')))
+            .filter(|n| {
+                !n.is_empty()
+                    && n.bytes().all(|b| b.is_ascii_digit())
+                    && (n.len() == 1 || !n.starts_with('0'))
+            })
             .and_then(|n| n.parse::<u32>().ok())
             .is_some_and(|n| n <= max)
     };
-    idx("ide", 3) || idx("sata", 5) || idx("scsi", 30) || idx("virtio", 15) || s == "efidisk0" || s == "tpmstate0"
+    idx("ide", 3)
+        || idx("sata", 5)
+        || idx("scsi", 30)
+        || idx("virtio", 15)
+        || s == "efidisk0"
+        || s == "tpmstate0"
 }
 
 /// Refuses characters that would break out of a property string.
@@ -169,8 +235,13 @@ fn plain(option: &str, v: &str) -> Result<String, String> {
     if v.is_empty() {
         return Err(format!("{option} must not be empty"));
     }
-    if let Some(c) = v.chars().find(|c| matches!(c, ',' | '=' | ';' | '\n' | '\r' | '\0') || c.is_whitespace()) {
-        return Err(format!("{option} must not contain {c:?} (got {v:?}): it would change the meaning of PVE's property string"));
+    if let Some(c) = v
+        .chars()
+        .find(|c| matches!(c, ',' | '=' | ';' | '\n' | '\r' | '\0') || c.is_whitespace())
+    {
+        return Err(format!(
+            "{option} must not contain {c:?} (got {v:?}): it would change the meaning of PVE's property string"
+        ));
     }
     Ok(v.to_string())
 }
@@ -179,9 +250,16 @@ fn storage_id(option: &str, v: &str) -> Result<String, String> {
     let v = plain(option, v)?;
     let ok = v.len() >= 2
         && v.as_bytes()[0].is_ascii_alphabetic()
-        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric();
-    if ok { Ok(v) } else { Err(format!("{option} must be a PVE storage ID such as local-lvm, got {v:?}")) }
+    if ok {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{option} must be a PVE storage ID such as local-lvm, got {v:?}"
+        ))
+    }
 }
 
 /// `local:import/noble.qcow2`, `local-lvm:vm-9000-disk-0`, or an absolute path.
@@ -194,8 +272,14 @@ fn import_source(option: &str, v: &str) -> Result<String, String> {
         return Ok(v);
     }
     match v.split_once(':') {
-        Some((sid, path)) if storage_id(option, sid).is_ok() && !path.is_empty() && !path.contains("..") => Ok(v),
-        _ => Err(format!("{option} must be a volume ID such as local:import/noble.qcow2 (or an absolute path), got {v:?}")),
+        Some((sid, path))
+            if storage_id(option, sid).is_ok() && !path.is_empty() && !path.contains("..") =>
+        {
+            Ok(v)
+        }
+        _ => Err(format!(
+            "{option} must be a volume ID such as local:import/noble.qcow2 (or an absolute path), got {v:?}"
+        )),
     }
 }
 
@@ -209,8 +293,10 @@ pub fn parse_size(option: &str, v: &str) -> Result<u64, String> {
         Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
         _ => (t, 1 << 30),
     };
-    let n: f64 = num.parse().map_err(|_| format!("{option} must be a size such as 20G or 512M, got {v:?}"))?;
-    if !(n > 0.0) || !n.is_finite() {
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{option} must be a size such as 20G or 512M, got {v:?}"))?;
+    if n <= 0.0 || !n.is_finite() {
         return Err(format!("{option} must be a positive size, got {v:?}"));
     }
     Ok((n * mult as f64).round() as u64)
@@ -235,17 +321,32 @@ fn dns_name(option: &str, v: &str) -> Result<String, String> {
     let ok = !v.is_empty()
         && v.len() <= 253
         && v.split('.').all(|l| {
-            !l.is_empty() && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-') && !l.starts_with('-') && !l.ends_with('-')
+            !l.is_empty()
+                && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
         });
-    if ok { Ok(v.to_string()) } else { Err(format!("{option} must be a valid DNS name (letters, digits, '-' and '.'), got {v:?}")) }
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(format!(
+            "{option} must be a valid DNS name (letters, digits, '-' and '.'), got {v:?}"
+        ))
+    }
 }
 
 fn mac(option: &str, v: &str) -> Result<String, String> {
     let parts: Vec<&str> = v.split(':').collect();
-    if parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && p.bytes().all(|c| c.is_ascii_hexdigit())) {
+    if parts.len() == 6
+        && parts
+            .iter()
+            .all(|p| p.len() == 2 && p.bytes().all(|c| c.is_ascii_hexdigit()))
+    {
         Ok(v.to_ascii_uppercase())
     } else {
-        Err(format!("{option} must be a MAC address such as BC:24:11:00:00:01, got {v:?}"))
+        Err(format!(
+            "{option} must be a MAC address such as BC:24:11:00:00:01, got {v:?}"
+        ))
     }
 }
 
@@ -270,14 +371,18 @@ fn net_value(i: usize, n: &Map<String, Value>) -> Result<String, String> {
     }
     if let Some(r) = n["rate"].as_str() {
         let r = plain(&o("rate"), r)?;
-        r.parse::<f64>().map_err(|_| format!("{} must be a number (MB/s), got {r:?}", o("rate")))?;
+        r.parse::<f64>()
+            .map_err(|_| format!("{} must be a number (MB/s), got {r:?}", o("rate")))?;
         kv.insert("rate", r);
     }
     let head = match n["macaddr"].as_str() {
         Some(m) => format!("{model}={}", mac(&o("macaddr"), m)?),
         None => model.to_string(),
     };
-    Ok(std::iter::once(head).chain(kv.iter().map(|(k, v)| format!("{k}={v}"))).collect::<Vec<_>>().join(","))
+    Ok(std::iter::once(head)
+        .chain(kv.iter().map(|(k, v)| format!("{k}={v}")))
+        .collect::<Vec<_>>()
+        .join(","))
 }
 
 fn ipconfig_value(i: usize, m: &Map<String, Value>) -> Result<String, String> {
@@ -292,7 +397,9 @@ fn ipconfig_value(i: usize, m: &Map<String, Value>) -> Result<String, String> {
                 _ => v.parse::<std::net::Ipv6Addr>().is_ok(),
             };
             if !valid {
-                return Err(format!("ipconfig[{i}].{k} is not valid: {v:?} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)"));
+                return Err(format!(
+                    "ipconfig[{i}].{k} is not valid: {v:?} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)"
+                ));
             }
             parts.push(format!("{k}={v}"));
         }
@@ -307,18 +414,56 @@ fn ipconfig_value(i: usize, m: &Map<String, Value>) -> Result<String, String> {
 }
 
 fn cidr(v: &str, six: bool) -> bool {
-    let Some((a, l)) = v.split_once('/') else { return false };
+    let Some((a, l)) = v.split_once('/') else {
+        return false;
+    };
     let Ok(l) = l.parse::<u8>() else { return false };
-    if six { a.parse::<std::net::Ipv6Addr>().is_ok() && l <= 128 } else { a.parse::<std::net::Ipv4Addr>().is_ok() && l <= 32 }
+    if six {
+        a.parse::<std::net::Ipv6Addr>().is_ok() && l <= 128
+    } else {
+        a.parse::<std::net::Ipv4Addr>().is_ok() && l <= 32
+    }
 }
 
 /// Keys the module manages through its own options; `extra_config` may not set them.
 fn managed_key(k: &str) -> bool {
-    is_drive_slot(k) || k.starts_with("net") || k.starts_with("ipconfig") || k.starts_with("serial")
+    is_drive_slot(k)
+        || k.starts_with("net")
+        || k.starts_with("ipconfig")
+        || k.starts_with("serial")
         || [
-            "name", "cores", "sockets", "memory", "balloon", "cpu", "machine", "bios", "ostype", "scsihw", "vga", "agent", "onboot",
-            "numa", "protection", "boot", "tags", "description", "ciuser", "cipassword", "sshkeys", "nameserver", "searchdomain",
-            "citype", "ciupgrade", "vmid", "node", "pool", "lock", "digest", "delete", "skiplock",
+            "name",
+            "cores",
+            "sockets",
+            "memory",
+            "balloon",
+            "cpu",
+            "machine",
+            "bios",
+            "ostype",
+            "scsihw",
+            "vga",
+            "agent",
+            "onboot",
+            "numa",
+            "protection",
+            "boot",
+            "tags",
+            "description",
+            "ciuser",
+            "cipassword",
+            "sshkeys",
+            "nameserver",
+            "searchdomain",
+            "citype",
+            "ciupgrade",
+            "vmid",
+            "node",
+            "pool",
+            "lock",
+            "digest",
+            "delete",
+            "skiplock",
         ]
         .contains(&k)
 }
@@ -375,17 +520,34 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
             create_only.insert("cipassword".into(), pw.to_string());
         }
     }
-    if let Some(keys) = p.get("sshkeys").and_then(Value::as_array).filter(|a| !a.is_empty()) {
-        let keys: Vec<String> = keys.iter().filter_map(Value::as_str).map(|k| k.trim().to_string()).filter(|k| !k.is_empty()).collect();
+    if let Some(keys) = p
+        .get("sshkeys")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        let keys: Vec<String> = keys
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|k| k.trim().to_string())
+            .filter(|k| !k.is_empty())
+            .collect();
         if let Some(k) = keys.iter().find(|k| k.contains(['\n', '\r'])) {
-            return Err(format!("sshkeys: give one key per list item; this one spans lines: {:?}", k.lines().next().unwrap_or("")));
+            return Err(format!(
+                "sshkeys: give one key per list item; this one spans lines: {:?}",
+                k.lines().next().unwrap_or("")
+            ));
         }
         config.insert("sshkeys".into(), url_encode(&keys.join("\n")));
     }
-    if let Some(ns) = p.get("nameserver").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+    if let Some(ns) = p
+        .get("nameserver")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
         let mut out = Vec::new();
         for (i, n) in ns.iter().filter_map(Value::as_str).enumerate() {
-            n.parse::<std::net::IpAddr>().map_err(|_| format!("nameserver[{i}] must be an IP address, got {n:?}"))?;
+            n.parse::<std::net::IpAddr>()
+                .map_err(|_| format!("nameserver[{i}] must be an IP address, got {n:?}"))?;
             out.push(n.to_string());
         }
         config.insert("nameserver".into(), out.join(" "));
@@ -393,12 +555,21 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     if let Some(sd) = inv.str("searchdomain") {
         config.insert("searchdomain".into(), dns_name("searchdomain", sd)?);
     }
-    if let Some(tags) = p.get("tags").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+    if let Some(tags) = p
+        .get("tags")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
         let mut out = Vec::new();
         for (i, t) in tags.iter().filter_map(Value::as_str).enumerate() {
-            let ok = !t.is_empty() && t.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_+.".contains(&c)) && !t.starts_with(['-', '_', '+', '.']);
+            let ok = !t.is_empty()
+                && t.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b"-_+.".contains(&c))
+                && !t.starts_with(['-', '_', '+', '.']);
             if !ok {
-                return Err(format!("tags[{i}] must use letters, digits and - _ + . (not first), got {t:?}"));
+                return Err(format!(
+                    "tags[{i}] must use letters, digits and - _ + . (not first), got {t:?}"
+                ));
             }
             out.push(t.to_ascii_lowercase());
         }
@@ -407,18 +578,45 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     if let Some(d) = inv.str("description") {
         config.insert("description".into(), d.to_string());
     }
-    for (i, n) in p.get("net").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        config.insert(format!("net{i}"), net_value(i, n.as_object().ok_or("net items must be dicts")?)?);
+    for (i, n) in p
+        .get("net")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        config.insert(
+            format!("net{i}"),
+            net_value(i, n.as_object().ok_or("net items must be dicts")?)?,
+        );
     }
-    for (i, m) in p.get("ipconfig").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        config.insert(format!("ipconfig{i}"), ipconfig_value(i, m.as_object().ok_or("ipconfig items must be dicts")?)?);
+    for (i, m) in p
+        .get("ipconfig")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        config.insert(
+            format!("ipconfig{i}"),
+            ipconfig_value(i, m.as_object().ok_or("ipconfig items must be dicts")?)?,
+        );
     }
-    for (i, s) in p.get("serial").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).enumerate() {
+    for (i, s) in p
+        .get("serial")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .enumerate()
+    {
         if i > 3 {
             return Err("serial takes at most 4 entries (serial0 to serial3)".into());
         }
         if !(s == "socket" || (s.starts_with("/dev/") && !s.contains(['\n', ',', ' ']))) {
-            return Err(format!("serial[{i}] must be 'socket' or a /dev/ path, got {s:?}"));
+            return Err(format!(
+                "serial[{i}] must be 'socket' or a /dev/ path, got {s:?}"
+            ));
         }
         config.insert(format!("serial{i}"), s.to_string());
     }
@@ -427,12 +625,16 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
             let v = v.as_str().unwrap_or_default();
             let key_ok = !k.is_empty()
                 && k.as_bytes()[0].is_ascii_lowercase()
-                && k.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-');
+                && k.bytes().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-'
+                });
             if !key_ok {
                 return Err(format!("extra_config: {k:?} is not a PVE config key"));
             }
             if managed_key(k) {
-                return Err(format!("extra_config: set {k} through the module's own option, not extra_config"));
+                return Err(format!(
+                    "extra_config: set {k} through the module's own option, not extra_config"
+                ));
             }
             if v.contains(['\n', '\r']) {
                 return Err(format!("extra_config.{k} must be a single line"));
@@ -442,27 +644,48 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     }
 
     let mut disks = Vec::new();
-    for (i, d) in p.get("disks").and_then(Value::as_array).into_iter().flatten().enumerate() {
+    for (i, d) in p
+        .get("disks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
         let d = d.as_object().ok_or("disks items must be dicts")?;
         let o = |k: &str| format!("disks[{i}].{k}");
         let slot = d["slot"].as_str().unwrap_or_default().to_string();
         if !is_drive_slot(&slot) {
-            return Err(format!("{} must be a drive slot such as scsi0, virtio0, sata0, ide0 or efidisk0, got {slot:?}", o("slot")));
+            return Err(format!(
+                "{} must be a drive slot such as scsi0, virtio0, sata0, ide0 or efidisk0, got {slot:?}",
+                o("slot")
+            ));
         }
         if disks.iter().any(|x: &Disk| x.slot == slot) {
             return Err(format!("{}: slot {slot} is used twice", o("slot")));
         }
         let storage = storage_id(&o("storage"), d["storage"].as_str().unwrap_or_default())?;
-        let import_from = d["import_from"].as_str().map(|s| import_source(&o("import_from"), s)).transpose()?;
-        let size = d["size"].as_str().map(|s| parse_size(&o("size"), s)).transpose()?;
+        let import_from = d["import_from"]
+            .as_str()
+            .map(|s| import_source(&o("import_from"), s))
+            .transpose()?;
+        let size = d["size"]
+            .as_str()
+            .map(|s| parse_size(&o("size"), s))
+            .transpose()?;
         if import_from.is_none() && size.is_none() {
-            return Err(format!("{}: give import_from (a cloud image) or size (a new empty disk)", o("slot")));
+            return Err(format!(
+                "{}: give import_from (a cloud image) or size (a new empty disk)",
+                o("slot")
+            ));
         }
         let mut opts = BTreeMap::new();
         for k in DRIVE_OPTS {
             match &d[*k] {
                 Value::Bool(v) if *k == "discard" => {
-                    opts.insert(k.to_string(), (if *v { "on" } else { "ignore" }).to_string());
+                    opts.insert(
+                        k.to_string(),
+                        (if *v { "on" } else { "ignore" }).to_string(),
+                    );
                 }
                 Value::Bool(v) => {
                     opts.insert(k.to_string(), b(*v));
@@ -473,21 +696,60 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
                 _ => {}
             }
         }
-        disks.push(Disk { slot, storage, import_from, size, format: d["format"].as_str().map(str::to_string), opts, cloudinit: false });
+        disks.push(Disk {
+            slot,
+            storage,
+            import_from,
+            size,
+            format: d["format"].as_str().map(str::to_string),
+            opts,
+            cloudinit: false,
+        });
     }
-    let wants_ci = ["ciuser", "cipassword", "sshkeys", "ipconfig", "nameserver", "searchdomain", "citype"]
-        .iter()
-        .any(|k| p.get(*k).is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty())));
-    if let Some(cs) = inv.str("cloudinit_storage").map(|s| storage_id("cloudinit_storage", s)).transpose()?.or_else(|| {
-        wants_ci.then(|| disks.first().map(|d| d.storage.clone())).flatten()
-    }) {
+    let wants_ci = [
+        "ciuser",
+        "cipassword",
+        "sshkeys",
+        "ipconfig",
+        "nameserver",
+        "searchdomain",
+        "citype",
+    ]
+    .iter()
+    .any(|k| {
+        p.get(*k)
+            .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+    });
+    if let Some(cs) = inv
+        .str("cloudinit_storage")
+        .map(|s| storage_id("cloudinit_storage", s))
+        .transpose()?
+        .or_else(|| {
+            wants_ci
+                .then(|| disks.first().map(|d| d.storage.clone()))
+                .flatten()
+        })
+    {
         let slot = inv.str("cloudinit_slot").unwrap_or("ide2").to_string();
         if !is_drive_slot(&slot) || disks.iter().any(|d| d.slot == slot) {
-            return Err(format!("cloudinit_slot must be a free drive slot such as ide2, got {slot:?}"));
+            return Err(format!(
+                "cloudinit_slot must be a free drive slot such as ide2, got {slot:?}"
+            ));
         }
-        disks.push(Disk { slot, storage: cs, import_from: None, size: None, format: None, opts: BTreeMap::new(), cloudinit: true });
+        disks.push(Disk {
+            slot,
+            storage: cs,
+            import_from: None,
+            size: None,
+            format: None,
+            opts: BTreeMap::new(),
+            cloudinit: true,
+        });
     } else if wants_ci {
-        return Err("cloud-init options need a cloud-init drive: set cloudinit_storage (or give disks)".into());
+        return Err(
+            "cloud-init options need a cloud-init drive: set cloudinit_storage (or give disks)"
+                .into(),
+        );
     }
     if !config.contains_key("boot")
         && let Some(first) = disks.iter().find(|d| !d.cloudinit)
@@ -520,14 +782,26 @@ mod tests {
         for ok in ["scsi0", "scsi30", "virtio15", "sata5", "ide3", "efidisk0"] {
             assert!(is_drive_slot(ok), "{ok}");
         }
-        for bad in ["scsi31", "scsi", "scsi01", "virtio16", "nvme0", "scsi0,x=1", ""] {
+        for bad in [
+            "scsi31",
+            "scsi",
+            "scsi01",
+            "virtio16",
+            "nvme0",
+            "scsi0,x=1",
+            "",
+        ] {
             assert!(!is_drive_slot(bad), "{bad}");
         }
     }
 
     #[test]
     fn property_string_injection_is_refused() {
-        assert!(import_source("import_from", "local:import/a.qcow2,format=raw").unwrap_err().contains("','"));
+        assert!(
+            import_source("import_from", "local:import/a.qcow2,format=raw")
+                .unwrap_err()
+                .contains("','")
+        );
         assert!(import_source("import_from", "local:import/a.qcow2\nscsi1: x").is_err());
         assert!(storage_id("storage", "local-lvm,size=1").is_err());
         assert!(import_source("import_from", "local:import/noble.qcow2").is_ok());
@@ -549,8 +823,12 @@ mod tests {
     #[test]
     fn net_values_are_canonical() {
         let m = serde_json::json!({"model": "virtio", "bridge": "vmbr0", "firewall": true, "tag": 20, "macaddr": null, "mtu": null, "queues": null, "rate": null, "link_down": null});
-        assert_eq!(net_value(0, m.as_object().unwrap()).unwrap(), "virtio,bridge=vmbr0,firewall=1,tag=20");
-        let m = serde_json::json!({"model": "virtio", "bridge": "vmbr0,firewall=0", "macaddr": null});
+        assert_eq!(
+            net_value(0, m.as_object().unwrap()).unwrap(),
+            "virtio,bridge=vmbr0,firewall=1,tag=20"
+        );
+        let m =
+            serde_json::json!({"model": "virtio", "bridge": "vmbr0,firewall=0", "macaddr": null});
         assert!(net_value(0, m.as_object().unwrap()).is_err());
     }
 }

@@ -15,21 +15,31 @@ static N: AtomicU32 = AtomicU32::new(0);
 
 /// A fresh scratch directory under `target/`.
 pub fn scratch(tag: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
 fn bin_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_vm")).parent().unwrap().to_path_buf()
+    PathBuf::from(env!("CARGO_BIN_EXE_vm"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The `pve-sim` binary of this build (built on demand if missing).
 pub fn sim_bin() -> PathBuf {
     let p = bin_dir().join("pve-sim");
     if !p.exists() {
-        let st = Command::new(env!("CARGO")).args(["build", "-p", "pve-sim"]).status().unwrap();
+        let st = Command::new(env!("CARGO"))
+            .args(["build", "-p", "pve-sim"])
+            .status()
+            .unwrap();
         assert!(st.success(), "building pve-sim failed");
     }
     p
@@ -46,7 +56,12 @@ pub fn image(name: &str, virtual_mib: u64, data_mib: u64) -> PathBuf {
         if path.exists() {
             return path;
         }
-        if std::fs::OpenOptions::new().write(true).create_new(true).open(&lock).is_ok() {
+        if std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&lock)
+            .is_ok()
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -55,13 +70,27 @@ pub fn image(name: &str, virtual_mib: u64, data_mib: u64) -> PathBuf {
     // Random data (incompressible, like a real image's), then zeros up to the virtual size.
     let st = Command::new("sh")
         .arg("-c")
-        .arg(format!("head -c {}M /dev/urandom > '{}'", data_mib, raw.display()))
+        .arg(format!(
+            "head -c {}M /dev/urandom > '{}'",
+            data_mib,
+            raw.display()
+        ))
         .status()
         .unwrap();
     assert!(st.success());
-    std::fs::OpenOptions::new().write(true).open(&raw).unwrap().set_len(virtual_mib << 20).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&raw)
+        .unwrap()
+        .set_len(virtual_mib << 20)
+        .unwrap();
     let tmp = dir.join(format!("{name}.tmp"));
-    let st = Command::new("qemu-img").args(["convert", "-q", "-f", "raw", "-O", "qcow2"]).arg(&raw).arg(&tmp).status().unwrap();
+    let st = Command::new("qemu-img")
+        .args(["convert", "-q", "-f", "raw", "-O", "qcow2"])
+        .arg(&raw)
+        .arg(&tmp)
+        .status()
+        .unwrap();
     assert!(st.success());
     std::fs::remove_file(&raw).unwrap();
     std::fs::rename(&tmp, &path).unwrap();
@@ -86,7 +115,11 @@ pub fn corrupt_image() -> PathBuf {
 
 /// The virtual size of an image file.
 pub fn virtual_size(path: &Path, fmt: &str) -> u64 {
-    let out = Command::new("qemu-img").args(["info", "--output=json", "-f", fmt]).arg(path).output().unwrap();
+    let out = Command::new("qemu-img")
+        .args(["info", "--output=json", "-f", fmt])
+        .arg(path)
+        .output()
+        .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     v["virtual-size"].as_u64().unwrap()
 }
@@ -107,16 +140,31 @@ impl Sim {
     pub fn start(images: &[&Path], extra: &[&str]) -> Sim {
         let dir = scratch("sim");
         let mut cmd = Command::new(sim_bin());
-        cmd.arg("--data-dir").arg(dir.join("data")).args(["--listen", "127.0.0.1:0", "--auth-failure-delay", "0s"]);
-        cmd.args(["--user", &format!("root@pam:{PASSWORD}"), "--token", &format!("{TOKEN_ID}={TOKEN_SECRET}")]);
+        cmd.arg("--data-dir").arg(dir.join("data")).args([
+            "--listen",
+            "127.0.0.1:0",
+            "--auth-failure-delay",
+            "0s",
+        ]);
+        cmd.args([
+            "--user",
+            &format!("root@pam:{PASSWORD}"),
+            "--token",
+            &format!("{TOKEN_ID}={TOKEN_SECRET}"),
+        ]);
         for i in images {
             cmd.arg("--seed-image").arg(i);
         }
-        cmd.args(extra).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         let mut child = cmd.spawn().unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let info: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("pve-sim did not start: {e}: {line:?}"));
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let info: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("pve-sim did not start: {e}: {line:?}"));
         Sim { child, dir, info }
     }
 
@@ -144,14 +192,21 @@ impl Sim {
     }
 
     fn admin_call(&self, method: &str, path: &str, body: &Value) -> Value {
-        let addr = self.info["admin"].as_str().unwrap().trim_start_matches("http://").to_string();
+        let addr = self.info["admin"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("http://")
+            .to_string();
         let mut s = TcpStream::connect(&addr).unwrap();
         let body = body.to_string();
         write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();
         let (head, body) = out.split_once("\r\n\r\n").unwrap();
-        assert!(head.starts_with("HTTP/1.1 200"), "admin {method} {path}: {head} {body}");
+        assert!(
+            head.starts_with("HTTP/1.1 200"),
+            "admin {method} {path}: {head} {body}"
+        );
         serde_json::from_str(body).unwrap()
     }
 
@@ -166,7 +221,14 @@ impl Sim {
 
     /// Holds a VM's lock from another task for `ms`.
     pub fn hold_lock(&self, vmid: u32, ms: u64, config_lock: Option<&str>) -> String {
-        self.admin_call("POST", "/lock", &json!({"vmid": vmid, "ms": ms, "config_lock": config_lock}))["data"].as_str().unwrap().to_string()
+        self.admin_call(
+            "POST",
+            "/lock",
+            &json!({"vmid": vmid, "ms": ms, "config_lock": config_lock}),
+        )["data"]
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     pub fn revoke_tickets(&self) {
@@ -175,7 +237,10 @@ impl Sim {
 
     /// Every task the simulator ran.
     pub fn tasks(&self) -> Vec<Value> {
-        self.admin_call("GET", "/tasks", &Value::Null)["data"].as_array().unwrap().clone()
+        self.admin_call("GET", "/tasks", &Value::Null)["data"]
+            .as_array()
+            .unwrap()
+            .clone()
     }
 
     /// The request log.
@@ -189,7 +254,10 @@ impl Sim {
 
     /// Write requests (POST/PUT/DELETE) other than logins.
     pub fn writes(&self) -> Vec<Value> {
-        self.requests().into_iter().filter(|r| r["method"] != "GET" && r["path"] != "/access/ticket").collect()
+        self.requests()
+            .into_iter()
+            .filter(|r| r["method"] != "GET" && r["path"] != "/access/ticket")
+            .collect()
     }
 
     /// A GET on the API with the token (a test's own view of the server).
@@ -199,7 +267,11 @@ impl Sim {
 
     /// The file behind a `local-lvm` volume.
     pub fn lvm_file(&self, node: &str, name: &str) -> PathBuf {
-        self.data().join("nodes").join(node).join("local-lvm").join(format!("{name}.raw"))
+        self.data()
+            .join("nodes")
+            .join(node)
+            .join("local-lvm")
+            .join(format!("{name}.raw"))
     }
 }
 
@@ -222,11 +294,20 @@ fn curl(sim: &Sim, path: &str) -> Value {
             _ => None,
         })
         .collect();
-    let tls = ureq::tls::TlsConfig::builder().root_certs(ureq::tls::RootCerts::new_with_certs(&certs)).build();
-    let agent = ureq::Agent::config_builder().tls_config(tls).http_status_as_error(false).build().new_agent();
+    let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::new_with_certs(&certs))
+        .build();
+    let agent = ureq::Agent::config_builder()
+        .tls_config(tls)
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
     let mut resp = agent
         .get(&format!("https://127.0.0.1:{}/api2/json{path}", sim.port()))
-        .header("Authorization", &format!("PVEAPIToken={TOKEN_ID}={TOKEN_SECRET}"))
+        .header(
+            "Authorization",
+            &format!("PVEAPIToken={TOKEN_ID}={TOKEN_SECRET}"),
+        )
         .call()
         .unwrap();
     let status = resp.status().as_u16();
@@ -248,21 +329,54 @@ fn run_module_raw(args: &Value, signal_after: Option<Duration>) -> Run {
     let dir = scratch("args");
     let path = dir.join("args");
     std::fs::write(&path, args.to_string()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vm")).arg(&path).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vm"));
+    // Only the options given count: no PROXMOX_* fallback from the test's environment.
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("PROXMOX_")) {
+        cmd.env_remove(k);
+    }
+    let mut child = cmd
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     if let Some(d) = signal_after {
         std::thread::sleep(d);
-        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
     }
     let mut stdout = String::new();
     let mut stderr = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     let code = child.wait().unwrap().code().unwrap_or(-1);
     let _ = std::fs::remove_dir_all(&dir);
     let lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "the module must print exactly one JSON line, got: {stdout:?} (stderr {stderr:?})");
-    let result: Value = serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
-    Run { result, stdout, stderr, code }
+    assert_eq!(
+        lines.len(),
+        1,
+        "the module must print exactly one JSON line, got: {stdout:?} (stderr {stderr:?})"
+    );
+    let result: Value =
+        serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    Run {
+        result,
+        stdout,
+        stderr,
+        code,
+    }
 }
 
 /// Merges option objects (later ones win).
@@ -288,14 +402,23 @@ pub fn run_and_term(args: Value, after: Duration) -> Run {
 
 /// Asserts a successful result and returns it.
 pub fn ok(r: Run) -> Value {
-    assert!(r.result["failed"] != json!(true), "module failed: {}", r.result);
+    assert!(
+        r.result["failed"] != json!(true),
+        "module failed: {}",
+        r.result
+    );
     assert_eq!(r.code, 0);
     r.result
 }
 
 /// Asserts a failed result and returns it.
 pub fn failed(r: Run) -> Value {
-    assert_eq!(r.result["failed"], json!(true), "module did not fail: {}", r.result);
+    assert_eq!(
+        r.result["failed"],
+        json!(true),
+        "module did not fail: {}",
+        r.result
+    );
     assert!(!r.stderr.contains("panicked"), "panic: {}", r.stderr);
     r.result
 }

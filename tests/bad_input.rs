@@ -1,0 +1,361 @@
+//! Bad input: every invalid option fails with a message naming the option or the cause, no
+//! panic, and nothing changed on the server.
+
+mod support;
+
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use support::*;
+
+fn disk(extra: Value) -> Value {
+    json!([merge(&[
+        json!({"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2"}),
+        extra
+    ])])
+}
+
+/// (options to change, text the message must contain)
+fn cases(sim: &Sim) -> Vec<(Value, String)> {
+    let c = |v: Value, m: &str| (v, m.to_string());
+    vec![
+        c(
+            json!({"api_host": null}),
+            "missing required arguments: api_host",
+        ),
+        c(json!({"cpus": 2}), "Unsupported parameters: cpus"),
+        c(
+            json!({"cores": "many"}),
+            "argument 'cores' is of type str and we were unable to convert to int",
+        ),
+        c(json!({"cores": 0}), "value of cores must be at least 1"),
+        c(json!({"memory": 8}), "value of memory must be at least 16"),
+        c(json!({"vmid": 99}), "value of vmid must be at least 100"),
+        c(json!({"vmid": "abc"}), "argument 'vmid'"),
+        c(
+            json!({"state": "gone"}),
+            "value of state must be one of: present, absent, started, stopped, restarted, got: gone",
+        ),
+        c(
+            json!({"timeout": "soon"}),
+            "value of timeout is not a valid duration",
+        ),
+        c(
+            json!({"api_timeout": "-3"}),
+            "value of api_timeout is not a valid duration",
+        ),
+        c(
+            json!({"api_port": 70000}),
+            "value of api_port must be at most 65535",
+        ),
+        c(json!({"onboot": "perhaps"}), "argument 'onboot'"),
+        c(
+            json!({"shutdown_timeout": -1}),
+            "value of shutdown_timeout must be at least 0",
+        ),
+        c(
+            json!({"disks": "scsi0"}),
+            "argument 'disks' is of type str and we were unable to convert to list",
+        ),
+        c(
+            json!({"disks": [{"storage": "local-lvm", "size": "1G"}]}),
+            "missing required arguments: slot found in disks[0]",
+        ),
+        c(
+            json!({"disks": disk(json!({"sise": "1G"}))}),
+            "Unsupported parameters found in disks[0]: sise",
+        ),
+        c(
+            json!({"disks": disk(json!({"slot": "nvme0"}))}),
+            "disks[0].slot must be a drive slot",
+        ),
+        c(
+            json!({"disks": disk(json!({"slot": "scsi0,cache=unsafe"}))}),
+            "disks[0].slot must be a drive slot",
+        ),
+        c(
+            json!({"disks": disk(json!({"import_from": "local:import/a.qcow2,format=raw"}))}),
+            "disks[0].import_from must not contain ','",
+        ),
+        c(
+            json!({"disks": disk(json!({"import_from": "local:import/a.qcow2\nscsi1: local:1"}))}),
+            "disks[0].import_from must not contain '\\n'",
+        ),
+        c(
+            json!({"disks": disk(json!({"import_from": "noble.qcow2"}))}),
+            "disks[0].import_from must be a volume ID",
+        ),
+        c(
+            json!({"disks": disk(json!({"import_from": "/var/lib/../../etc/shadow"}))}),
+            "disks[0].import_from must not contain '..'",
+        ),
+        c(
+            json!({"disks": disk(json!({"storage": "local-lvm=x"}))}),
+            "disks[0].storage must not contain '='",
+        ),
+        c(
+            json!({"disks": disk(json!({"size": "huge"}))}),
+            "disks[0].size must be a size such as 20G",
+        ),
+        c(
+            json!({"disks": disk(json!({"size": "-1G"}))}),
+            "disks[0].size must be a positive size",
+        ),
+        c(
+            json!({"disks": disk(json!({"format": "iso"}))}),
+            "value of disks[0].format must be one of: raw, qcow2, vmdk",
+        ),
+        c(
+            json!({"disks": [{"slot": "scsi1", "storage": "local-lvm"}]}),
+            "disks[0].slot: give import_from (a cloud image) or size",
+        ),
+        c(
+            json!({"disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}, {"slot": "scsi0", "storage": "local-lvm", "size": "1G"}]}),
+            "slot scsi0 is used twice",
+        ),
+        c(json!({"name": "web_1"}), "name must be a valid DNS name"),
+        c(
+            json!({"name": "web\nscsi1: x"}),
+            "name must be a valid DNS name",
+        ),
+        c(
+            json!({"net": [{"bridge": "vmbr0,firewall=0"}]}),
+            "net[0].bridge must not contain ','",
+        ),
+        c(
+            json!({"net": [{"macaddr": "zz:zz"}]}),
+            "net[0].macaddr must be a MAC address",
+        ),
+        c(
+            json!({"net": [{"model": "ne2k"}]}),
+            "value of net[0].model must be one of",
+        ),
+        c(
+            json!({"ipconfig": [{"ip": "10.0.0.5"}]}),
+            "ipconfig[0].ip is not valid",
+        ),
+        c(
+            json!({"ipconfig": [{"gw": "10.0.0.1"}]}),
+            "ipconfig[0].gw needs ipconfig[0].ip",
+        ),
+        c(
+            json!({"nameserver": ["dns.example"]}),
+            "nameserver[0] must be an IP address",
+        ),
+        c(
+            json!({"tags": ["my tag"]}),
+            "tags[0] must use letters, digits",
+        ),
+        c(
+            json!({"sshkeys": ["ssh-ed25519 AAAA a\nssh-rsa BBBB b"]}),
+            "sshkeys: give one key per list item",
+        ),
+        c(
+            json!({"serial": ["tcp:4444"]}),
+            "serial[0] must be 'socket' or a /dev/ path",
+        ),
+        c(
+            json!({"extra_config": {"cores": "4"}}),
+            "extra_config: set cores through the module's own option",
+        ),
+        c(
+            json!({"extra_config": {"Bad Key": "1"}}),
+            "extra_config: \"Bad Key\" is not a PVE config key",
+        ),
+        c(
+            json!({"extra_config": {"hotplug": "disk\nlock: create"}}),
+            "extra_config.hotplug must be a single line",
+        ),
+        c(
+            json!({"cipassword": "a\nb"}),
+            "cipassword must be a single line",
+        ),
+        c(
+            json!({"disks": null, "ciuser": "ubuntu"}),
+            "cloud-init options need a cloud-init drive",
+        ),
+        c(
+            json!({"api_token_id": "root@pam!ci", "api_token_secret": "x"}),
+            "parameters are mutually exclusive: api_password|api_token_secret",
+        ),
+        c(
+            json!({"api_password": null, "api_token_id": "root@pam!ci"}),
+            "parameters are required together: api_token_id, api_token_secret",
+        ),
+        c(
+            json!({"api_password": null}),
+            "one of the following is required: api_password, api_token_id",
+        ),
+        c(
+            json!({"ca_path": "/etc/ssl/certs/ca-certificates.crt"}),
+            "parameters are mutually exclusive: ca_path|api_fingerprint",
+        ),
+        c(
+            json!({"api_fingerprint": "AB:CD"}),
+            "api_fingerprint must be a SHA-256 fingerprint",
+        ),
+        c(
+            json!({"api_fingerprint": null, "ca_path": "/nonexistent/ca.pem"}),
+            "ca_path /nonexistent/ca.pem",
+        ),
+        c(
+            json!({"vmid": null, "name": null}),
+            "one of the following is required: vmid, name",
+        ),
+        c(json!({"node": null}), "node is required to create a VM"),
+        c(json!({"node": "pve9"}), "hostname lookup 'pve9' failed"),
+        c(
+            json!({"api_password": "wrong"}),
+            "authentication failure: PVE refused the login of 'root@pam'",
+        ),
+        c(
+            json!({"api_password": null, "api_token_id": "root@pam!ci", "api_token_secret": "wrong"}),
+            "PVE refused the API token 'root@pam!ci'",
+        ),
+        c(
+            json!({"disks": disk(json!({"import_from": "local:iso/noble.img"}))}),
+            "local:iso/noble.img has wrong type 'iso' - needs to be 'images' or 'import'",
+        ),
+        c(
+            json!({"api_port": sim.info["admin"].as_str().unwrap().rsplit(':').next().unwrap().parse::<u16>().unwrap()}),
+            "connecting to the Proxmox VE API at 127.0.0.1:",
+        ),
+    ]
+}
+
+#[test]
+fn invalid_inputs_fail_clearly_and_change_nothing() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[]);
+    let base = merge(&[
+        sim.conn(),
+        json!({"node": "pve1", "vmid": 100, "disks": disk(json!({}))}),
+    ]);
+    let all = cases(&sim);
+    assert!(all.len() >= 40);
+    let mut report = Vec::new();
+    for (change, want) in &all {
+        let mut args = merge(&[base.clone(), change.clone()]);
+        args.as_object_mut().unwrap().retain(|_, v| !v.is_null());
+        let r = failed(run(args));
+        let msg = r["msg"].as_str().unwrap();
+        assert!(
+            msg.contains(want.as_str()),
+            "for {change}: expected {want:?} in {msg:?}"
+        );
+        report.push(format!("{change} -> {msg}"));
+    }
+    // Only inputs PVE itself must judge (an unknown node, an ISO as import source) reach it,
+    // and it refuses them.
+    let accepted: Vec<Value> = sim
+        .writes()
+        .into_iter()
+        .filter(|q| q["status"] == 200)
+        .collect();
+    assert!(
+        accepted.is_empty(),
+        "bad input was accepted by the server: {accepted:?}"
+    );
+    assert_eq!(sim.get("/cluster/resources?type=vm")["data"], json!([]));
+    eprintln!(
+        "{} invalid inputs rejected:\n{}",
+        all.len(),
+        report.join("\n")
+    );
+}
+
+#[test]
+fn shrinking_a_disk_is_refused_without_any_change() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[]);
+    let args = |size: &str| {
+        merge(&[
+            sim.conn(),
+            json!({"node": "pve1", "vmid": 100, "cores": 1,
+            "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2", "size": size}]}),
+        ])
+    };
+    ok(run(args("3G")));
+    let writes = sim.writes().len();
+    let r = failed(run(merge(&[args("2G"), json!({"cores": 2})])));
+    assert_eq!(
+        r["msg"],
+        "refusing to shrink scsi0 from 3G to 2G: PVE cannot shrink disks (raise disks[].size or leave it)"
+    );
+    assert_eq!(sim.writes().len(), writes);
+    assert_eq!(sim.get("/nodes/pve1/qemu/100/config")["data"]["cores"], 1);
+}
+
+#[test]
+fn unreachable_hosts_and_non_pve_servers_fail_with_the_cause() {
+    // A closed port.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = failed(run(
+        json!({"api_host": "127.0.0.1", "api_port": port, "api_password": "x", "vmid": 100, "validate_certs": false}),
+    ));
+    let msg = r["msg"].as_str().unwrap();
+    assert!(
+        msg.starts_with(&format!(
+            "connecting to the Proxmox VE API at 127.0.0.1:{port}: unable to connect"
+        )),
+        "{msg}"
+    );
+
+    // An HTTPS server that is not PVE (openssl's test server answers HTML).
+    let dir = scratch("nonpve");
+    let st = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+        ])
+        .arg(dir.join("k.pem"))
+        .arg("-out")
+        .arg(dir.join("c.pem"))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new("openssl")
+        .args([
+            "s_server",
+            "-www",
+            "-quiet",
+            "-accept",
+            &port.to_string(),
+            "-cert",
+        ])
+        .arg(dir.join("c.pem"))
+        .arg("-key")
+        .arg(dir.join("k.pem"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let r = failed(run(
+        json!({"api_host": "127.0.0.1", "api_port": port, "api_token_id": "a@pam!t", "api_token_secret": "s",
+                              "vmid": 100, "validate_certs": false, "api_timeout": "5s"}),
+    ));
+    let _ = server.kill();
+    let _ = server.wait();
+    let msg = r["msg"].as_str().unwrap();
+    assert!(msg.contains("did not answer like a PVE API"), "{msg}");
+}

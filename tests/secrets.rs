@@ -1,0 +1,106 @@
+//! Secrets never appear in stdout, stderr, the result or the simulator's request log, on
+//! success and on failure, at any verbosity.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+
+const CI_PASSWORD: &str = "Ci-Pass-Secret-9911";
+
+fn assert_clean(sim: &Sim, out: &str, what: &str) {
+    let log = std::fs::read_to_string(sim.data().join("requests.jsonl")).unwrap_or_default();
+    for secret in [PASSWORD, TOKEN_SECRET, CI_PASSWORD] {
+        assert!(
+            !out.contains(secret),
+            "{what}: {secret} in the module output: {out}"
+        );
+        assert!(!log.contains(secret), "{what}: {secret} in the request log");
+    }
+}
+
+#[test]
+fn secrets_stay_out_of_every_output() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[]);
+    let base = json!({"node": "pve1", "vmid": 100, "name": "sec", "cipassword": CI_PASSWORD, "ciuser": "u",
+                      "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2"}],
+                      "_ansible_verbosity": 4, "_ansible_inject_invocation": true, "_ansible_diff": true});
+    let runs: Vec<(&str, Value)> = vec![
+        ("create with a password", merge(&[sim.conn(), base.clone()])),
+        (
+            "update with a token",
+            merge(&[
+                sim.token_conn(),
+                base.clone(),
+                json!({"update_password": "always", "cores": 2}),
+            ]),
+        ),
+        (
+            "check mode",
+            merge(&[
+                sim.conn(),
+                base.clone(),
+                json!({"_ansible_check_mode": true, "update_password": "always"}),
+            ]),
+        ),
+        (
+            "wrong password",
+            merge(&[
+                sim.conn(),
+                base.clone(),
+                json!({"api_password": format!("{PASSWORD}-nope")}),
+            ]),
+        ),
+        (
+            "a secret quoted in another option's error",
+            merge(&[
+                sim.conn(),
+                base.clone(),
+                json!({"name": format!("x_{CI_PASSWORD}")}),
+            ]),
+        ),
+        (
+            "a secret of the wrong type",
+            merge(&[
+                sim.conn(),
+                base.clone(),
+                json!({"cipassword": {"v": CI_PASSWORD}}),
+            ]),
+        ),
+        (
+            "a failing task",
+            merge(&[
+                sim.conn(),
+                base.clone(),
+                json!({"vmid": 101, "name": "sec2", "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/missing.qcow2"}]}),
+            ]),
+        ),
+    ];
+    for (what, args) in runs {
+        let r = run(args);
+        assert_clean(&sim, &format!("{}{}", r.stdout, r.stderr), what);
+        if let Some(inv) = r.result.get("invocation") {
+            let args = &inv["module_args"];
+            assert_eq!(
+                args["api_password"].as_str().map(|_| ()),
+                args.get("api_password").and_then(Value::as_str).map(|_| ())
+            );
+            for k in ["api_password", "api_token_secret", "cipassword"] {
+                if let Some(v) = args[k].as_str() {
+                    assert_eq!(
+                        v, "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER",
+                        "{what}: {k} in invocation"
+                    );
+                }
+            }
+        }
+    }
+    // Without inject_invocation there is no invocation at all.
+    let r = run(merge(&[
+        sim.conn(),
+        base,
+        json!({"_ansible_inject_invocation": false}),
+    ]));
+    assert!(r.result.get("invocation").is_none());
+}
