@@ -261,9 +261,14 @@ impl Api {
         let auth = self.authenticate(req)?;
         *user = auth.id.clone();
         if auth.readonly && req.method != "GET" {
-            let what = match segs.get(3) {
-                Some(id) if segs.get(2) == Some(&"qemu") => format!("/vms/{id}, VM.Allocate"),
-                _ => "/, Sys.Modify".into(),
+            let vmid = match segs.get(3) {
+                Some(id) if segs.get(2) == Some(&"qemu") => Some(id.to_string()),
+                _ if segs.get(2) == Some(&"qemu") => params.get("vmid").cloned(),
+                _ => None,
+            };
+            let what = match vmid {
+                Some(id) => format!("/vms/{id}, VM.Allocate"),
+                None => "/, Sys.Modify".into(),
             };
             return Err(ApiErr {
                 status: 403,

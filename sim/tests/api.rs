@@ -1,0 +1,931 @@
+//! pve-sim against PVE's documented behaviour, through raw HTTP (to see status lines exactly)
+//! and once through HTTPS. The first test replays the incident this project exists for.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+static N: AtomicU32 = AtomicU32::new(0);
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "simtest-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A qcow2 with `data_mib` of random data and `virt_mib` of virtual size (made once per run).
+fn image(name: &str, virt_mib: u64, data_mib: u64) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("sim-images");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    // Tests run in parallel: the first to create the lock file makes the image, others wait.
+    let lock = dir.join(format!("{name}.lock"));
+    let mine = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+        .is_ok();
+    if !mine {
+        while !p.exists() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        return p;
+    }
+    if !p.exists() {
+        let raw = dir.join(format!("{name}.{}.raw", std::process::id()));
+        let sh = format!(
+            "head -c {data_mib}M /dev/urandom > '{}' && truncate -s {virt_mib}M '{}'",
+            raw.display(),
+            raw.display()
+        );
+        assert!(
+            Command::new("sh")
+                .arg("-c")
+                .arg(sh)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
+        assert!(
+            Command::new("qemu-img")
+                .args(["convert", "-q", "-f", "raw", "-O", "qcow2"])
+                .arg(&raw)
+                .arg(&tmp)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::remove_file(&raw).unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+    }
+    p
+}
+
+fn vsize(p: &Path, fmt: &str) -> u64 {
+    let out = Command::new("qemu-img")
+        .args(["info", "--output=json", "-f", fmt])
+        .arg(p)
+        .output()
+        .unwrap();
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["virtual-size"]
+        .as_u64()
+        .unwrap()
+}
+
+struct Sim {
+    child: Child,
+    dir: PathBuf,
+    info: Value,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Sim {
+    fn start(args: &[&str], images: &[&Path]) -> Sim {
+        let dir = scratch("sim");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pve-sim"));
+        cmd.arg("--data-dir").arg(dir.join("data")).args([
+            "--listen",
+            "127.0.0.1:0",
+            "--auth-failure-delay",
+            "0s",
+        ]);
+        cmd.args([
+            "--user",
+            "root@pam:rootpw",
+            "--user",
+            "auditor@pve:auditpw:audit",
+            "--token",
+            "root@pam!ci=tok-secret",
+        ]);
+        for i in images {
+            cmd.arg("--seed-image").arg(i);
+        }
+        let mut child = cmd.args(args).stdout(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        Sim {
+            child,
+            dir,
+            info: serde_json::from_str(&line).unwrap(),
+        }
+    }
+
+    fn plain(args: &[&str], images: &[&Path]) -> Sim {
+        let mut a = vec!["--plain-http"];
+        a.extend_from_slice(args);
+        Sim::start(&a, images)
+    }
+
+    fn port(&self) -> u16 {
+        self.info["port"].as_u64().unwrap() as u16
+    }
+
+    fn admin(&self, method: &str, path: &str, body: Value) -> Value {
+        let addr = self.info["admin"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("http://")
+            .to_string();
+        let (s, _, v) = raw(
+            &addr,
+            method,
+            path,
+            &[("Content-Type", "application/json")],
+            &body.to_string(),
+        );
+        assert_eq!(s, 200, "{v}");
+        v
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+}
+
+/// One HTTP/1.1 request; returns (status, reason phrase, JSON body or Null).
+fn raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, Value) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+        if !headers.iter().any(|(k, _)| *k == "Content-Type") {
+            req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+        }
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status_line = head.lines().next().unwrap_or("");
+    let mut parts = status_line.splitn(3, ' ');
+    parts.next();
+    let status = parts.next().unwrap_or("0").parse().unwrap_or(0);
+    let reason = parts.next().unwrap_or("").to_string();
+    (
+        status,
+        reason,
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A ticket-authenticated session on a plain-HTTP simulator.
+struct Session {
+    addr: String,
+    cookie: String,
+    csrf: String,
+}
+
+impl Session {
+    fn login(sim: &Sim) -> Session {
+        let addr = format!("127.0.0.1:{}", sim.port());
+        let (s, _, v) = raw(
+            &addr,
+            "POST",
+            "/api2/json/access/ticket",
+            &[],
+            "username=root@pam&password=rootpw",
+        );
+        assert_eq!(s, 200);
+        Session {
+            addr,
+            cookie: format!(
+                "PVEAuthCookie={}",
+                enc(v["data"]["ticket"].as_str().unwrap())
+            ),
+            csrf: v["data"]["CSRFPreventionToken"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        }
+    }
+
+    fn call(&self, method: &str, path: &str, params: &[(&str, &str)]) -> (u16, String, Value) {
+        let form: String = params
+            .iter()
+            .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+            .collect::<Vec<_>>()
+            .join("&");
+        let path = format!("/api2/json{path}");
+        let headers = [
+            ("Cookie", self.cookie.as_str()),
+            ("CSRFPreventionToken", self.csrf.as_str()),
+        ];
+        if method == "GET" || method == "DELETE" {
+            let p = if form.is_empty() {
+                path
+            } else {
+                format!("{path}?{form}")
+            };
+            raw(&self.addr, method, &p, &headers, "")
+        } else {
+            raw(&self.addr, method, &path, &headers, &form)
+        }
+    }
+
+    fn data(&self, method: &str, path: &str, params: &[(&str, &str)]) -> Value {
+        let (s, r, v) = self.call(method, path, params);
+        assert_eq!(s, 200, "{method} {path}: {s} {r} {v}");
+        v["data"].clone()
+    }
+
+    /// Polls a task until it stops; returns its status object.
+    fn wait(&self, upid: &str) -> Value {
+        let node = upid.split(':').nth(1).unwrap();
+        let t = Instant::now();
+        loop {
+            let st = self.data("GET", &format!("/nodes/{node}/tasks/{upid}/status"), &[]);
+            if st["status"] == "stopped" {
+                return st;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(120),
+                "task {upid} never ended"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn log(&self, upid: &str) -> Vec<String> {
+        let node = upid.split(':').nth(1).unwrap();
+        self.data(
+            "GET",
+            &format!("/nodes/{node}/tasks/{upid}/log"),
+            &[("limit", "0")],
+        )
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["t"].as_str().unwrap().to_string())
+        .collect()
+    }
+}
+
+fn is_upid(s: &str, node: &str, ttype: &str, id: &str) -> bool {
+    let p: Vec<&str> = s.split(':').collect();
+    let hex8 = |x: &str| {
+        x.len() == 8
+            && x.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_lowercase())
+    };
+    p.len() == 9
+        && p[0] == "UPID"
+        && p[1] == node
+        && hex8(p[2])
+        && hex8(p[4])
+        && p[5] == ttype
+        && p[6] == id
+        && p[8].is_empty()
+}
+
+#[test]
+fn the_incident_update_during_import_is_refused_waiting_on_the_upid_succeeds() {
+    let img = image("incident-660.qcow2", 2560, 660);
+    let sim = Sim::plain(&["--import-rate", "400M"], &[&img]);
+    let s = Session::login(&sim);
+    let disk = "local-lvm:0,import-from=local:import/incident-660.qcow2";
+
+    // The original tool: create with the import, sleep 2 s, update the config.
+    let upid = s.data(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[("vmid", "100"), ("scsi0", disk), ("name", "incident")],
+    );
+    let upid = upid.as_str().unwrap().to_string();
+    assert!(is_upid(&upid, "pve1", "qmcreate", "100"), "{upid}");
+    std::thread::sleep(Duration::from_secs(2));
+    let (status, reason, body) = s.call("PUT", "/nodes/pve1/qemu/100/config", &[("cores", "2")]);
+    assert_eq!((status, reason.as_str()), (500, "VM is locked (create)"));
+    assert_eq!(body["data"], Value::Null);
+    assert_eq!(
+        s.data("GET", "/nodes/pve1/qemu/100/config", &[])["lock"],
+        "create"
+    );
+
+    // The fix: wait on the UPID, check the exit status, then configure.
+    let st = s.wait(&upid);
+    assert_eq!(st["exitstatus"], "OK");
+    let log = s.log(&upid);
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("transferred ") && l.ends_with("(100.00%)")),
+        "{log:?}"
+    );
+    assert_eq!(log.last().unwrap(), "TASK OK");
+    assert_eq!(
+        s.data("PUT", "/nodes/pve1/qemu/100/config", &[("cores", "2")]),
+        Value::Null
+    );
+    let cfg = s.data("GET", "/nodes/pve1/qemu/100/config", &[]);
+    assert!(cfg.get("lock").is_none());
+    assert_eq!(cfg["cores"], 2);
+    let vol = sim.data().join("nodes/pve1/local-lvm/vm-100-disk-0.raw");
+    assert_eq!(vsize(&vol, "raw"), vsize(&img, "qcow2"));
+    assert_eq!(cfg["scsi0"], "local-lvm:vm-100-disk-0,size=2560M");
+}
+
+#[test]
+fn authentication_as_pveproxy_does_it() {
+    let sim = Sim::plain(&["--ticket-lifetime", "1s"], &[]);
+    let addr = format!("127.0.0.1:{}", sim.port());
+    let (s, r, _) = raw(&addr, "GET", "/api2/json/version", &[], "");
+    assert_eq!((s, r.as_str()), (401, "No ticket"));
+    let (s, r, _) = raw(
+        &addr,
+        "POST",
+        "/api2/json/access/ticket",
+        &[],
+        "username=root@pam&password=nope",
+    );
+    assert_eq!((s, r.as_str()), (401, "authentication failure"));
+    let sess = Session::login(&sim);
+    let (s, r, _) = raw(
+        &addr,
+        "POST",
+        "/api2/json/nodes/pve1/qemu",
+        &[("Cookie", &sess.cookie)],
+        "vmid=100",
+    );
+    assert_eq!(
+        (s, r.as_str()),
+        (401, "Permission denied - invalid csrf token")
+    );
+    let tok = [("Authorization", "PVEAPIToken=root@pam!ci=tok-secret")];
+    let (s, _, v) = raw(&addr, "GET", "/api2/json/version", &tok, "");
+    assert_eq!((s, v["data"]["release"].as_str()), (200, Some("9.1")));
+    let (s, _, v) = raw(
+        &addr,
+        "POST",
+        "/api2/json/nodes/pve1/qemu",
+        &tok,
+        "vmid=100",
+    );
+    assert_eq!(s, 200);
+    assert!(
+        v["data"]
+            .as_str()
+            .unwrap()
+            .ends_with(":qmcreate:100:root@pam!ci:"),
+        "token tasks carry user!token"
+    );
+    let (s, _, _) = raw(
+        &addr,
+        "POST",
+        "/api2/json/access/ticket",
+        &tok,
+        "username=root@pam&password=rootpw",
+    );
+    assert_eq!(s, 403);
+    let (s, r, _) = raw(
+        &addr,
+        "GET",
+        "/api2/json/version",
+        &[("Authorization", "PVEAPIToken=root@pam!ci=wrong")],
+        "",
+    );
+    assert_eq!((s, r.as_str()), (401, "Authentication failed!"));
+    // A read-only user gets 403 on writes.
+    let (_, _, v) = raw(
+        &addr,
+        "POST",
+        "/api2/json/access/ticket",
+        &[],
+        "username=auditor@pve&password=auditpw",
+    );
+    let cookie = format!(
+        "PVEAuthCookie={}",
+        enc(v["data"]["ticket"].as_str().unwrap())
+    );
+    let csrf = v["data"]["CSRFPreventionToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, r, _) = raw(
+        &addr,
+        "POST",
+        "/api2/json/nodes/pve1/qemu",
+        &[("Cookie", &cookie), ("CSRFPreventionToken", &csrf)],
+        "vmid=101",
+    );
+    assert_eq!(
+        (s, r.as_str()),
+        (403, "Permission check failed (/vms/101, VM.Allocate)")
+    );
+    // Tickets expire.
+    std::thread::sleep(Duration::from_millis(1200));
+    let (s, r, _) = sess.call("GET", "/version", &[]);
+    assert_eq!((s, r.as_str()), (401, "Authentication failed!"));
+}
+
+#[test]
+fn errors_and_parameter_checking() {
+    let img = image("small.qcow2", 512, 8);
+    let sim = Sim::plain(&[], &[&img]);
+    let s = Session::login(&sim);
+    let (st, r, _) = s.call("GET", "/nodes/pve1/bogus", &[]);
+    assert_eq!(
+        (st, r.as_str()),
+        (501, "Method 'GET /nodes/pve1/bogus' not implemented")
+    );
+    let (st, r, v) = s.call(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[
+            ("vmid", "100"),
+            ("onboot", "true"),
+            ("bogus", "1"),
+            ("cores", "x"),
+        ],
+    );
+    assert_eq!((st, r.as_str()), (400, "Parameter verification failed."));
+    assert_eq!(
+        v["errors"]["onboot"],
+        "type check ('boolean') failed - got 'true'"
+    );
+    assert_eq!(
+        v["errors"]["cores"],
+        "type check ('integer') failed - got 'x'"
+    );
+    assert_eq!(
+        v["errors"]["bogus"],
+        "property is not defined in schema and the schema does not allow additional properties"
+    );
+    let (st, _, v) = s.call(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[
+            ("vmid", "100"),
+            ("scsi0", "local-lvm:4,import-from=local:import/small.qcow2"),
+        ],
+    );
+    assert_eq!(st, 400);
+    assert_eq!(
+        v["errors"]["scsi0"],
+        "'import-from' requires special syntax - use <storage ID>:0,import-from=<source>"
+    );
+    let (st, _, v) = s.call(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[
+            ("vmid", "100"),
+            ("scsi0", "local-lvm:0,import-from=local:iso/x.img"),
+        ],
+    );
+    assert_eq!(
+        (st, v["errors"]["scsi0"].as_str()),
+        (
+            400,
+            Some("local:iso/x.img has wrong type 'iso' - needs to be 'images' or 'import'")
+        )
+    );
+    let (st, _, v) = s.call(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[
+            ("vmid", "100"),
+            (
+                "scsi0",
+                "local-lvm:0,import-from=local:import/small.qcow2,bogus=1",
+            ),
+        ],
+    );
+    assert_eq!(st, 400);
+    assert!(
+        v["errors"]["scsi0"]
+            .as_str()
+            .unwrap()
+            .contains("invalid key in comma-separated list property: bogus")
+    );
+    let (st, _, v) = s.call(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("sshkeys", "ssh-ed25519 AAAA")],
+    );
+    assert_eq!(st, 400);
+    assert!(
+        v["errors"]["sshkeys"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid format - invalid urlencoded string")
+    );
+    let (st, r, _) = s.call("GET", "/nodes/pve1/qemu/999/config", &[]);
+    assert_eq!(
+        (st, r.as_str()),
+        (
+            500,
+            "Configuration file 'nodes/pve1/qemu-server/999.conf' does not exist"
+        )
+    );
+    // nextid is a string, never reserves, and ?vmid= checks.
+    assert_eq!(s.data("GET", "/cluster/nextid", &[]), "100");
+    let u = s.data(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[("vmid", "100"), ("cores", "1")],
+    );
+    s.wait(u.as_str().unwrap());
+    assert_eq!(s.data("GET", "/cluster/nextid", &[]), "101");
+    let (st, _, v) = s.call("GET", "/cluster/nextid", &[("vmid", "100")]);
+    assert_eq!(
+        (st, v["errors"]["vmid"].as_str()),
+        (400, Some("VM 100 already exists"))
+    );
+    let (st, r, _) = s.call("POST", "/nodes/pve1/qemu", &[("vmid", "100")]);
+    assert_eq!(
+        (st, r.as_str()),
+        (
+            500,
+            "unable to create VM 100 - VM 100 already exists on node 'pve1'"
+        )
+    );
+    // digest and delete.
+    let cfg = s.data("GET", "/nodes/pve1/qemu/100/config", &[]);
+    let (st, r, _) = s.call(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("cores", "2"), ("digest", "0000")],
+    );
+    assert_eq!(
+        (st, r.as_str()),
+        (500, "checksum mismatch (file change by other user?)")
+    );
+    s.data(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("cores", "2"), ("digest", cfg["digest"].as_str().unwrap())],
+    );
+    let (st, r, _) = s.call("PUT", "/nodes/pve1/qemu/100/config", &[]);
+    assert_eq!((st, r.as_str()), (500, "no options specified"));
+    let (st, _, v) = s.call(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("cores", "3"), ("delete", "cores")],
+    );
+    assert_eq!(
+        (st, v["errors"]["delete"].as_str()),
+        (
+            400,
+            Some("you can't use '-cores' and -delete cores' at the same time")
+        )
+    );
+    let (st, _, v) = s.call(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("skiplock", "1"), ("cores", "3")],
+    );
+    assert_eq!(st, 200, "{v}");
+}
+
+#[test]
+fn tasks_logs_stop_resize_power_and_destroy() {
+    let img = image("small.qcow2", 512, 8);
+    let sim = Sim::plain(&["--nodes", "pve1,pve2"], &[&img]);
+    let s = Session::login(&sim);
+    let u = s.data(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[
+            ("vmid", "100"),
+            ("scsi0", "local-lvm:0,import-from=local:import/small.qcow2"),
+            ("net0", "virtio,bridge=vmbr0"),
+        ],
+    );
+    let u = u.as_str().unwrap().to_string();
+    // Active in the list while running; the task lives on its node only.
+    let active = s.data(
+        "GET",
+        "/nodes/pve1/tasks",
+        &[("source", "active"), ("vmid", "100")],
+    );
+    assert_eq!(active[0]["upid"], u.as_str());
+    let (st, _, v) = s.call("GET", &format!("/nodes/pve2/tasks/{u}/status"), &[]);
+    assert_eq!(
+        (st, v["errors"]["upid"].as_str()),
+        (400, Some("no such task"))
+    );
+    let (st, _, v) = s.call("GET", "/nodes/pve1/tasks/UPID:bogus/status", &[]);
+    assert_eq!(
+        (st, v["errors"]["upid"].as_str()),
+        (400, Some("unable to parse worker upid"))
+    );
+    assert_eq!(s.wait(&u)["exitstatus"], "OK");
+    let cfg = s.data("GET", "/nodes/pve1/qemu/100/config", &[]);
+    let net = cfg["net0"].as_str().unwrap();
+    assert!(
+        net.starts_with("virtio=BC:24:11:") && net.ends_with(",bridge=vmbr0"),
+        "{net}"
+    );
+    // Log paging.
+    let (st, _, v) = s.call(
+        "GET",
+        &format!("/nodes/pve1/tasks/{u}/log"),
+        &[("start", "1"), ("limit", "2")],
+    );
+    assert_eq!(st, 200);
+    assert_eq!(v["data"][0]["n"], 2);
+    assert_eq!(v["data"].as_array().unwrap().len(), 2);
+    assert!(v["total"].as_u64().unwrap() >= 3);
+    // Resize returns a UPID and grows the volume; shrinking fails in the task.
+    let r = s.data(
+        "PUT",
+        "/nodes/pve1/qemu/100/resize",
+        &[("disk", "scsi0"), ("size", "+512M")],
+    );
+    assert!(is_upid(r.as_str().unwrap(), "pve1", "resize", "100"));
+    assert_eq!(s.wait(r.as_str().unwrap())["exitstatus"], "OK");
+    assert_eq!(
+        vsize(
+            &sim.data().join("nodes/pve1/local-lvm/vm-100-disk-0.raw"),
+            "raw"
+        ),
+        1 << 30
+    );
+    let r = s.data(
+        "PUT",
+        "/nodes/pve1/qemu/100/resize",
+        &[("disk", "scsi0"), ("size", "256M")],
+    );
+    assert_eq!(
+        s.wait(r.as_str().unwrap())["exitstatus"],
+        "shrinking disks is not supported"
+    );
+    // Power and destroy.
+    let r = s.data("POST", "/nodes/pve1/qemu/100/status/start", &[]);
+    assert_eq!(s.wait(r.as_str().unwrap())["exitstatus"], "OK");
+    assert_eq!(
+        s.data("GET", "/nodes/pve1/qemu/100/status/current", &[])["status"],
+        "running"
+    );
+    let (st, r, _) = s.call("DELETE", "/nodes/pve1/qemu/100", &[]);
+    assert_eq!(
+        (st, r.as_str()),
+        (500, "VM 100 is running - destroy failed")
+    );
+    let r = s.data("POST", "/nodes/pve1/qemu/100/status/stop", &[]);
+    s.wait(r.as_str().unwrap());
+    let r = s.data(
+        "DELETE",
+        "/nodes/pve1/qemu/100",
+        &[("purge", "1"), ("destroy-unreferenced-disks", "1")],
+    );
+    assert_eq!(s.wait(r.as_str().unwrap())["exitstatus"], "OK");
+    assert!(
+        !sim.data()
+            .join("nodes/pve1/local-lvm/vm-100-disk-0.raw")
+            .exists()
+    );
+    // Stopping a task: its log ends with "received interrupt".
+    sim.admin("POST", "/faults", json!({"kind": "task", "task_type": "qmcreate", "outcome": "fail", "message": "never reached", "count": 0}));
+    let u = s.data(
+        "POST",
+        "/nodes/pve2/qemu",
+        &[("vmid", "101"), ("cores", "1")],
+    );
+    let u = u.as_str().unwrap().to_string();
+    assert_eq!(
+        s.data("DELETE", &format!("/nodes/pve2/tasks/{u}"), &[]),
+        Value::Null
+    );
+    let st = s.wait(&u);
+    assert_eq!(
+        st["exitstatus"],
+        "unable to create VM 101 - received interrupt"
+    );
+    assert_eq!(
+        s.log(&u).last().unwrap(),
+        "TASK ERROR: unable to create VM 101 - received interrupt"
+    );
+    let (st, _, _) = s.call("GET", "/nodes/pve2/qemu/101/config", &[]);
+    assert_eq!(st, 500, "a stopped create leaves no config");
+    // background_delay answers null when the task is done in time.
+    let u = s.data("POST", "/nodes/pve1/qemu", &[("vmid", "102")]);
+    s.wait(u.as_str().unwrap());
+    assert_eq!(
+        s.data(
+            "POST",
+            "/nodes/pve1/qemu/102/config",
+            &[("cores", "2"), ("background_delay", "5")]
+        ),
+        Value::Null
+    );
+}
+
+#[test]
+fn faults_and_the_request_log() {
+    let sim = Sim::plain(&[], &[]);
+    let s = Session::login(&sim);
+    sim.admin("POST", "/faults", json!([
+        {"kind": "http", "path": "/version", "status": 596, "message": "Connection timed out", "count": 2},
+        {"kind": "latency", "path": "/cluster/status", "ms": 300, "count": 1},
+        {"kind": "hide_task", "task_type": "qmcreate", "ms": 500, "count": 1},
+        {"kind": "null_upid", "method": "POST", "path": "/status/start", "count": 1}
+    ]));
+    for _ in 0..2 {
+        let (st, r, _) = s.call("GET", "/version", &[]);
+        assert_eq!((st, r.as_str()), (596, "Connection timed out"));
+    }
+    assert_eq!(s.call("GET", "/version", &[]).0, 200);
+    let t = Instant::now();
+    s.data("GET", "/cluster/status", &[]);
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    let u = s.data("POST", "/nodes/pve1/qemu", &[("vmid", "100")]);
+    let u = u.as_str().unwrap().to_string();
+    let (st, _, v) = s.call("GET", &format!("/nodes/pve1/tasks/{u}/status"), &[]);
+    assert_eq!(
+        (st, v["errors"]["upid"].as_str()),
+        (400, Some("no such task"))
+    );
+    std::thread::sleep(Duration::from_millis(600));
+    s.wait(&u);
+    assert_eq!(
+        s.data("POST", "/nodes/pve1/qemu/100/status/start", &[]),
+        Value::Null,
+        "null UPID fault"
+    );
+    // A dropped connection: the answer is cut, but the request was carried out.
+    sim.admin(
+        "POST",
+        "/faults",
+        json!({"kind": "drop", "method": "POST", "path": "/status/stop", "count": 1}),
+    );
+    let (st, _, v) = s.call("POST", "/nodes/pve1/qemu/100/status/stop", &[]);
+    assert!(st == 200 && v.is_null(), "the body should be cut");
+    std::thread::sleep(Duration::from_millis(100));
+    let tasks = sim.admin("GET", "/tasks", Value::Null)["data"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(tasks.iter().any(|t| t["type"] == "qmstop"));
+    // Ticket revocation.
+    sim.admin("POST", "/revoke-tickets", Value::Null);
+    assert_eq!(s.call("GET", "/version", &[]).0, 401);
+    // The request log: every request, secrets masked.
+    let log = std::fs::read_to_string(sim.data().join("requests.jsonl")).unwrap();
+    assert!(!log.contains("rootpw"));
+    assert!(log.lines().any(|l| l.contains("\"password\":\"********\"")));
+    assert!(log.lines().count() >= 10);
+}
+
+#[test]
+fn download_url_with_checksums_and_filename_rules() {
+    let img = image("small.qcow2", 512, 8);
+    let bytes = std::fs::read(&img).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                bytes.len()
+            );
+            let _ = c.write_all(&bytes);
+        }
+    });
+    let sum =
+        String::from_utf8(Command::new("sha256sum").arg(&img).output().unwrap().stdout).unwrap();
+    let sum = sum.split_whitespace().next().unwrap().to_string();
+    let sim = Sim::plain(&[], &[]);
+    let s = Session::login(&sim);
+    let url = format!("http://127.0.0.1:{port}/noble.img");
+    let p = |file: &str, ck: &str| {
+        vec![
+            ("content", "import".to_string()),
+            ("filename", file.to_string()),
+            ("url", url.clone()),
+            ("checksum", ck.to_string()),
+            ("checksum-algorithm", "sha256".to_string()),
+        ]
+    };
+    let call = |params: Vec<(&str, String)>| {
+        let v: Vec<(&str, &str)> = params.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        s.call("POST", "/nodes/pve1/storage/local/download-url", &v)
+    };
+    // An Ubuntu .img must be saved as .qcow2 for the import content type.
+    let (st, _, v) = call(p("noble.img", &sum));
+    assert_eq!(
+        (st, v["errors"]["filename"].as_str()),
+        (400, Some("invalid filename or wrong extension"))
+    );
+    let (st, _, v) = call(p("noble.qcow2", &sum));
+    assert_eq!(st, 200);
+    let u = v["data"].as_str().unwrap().to_string();
+    assert!(is_upid(&u, "pve1", "download", "noble.qcow2"));
+    assert_eq!(s.wait(&u)["exitstatus"], "OK");
+    let content = s.data(
+        "GET",
+        "/nodes/pve1/storage/local/content",
+        &[("content", "import")],
+    );
+    assert_eq!(content[0]["volid"], "local:import/noble.qcow2");
+    // Again with the same checksum: nothing to do.
+    let (_, _, v) = call(p("noble.qcow2", &sum));
+    let u = v["data"].as_str().unwrap().to_string();
+    assert_eq!(s.wait(&u)["exitstatus"], "OK");
+    assert!(
+        s.log(&u)
+            .iter()
+            .any(|l| l == "OK, got correct file already, no need to download")
+    );
+    // A wrong checksum: the task fails and nothing is left.
+    let (_, _, v) = call(p("other.qcow2", &"0".repeat(64)));
+    let u = v["data"].as_str().unwrap().to_string();
+    let exit = s.wait(&u)["exitstatus"].as_str().unwrap().to_string();
+    assert!(exit.starts_with("checksum mismatch: got '"), "{exit}");
+    let names: Vec<String> = std::fs::read_dir(sim.data().join("nodes/pve1/local/import"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(names, ["noble.qcow2"]);
+    let (st, r, _) = s.call(
+        "POST",
+        "/nodes/pve1/storage/local-lvm/download-url",
+        &[
+            ("content", "import"),
+            ("filename", "a.qcow2"),
+            ("url", &url),
+        ],
+    );
+    assert_eq!(
+        (st, r.as_str()),
+        (
+            500,
+            "can't upload to storage type 'lvmthin', not a file based storage!"
+        )
+    );
+}
+
+#[test]
+fn https_with_the_generated_ca_and_fingerprint() {
+    let sim = Sim::start(&[], &[]);
+    let ca = std::fs::read(sim.info["ca"].as_str().unwrap()).unwrap();
+    let certs: Vec<_> = ureq::tls::parse_pem(&ca)
+        .filter_map(|i| match i.ok()? {
+            ureq::tls::PemItem::Certificate(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let tls = ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::new_with_certs(&certs))
+        .build();
+    let agent = ureq::Agent::config_builder()
+        .tls_config(tls)
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut r = agent
+        .get(&format!("https://127.0.0.1:{}/api2/json/nodes", sim.port()))
+        .header("Authorization", "PVEAPIToken=root@pam!ci=tok-secret")
+        .call()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let v: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(v["data"][0]["ssl_fingerprint"], sim.info["fingerprint"]);
+    let fp = sim.info["fingerprint"].as_str().unwrap();
+    assert_eq!(fp.len(), 95);
+    assert!(sim.dir.join("data/pve-ssl.pem").exists());
+}
