@@ -816,14 +816,23 @@ fn download_url_with_checksums_and_filename_rules() {
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for mut c in listener.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let _ = c.read(&mut buf);
+            // Read the whole request head, answer, then close politely (no reset).
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match c.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
             let _ = write!(
                 c,
                 "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 bytes.len()
             );
             let _ = c.write_all(&bytes);
+            let _ = c.shutdown(std::net::Shutdown::Write);
+            let _ = c.read_to_end(&mut Vec::new());
         }
     });
     let sum =
