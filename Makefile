@@ -12,15 +12,18 @@ export ANSIBLE_LOCAL_TEMP := $(WORK)/ansible-tmp
 export ANSIBLE_REMOTE_TEMP := $(WORK)/ansible-remote-tmp
 export ANSIBLE_NOCOLOR := 1
 export PATH := $(BIN):$(PATH)
+# `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
+export PYTHON
 
 .PHONY: all build venv collection demo test fmt-check clippy cargo-test lint sanity playbooks molecule galaxy-smoke bench bench-full clean
 
 all: build
 
-## build: compile the module and the simulator (release) and place the module in plugins/modules/
+## build: compile the modules and the simulator (release) and place the modules in plugins/modules/
 build:
 	cargo build --release --workspace --locked
 	install -m 0755 target/release/vm plugins/modules/vm
+	install -m 0755 target/release/image plugins/modules/image
 
 ## venv: a local Python environment with the pinned ansible-core, ansible-lint and molecule
 venv: $(VENV)/.installed
@@ -75,4 +78,4 @@ bench-full: build venv
 	bench/run.sh --full
 
 clean:
-	rm -rf $(WORK) target plugins/modules/vm build
+	rm -rf $(WORK) target plugins/modules/vm plugins/modules/image build

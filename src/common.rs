@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::pve::tasks::{TAIL_LINES, TaskReport, WaitError, wait_task};
+use crate::pve::upid::Upid;
+use crate::pve::wait::{Exit, Policy};
+
 use crate::ansible::protocol::{Failure, Invocation};
 use crate::ansible::spec::{Kind, Opt, Spec, parse_duration};
 use crate::pve::client::{Client, Connection, Credentials};
@@ -149,4 +153,70 @@ pub fn connect(inv: &Invocation) -> Result<(Client, Vec<String>), Failure> {
         ..Default::default()
     })?;
     Ok((client, warnings))
+}
+
+/// The tasks a run waited for and the warnings they raised; turns a wait that ends badly into
+/// a failed result carrying the UPID, exit status, progress and log tail.
+#[derive(Default)]
+pub struct TaskLog {
+    pub tasks: Vec<TaskReport>,
+    pub warnings: Vec<String>,
+}
+
+impl TaskLog {
+    /// Waits for a task; `what` names the operation in messages ("creating VM 100 on pve1").
+    pub fn wait(
+        &mut self,
+        client: &Client,
+        upid: &Upid,
+        policy: &Policy,
+        stop_on_timeout: bool,
+        what: &str,
+    ) -> Result<TaskReport, Failure> {
+        match wait_task(client, upid, policy, stop_on_timeout) {
+            Ok(r) => {
+                for w in &r.warnings {
+                    self.warnings.push(format!("{what}: {w}"));
+                }
+                if let (true, Exit::Warnings(n)) = (r.warnings.is_empty(), &r.exit) {
+                    self.warnings
+                        .push(format!("{what}: task {} ended with {n} warning(s)", r.upid));
+                }
+                self.tasks.push(r.clone());
+                Ok(r)
+            }
+            Err(WaitError::Failed(r)) => {
+                let mut f = Failure::msg(format!("{what} failed: {}", r.exitstatus));
+                f.data.insert("upid".into(), json!(r.upid.text));
+                f.data.insert("exitstatus".into(), json!(r.exitstatus));
+                f.data.insert("log_tail".into(), json!(r.tail(TAIL_LINES)));
+                self.tasks.push(r);
+                Err(f)
+            }
+            Err(e) => {
+                let mut f = Failure::msg(format!("{what}: {e}"));
+                match &e {
+                    WaitError::TimedOut {
+                        upid,
+                        elapsed,
+                        progress,
+                        tail,
+                        ..
+                    } => {
+                        f.data.insert("upid".into(), json!(upid.text));
+                        f.data.insert("waited".into(), json!(elapsed.as_secs_f64()));
+                        f.data.insert("progress".into(), json!(progress));
+                        f.data.insert("log_tail".into(), json!(tail));
+                    }
+                    WaitError::Vanished { upid }
+                    | WaitError::Interrupted { upid, .. }
+                    | WaitError::Api { upid, .. } => {
+                        f.data.insert("upid".into(), json!(upid.text));
+                    }
+                    WaitError::Failed(_) => {}
+                }
+                Err(f)
+            }
+        }
+    }
 }

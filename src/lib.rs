@@ -3,7 +3,7 @@
 //!
 //! * [`ansible`]: Ansible's contract for binary modules (arguments, spec, results).
 //! * [`pve`]: the PVE API client (transport, TLS, auth, errors, UPIDs, task waits).
-//! * [`vm`]: the `vm` module's logic (spec, plan, apply).
+//! * [`vm`]: the `vm` module's logic (spec, plan, apply); [`image`]: the `image` module's.
 //! * [`common`]: options every module shares; [`interrupt`]: SIGINT/SIGTERM handling.
 
 // A failed result carries its context (messages, task data); it ends the run, so its size
@@ -12,6 +12,7 @@
 
 pub mod ansible;
 pub mod common;
+pub mod image;
 pub mod interrupt;
 pub mod pve;
 pub mod vm;

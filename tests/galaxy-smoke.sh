@@ -8,7 +8,9 @@ dir=.work/galaxy
 rm -rf "$dir/build" "$dir/installed" && mkdir -p "$dir/build" "$dir/installed"
 ansible-galaxy collection build --force --output-path "$dir/build" . > /dev/null
 tarball=$(ls "$dir"/build/sankofa-proxmox-*.tar.gz)
-tar tvzf "$tarball" | grep -q -- '-rwxr-xr-x .* plugins/modules/vm$' || { echo "the tarball lacks an executable plugins/modules/vm" >&2; exit 1; }
+for m in vm image; do
+  tar tvzf "$tarball" | grep -q -- "-rwxr-xr-x .* plugins/modules/$m\$" || { echo "the tarball lacks an executable plugins/modules/$m" >&2; exit 1; }
+done
 if tar tzf "$tarball" | grep -Eq '^(target|\.venv|\.work)/'; then echo "the tarball carries build outputs" >&2; exit 1; fi
 ansible-galaxy collection install "$tarball" -p "$dir/installed" > /dev/null
 tests/sim-ctl.sh stop "$dir" 2>/dev/null || true

@@ -1066,8 +1066,8 @@ pub fn volume_delete(
         )));
     }
     let s2 = sim.clone();
-    let task_id = volid.clone();
-    let upid = tasks::spawn(sim, node, "imgdel", &task_id, &auth.id, move |ctx| {
+    // pve-storage forks `imgdel` without an id: the UPID's id field is empty.
+    let upid = tasks::spawn(sim, node, "imgdel", "", &auth.id, move |ctx| {
         ctx.sleep(s2.task_duration("imgdel"))?;
         std::fs::remove_file(&vol.path)
             .map_err(|e| format!("unable to delete '{}': {e}", vol.path.display()))?;

@@ -299,3 +299,23 @@ pub fn active_tasks(client: &Client, node: &str, vmid: u32) -> Result<Vec<Upid>,
         .filter_map(|u| Upid::parse(u).ok())
         .collect())
 }
+
+/// Lists the tasks of one type still running on a node (a download has no vmid).
+pub fn active_tasks_of_type(
+    client: &Client,
+    node: &str,
+    ttype: &str,
+) -> Result<Vec<Upid>, ApiError> {
+    let params: Params = vec![
+        ("typefilter".into(), ttype.into()),
+        ("source".into(), "active".into()),
+    ];
+    let list = client.get(&format!("/nodes/{node}/tasks"), &params)?;
+    Ok(list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["upid"].as_str())
+        .filter_map(|u| Upid::parse(u).ok())
+        .collect())
+}

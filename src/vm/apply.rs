@@ -9,10 +9,10 @@ use serde_json::{Value, json};
 use super::plan::{Current, Plan, Step, plan};
 use super::spec::{Desired, State, desired, format_size};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
-use crate::common;
+use crate::common::{self, TaskLog};
 use crate::pve::client::{Client, Method, Params};
 use crate::pve::ops::{self, Dispatched, backoff, dispatch};
-use crate::pve::tasks::{TAIL_LINES, TaskReport, WaitError, active_tasks, wait_task};
+use crate::pve::tasks::{TaskReport, active_tasks};
 use crate::pve::upid::Upid;
 use crate::pve::wait::Policy;
 
@@ -32,8 +32,7 @@ struct Runner<'a> {
     deadline: Instant,
     started: Instant,
     stop_on_timeout: bool,
-    tasks: Vec<TaskReport>,
-    warnings: Vec<String>,
+    log: TaskLog,
     changed: bool,
     seed: u64,
 }
@@ -131,55 +130,16 @@ impl<'a> Runner<'a> {
         Ok(Current::from_api(vmid, node, &config, &status))
     }
 
-    /// Waits for a task; turns every way it can end badly into a failed result with context.
+    /// Waits for a task; every way it can end badly becomes a failed result with context.
     fn wait(&mut self, upid: Upid, what: &str) -> Result<(), Failure> {
-        match wait_task(self.client, &upid, &self.policy(), self.stop_on_timeout) {
-            Ok(r) => {
-                for w in &r.warnings {
-                    self.warnings.push(format!("{what}: {w}"));
-                }
-                if r.warnings.is_empty()
-                    && let crate::pve::wait::Exit::Warnings(n) = r.exit
-                {
-                    self.warnings
-                        .push(format!("{what}: task {} ended with {n} warning(s)", r.upid));
-                }
-                self.tasks.push(r);
-                Ok(())
-            }
-            Err(WaitError::Failed(r)) => {
-                let mut f = self.fail(format!("{what} failed: {}", r.exitstatus));
-                f.data.insert("upid".into(), json!(r.upid.text));
-                f.data.insert("exitstatus".into(), json!(r.exitstatus));
-                f.data.insert("log_tail".into(), json!(r.tail(TAIL_LINES)));
-                self.tasks.push(r);
-                Err(f)
-            }
-            Err(e) => {
-                let mut f = self.fail(format!("{what}: {e}"));
-                match &e {
-                    WaitError::TimedOut {
-                        upid,
-                        elapsed,
-                        progress,
-                        tail,
-                        ..
-                    } => {
-                        f.data.insert("upid".into(), json!(upid.text));
-                        f.data.insert("waited".into(), json!(elapsed.as_secs_f64()));
-                        f.data.insert("progress".into(), json!(progress));
-                        f.data.insert("log_tail".into(), json!(tail));
-                    }
-                    WaitError::Vanished { upid }
-                    | WaitError::Interrupted { upid, .. }
-                    | WaitError::Api { upid, .. } => {
-                        f.data.insert("upid".into(), json!(upid.text));
-                    }
-                    WaitError::Failed(_) => {}
-                }
-                Err(f)
-            }
-        }
+        let policy = self.policy();
+        self.log
+            .wait(self.client, &upid, &policy, self.stop_on_timeout, what)
+            .map(|_| ())
+            .map_err(|f| Failure {
+                changed: self.changed,
+                ..f
+            })
     }
 
     /// If the VM is locked, waits for the task holding the lock (say an import from an
@@ -483,21 +443,23 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         deadline: started + common::duration(inv, "timeout"),
         started,
         stop_on_timeout: inv.bool("stop_task_on_timeout").unwrap_or(false),
-        tasks: Vec::new(),
-        warnings,
+        log: TaskLog {
+            tasks: Vec::new(),
+            warnings,
+        },
         changed: false,
         seed: ops::seed(),
     };
     let result = converge(&mut r, inv.ctx.check_mode);
     let elapsed = (r.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
-    let tasks: Vec<Value> = r.tasks.iter().map(TaskReport::to_json).collect();
+    let tasks: Vec<Value> = r.log.tasks.iter().map(TaskReport::to_json).collect();
     match result {
         Ok(mut o) => {
             o.data.insert("tasks".into(), json!(tasks));
             o.data.insert("elapsed".into(), json!(elapsed));
             o.data
                 .insert("api_requests".into(), json!(client.requests()));
-            o.warnings.extend(r.warnings);
+            o.warnings.extend(r.log.warnings);
             Ok(o)
         }
         Err(mut f) => {
@@ -507,7 +469,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
             if let Some(v) = d.vmid {
                 f.data.entry("vmid").or_insert(json!(v));
             }
-            f.warnings.extend(r.warnings);
+            f.warnings.extend(r.log.warnings);
             Err(f)
         }
     }
@@ -526,7 +488,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
         && c.node != *n
         && d.state != State::Absent
     {
-        r.warnings.push(format!(
+        r.log.warnings.push(format!(
             "VM {} is on node {}, not {n}; it was left there (this module does not migrate VMs)",
             c.vmid, c.node
         ));

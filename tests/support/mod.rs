@@ -326,10 +326,19 @@ pub struct Run {
 }
 
 fn run_module_raw(args: &Value, signal_after: Option<Duration>) -> Run {
+    run_binary(env!("CARGO_BIN_EXE_vm"), args, signal_after)
+}
+
+/// Runs the `image` module with these options.
+pub fn run_image(args: Value) -> Run {
+    run_binary(env!("CARGO_BIN_EXE_image"), &args, None)
+}
+
+fn run_binary(bin: &str, args: &Value, signal_after: Option<Duration>) -> Run {
     let dir = scratch("args");
     let path = dir.join("args");
     std::fs::write(&path, args.to_string()).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vm"));
+    let mut cmd = Command::new(bin);
     // Only the options given count: no PROXMOX_* fallback from the test's environment.
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("PROXMOX_")) {
         cmd.env_remove(k);
@@ -421,4 +430,51 @@ pub fn failed(r: Run) -> Value {
     );
     assert!(!r.stderr.contains("panicked"), "panic: {}", r.stderr);
     r.result
+}
+
+/// Serves `bytes` over plain HTTP on loopback (any path) until the test ends; returns the port.
+/// `delay_per_mib` slows the answer down, to make a download take time.
+pub fn serve_file(bytes: Vec<u8>, delay_per_mib: Duration) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in listener.incoming().flatten() {
+            let bytes = bytes.clone();
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    bytes.len()
+                );
+                for chunk in bytes.chunks(1 << 20) {
+                    if c.write_all(chunk).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(delay_per_mib);
+                }
+                let _ = c.shutdown(std::net::Shutdown::Write);
+                let _ = c.read_to_end(&mut Vec::new());
+            });
+        }
+    });
+    port
+}
+
+/// The SHA-256 of a file, from coreutils.
+pub fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
 }

@@ -1,0 +1,196 @@
+//! The `image` module's options and the image they describe.
+
+use serde_json::json;
+
+use crate::ansible::protocol::Invocation;
+use crate::ansible::spec::{Kind, Opt, Spec};
+use crate::common;
+
+/// The image asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    pub present: bool,
+    pub node: String,
+    pub storage: String,
+    pub content: String,
+    pub filename: String,
+    pub url: Option<String>,
+    /// (algorithm, lower-case hex digest)
+    pub checksum: Option<(String, String)>,
+    pub verify_certificates: bool,
+    pub force: bool,
+}
+
+impl Desired {
+    /// The volume id PVE gives the file (`local:import/noble.qcow2`).
+    pub fn volid(&self) -> String {
+        format!("{}:{}/{}", self.storage, self.content, self.filename)
+    }
+}
+
+/// The `image` module's argument spec.
+pub fn argument_spec() -> Spec {
+    let mut options = common::connection_options();
+    options.extend(common::wait_options("30m"));
+    options.extend(vec![
+        Opt::new("state", Kind::Str)
+            .default(json!("present"))
+            .choices(&["present", "absent"]),
+        Opt::new("node", Kind::Str).required(),
+        Opt::new("storage", Kind::Str).default(json!("local")),
+        Opt::new("url", Kind::Str),
+        Opt::new("filename", Kind::Str),
+        Opt::new("checksum", Kind::Str),
+        Opt::new("checksum_algorithm", Kind::Str)
+            .default(json!("sha256"))
+            .choices(&["md5", "sha1", "sha224", "sha256", "sha384", "sha512"]),
+        Opt::new("content", Kind::Str)
+            .default(json!("import"))
+            .choices(&["import", "iso"]),
+        Opt::new("verify_certificates", Kind::Bool).default(json!(true)),
+        Opt::new("force", Kind::Bool).default(json!(false)),
+    ]);
+    let mut spec = Spec {
+        options,
+        ..Default::default()
+    };
+    common::connection_rules(&mut spec);
+    spec.required_if.push(("state", "present", vec!["url"]));
+    spec.required_one_of.push(vec!["url", "filename"]);
+    spec
+}
+
+const IMPORT_EXT: &[&str] = &[".qcow2", ".raw", ".vmdk", ".ova"];
+const ISO_EXT: &[&str] = &[".iso", ".img"];
+
+/// The file name PVE will store: given, or the URL's last path segment; for `import`, an
+/// Ubuntu-style `.img` (a qcow2) is saved as `.qcow2`, as PVE requires.
+pub fn filename(given: Option<&str>, url: Option<&str>, content: &str) -> Result<String, String> {
+    let name = match (given, url) {
+        (Some(f), _) => f.to_string(),
+        (None, Some(u)) => {
+            let path = u.split(['?', '#']).next().unwrap_or(u);
+            let last = path.rsplit('/').next().unwrap_or("");
+            let last = crate::pve::encode::url_decode(last);
+            if content == "import" {
+                match last.strip_suffix(".img") {
+                    Some(stem) => format!("{stem}.qcow2"),
+                    None => last,
+                }
+            } else {
+                last
+            }
+        }
+        (None, None) => return Err("filename or url is required".into()),
+    };
+    if name.is_empty()
+        || name.starts_with('.')
+        || name.contains(['/', '\\', ',', '=', ':', '\n', '\r', ' '])
+    {
+        return Err(format!(
+            "filename must be a plain file name (no '/', ',', '=', ':', spaces), got {name:?}"
+        ));
+    }
+    let lower = name.to_ascii_lowercase();
+    let exts = if content == "import" {
+        IMPORT_EXT
+    } else {
+        ISO_EXT
+    };
+    if !exts.iter().any(|e| lower.ends_with(e)) {
+        return Err(format!(
+            "filename {name:?}: for content {content} PVE accepts {}{}",
+            exts.join(", "),
+            if content == "import" && lower.ends_with(".img") {
+                " (an Ubuntu .img is a qcow2: name it .qcow2)"
+            } else {
+                ""
+            }
+        ));
+    }
+    Ok(name)
+}
+
+fn plain(option: &str, v: &str) -> Result<String, String> {
+    if v.is_empty() || v.contains([',', '=', '\n', '\r', ' ', ':', '/']) {
+        return Err(format!("{option} must be a plain identifier, got {v:?}"));
+    }
+    Ok(v.to_string())
+}
+
+/// Builds the desired image from validated options.
+pub fn desired(inv: &Invocation) -> Result<Desired, String> {
+    let content = inv.str("content").unwrap_or("import").to_string();
+    let url = inv.str("url").map(str::to_string);
+    if let Some(u) = &url
+        && (!(u.starts_with("http://") || u.starts_with("https://"))
+            || u.contains(['\n', '\r', ' ']))
+    {
+        return Err(format!("url must be an http:// or https:// URL, got {u:?}"));
+    }
+    let checksum = match inv.str("checksum") {
+        Some(c) => {
+            let c = c.trim().to_ascii_lowercase();
+            let algo = inv
+                .str("checksum_algorithm")
+                .unwrap_or("sha256")
+                .to_string();
+            let len = match algo.as_str() {
+                "md5" => 32,
+                "sha1" => 40,
+                "sha224" => 56,
+                "sha256" => 64,
+                "sha384" => 96,
+                _ => 128,
+            };
+            if c.len() != len || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!(
+                    "checksum must be {len} hex digits for checksum_algorithm {algo}"
+                ));
+            }
+            Some((algo, c))
+        }
+        None => None,
+    };
+    Ok(Desired {
+        present: inv.str("state") != Some("absent"),
+        node: plain("node", inv.str("node").unwrap_or_default())?,
+        storage: plain("storage", inv.str("storage").unwrap_or("local"))?,
+        filename: filename(inv.str("filename"), url.as_deref(), &content)?,
+        content,
+        url,
+        checksum,
+        verify_certificates: inv.bool("verify_certificates").unwrap_or(true),
+        force: inv.bool("force").unwrap_or(false),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filenames_follow_pves_rules() {
+        let u = "https://cloud-images.ubuntu.com/noble/current/noble-server-cloudimg-amd64.img";
+        assert_eq!(
+            filename(None, Some(u), "import").unwrap(),
+            "noble-server-cloudimg-amd64.qcow2"
+        );
+        assert_eq!(
+            filename(None, Some(u), "iso").unwrap(),
+            "noble-server-cloudimg-amd64.img"
+        );
+        assert_eq!(
+            filename(None, Some("https://x/debian-12.qcow2?raw=1"), "import").unwrap(),
+            "debian-12.qcow2"
+        );
+        assert!(
+            filename(Some("noble.img"), None, "import")
+                .unwrap_err()
+                .contains("name it .qcow2")
+        );
+        assert!(filename(Some("../etc/passwd.qcow2"), None, "import").is_err());
+        assert!(filename(Some("a.qcow2,format=raw"), None, "import").is_err());
+        assert!(filename(None, Some("https://x/"), "import").is_err());
+    }
+}
