@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""Benchmarks sankofa.proxmox against community.proxmox (the `ansible` package from PyPI, with
+proxmoxer) on the same pve-sim, in one run, and writes bench/results/latest.md.
+
+Measured, for both clients:
+  1. end-detection latency: from a task's recorded end (pve-sim's task log) to the first status
+     request that saw it stopped (pve-sim's request log), for qmstart tasks of several lengths;
+  2. status requests per task;
+  3. the per-call cost of a no-op (VM exists, nothing to change): module process wall time and
+     peak RSS, API requests, and the whole `ansible localhost -m` call;
+  4. scale: VMs created in parallel with automatic ids (`forks`), on a 3-node pve-sim;
+  5. the release binaries' size.
+
+Usage: bench/run.sh [--full]   (the script sets up the venvs and calls this file)
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORK = os.path.join(ROOT, ".work", "bench")
+SIM = os.path.join(ROOT, "target", "release", "pve-sim")
+VM_BIN = os.path.join(ROOT, "target", "release", "vm")
+OURS_ANSIBLE = os.path.join(ROOT, ".venv", "bin", "ansible")
+PEER_BIN = os.path.join(WORK, "peer-venv", "bin")
+PASSWORD = "bench-password"
+
+
+class Sim:
+    """A pve-sim started for one experiment."""
+
+    def __init__(self, name, extra):
+        self.dir = os.path.join(WORK, name)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        cmd = [SIM, "--data-dir", os.path.join(self.dir, "data"), "--listen", "127.0.0.1:0",
+               "--auth-failure-delay", "0s", "--user", f"root@pam:{PASSWORD}", "--workers", "3"] + extra
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.info = json.loads(self.proc.stdout.readline())
+        self.port = self.info["port"]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+    def requests(self):
+        with open(os.path.join(self.dir, "data", "requests.jsonl")) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def tasks(self):
+        path = os.path.join(self.dir, "data", "tasks.jsonl")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+def ours(sim, args):
+    """Runs our vm module binary as Ansible does (an args file); returns the result."""
+    base = {"api_host": "127.0.0.1", "api_port": sim.port, "api_password": PASSWORD,
+            "api_fingerprint": sim.info["fingerprint"]}
+    base.update(args)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(base, f)
+    try:
+        out = subprocess.run([VM_BIN, f.name], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        return json.loads(out.stdout)
+    finally:
+        os.unlink(f.name)
+
+
+def peer_env():
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_HOME": os.path.join(WORK, "peer-ansible-home"),
+        "ANSIBLE_LOCAL_TEMP": os.path.join(WORK, "peer-tmp"),
+        "ANSIBLE_COLLECTIONS_PATH": os.path.join(WORK, "none"),
+        "ANSIBLE_PYTHON_INTERPRETER": os.path.join(PEER_BIN, "python"),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": PEER_BIN + os.pathsep + env.get("PATH", ""),
+    })
+    return env
+
+
+def peer_args(sim, extra):
+    a = {"api_host": "127.0.0.1", "api_port": sim.port, "api_user": "root@pam", "api_password": PASSWORD,
+         "validate_certs": False}
+    a.update(extra)
+    return a
+
+
+def peer(sim, module, extra, keep=False):
+    """Runs a community.proxmox module ad hoc; returns (result dict, wall seconds)."""
+    env = peer_env()
+    if keep:
+        env["ANSIBLE_KEEP_REMOTE_FILES"] = "1"
+        env["ANSIBLE_REMOTE_TEMP"] = os.path.join(WORK, "peer-remote-tmp")
+    t = time.monotonic()
+    out = subprocess.run([os.path.join(PEER_BIN, "ansible"), "localhost", "-m", f"community.proxmox.{module}",
+                          "-a", json.dumps(peer_args(sim, extra)), "-o"],
+                         capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    wall = time.monotonic() - t
+    text = out.stdout
+    i = text.find("{")
+    try:
+        res = json.loads(text[i:]) if i >= 0 else {"failed": True, "msg": text + out.stderr}
+    except json.JSONDecodeError:
+        res = {"failed": True, "msg": text[-500:]}
+    return res, wall
+
+
+def percentile(xs, p):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def detection(sim, upids):
+    """For each task: (latency seconds, status requests) from pve-sim's own logs."""
+    ends = {t["upid"]: t["end"] for t in sim.tasks()}
+    reqs = sim.requests()
+    out = []
+    for u in upids:
+        polls = [r for r in reqs if r["method"] == "GET" and r["path"].endswith(f"/tasks/{u}/status")]
+        end = ends.get(u)
+        seen = [r["ts"] for r in polls if r["status"] == 200 and end is not None and r["ts"] >= end]
+        if end is None or not seen:
+            continue
+        out.append((min(seen) - end, len(polls)))
+    return out
+
+
+def latency_experiment(durations, runs, have_peer):
+    rows = []
+    for d in durations:
+        sim = Sim(f"latency-{d}", ["--task-duration", f"qmstart={d}s", "--task-duration", "qmstop=100ms",
+                                   "--task-duration", "qmcreate=100ms"])
+        try:
+            for vmid in (100, 101):
+                r = ours(sim, {"node": "pve1", "vmid": vmid, "name": f"lat{vmid}", "cores": 1})
+                assert not r.get("failed"), r
+            mine, theirs = [], []
+            for _ in range(runs if d < 30 else max(2, runs // 2)):
+                r = ours(sim, {"vmid": 100, "state": "started"})
+                assert not r.get("failed"), r
+                mine += [t["upid"] for t in r["tasks"] if t["type"] == "qmstart"]
+                ours(sim, {"vmid": 100, "state": "stopped", "shutdown_timeout": 0})
+                if have_peer:
+                    before = {t["upid"] for t in sim.tasks()}
+                    res, _ = peer(sim, "proxmox_kvm", {"vmid": 101, "node": "pve1", "state": "started", "timeout": 600})
+                    if res.get("failed"):
+                        print("peer start failed:", res.get("msg"), file=sys.stderr)
+                    theirs += [t["upid"] for t in sim.tasks() if t["upid"] not in before and t["type"] == "qmstart"]
+                    ours(sim, {"vmid": 101, "state": "stopped", "shutdown_timeout": 0})
+            for who, upids in (("sankofa.proxmox.vm", mine), ("community.proxmox.proxmox_kvm", theirs)):
+                m = detection(sim, upids)
+                if not m:
+                    continue
+                lat = [x[0] * 1000 for x in m]
+                polls = [x[1] for x in m]
+                rows.append((d, who, len(m), percentile(lat, 50), percentile(lat, 95), max(lat), statistics.mean(polls)))
+        finally:
+            sim.stop()
+    return rows
+
+
+def import_experiment(minutes_list):
+    """End detection for long imports (progress lines in the task log), ours only."""
+    rows = []
+    for minutes in minutes_list:
+        img = os.path.join(WORK, "bench-660.qcow2")
+        if not os.path.exists(img):
+            raw = img + ".raw"
+            subprocess.run(f"head -c 660M /dev/urandom > {raw} && truncate -s 2560M {raw}", shell=True, check=True)
+            subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", raw, img], check=True)
+            os.unlink(raw)
+        # qemu-img -r throttles what it copies; aim the 2560 MiB image at the wanted duration.
+        rate = max(1, int(2560 / (minutes * 60 * 0.55)))
+        sim = Sim(f"import-{minutes}", ["--seed-image", img, "--import-rate", f"{rate}M"])
+        try:
+            r = ours(sim, {"node": "pve1", "vmid": 100, "timeout": "30m",
+                           "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/bench-660.qcow2"}]})
+            assert not r.get("failed"), r
+            u = [t["upid"] for t in r["tasks"] if t["type"] == "qmcreate"]
+            for lat, polls in detection(sim, u):
+                task = next(t for t in sim.tasks() if t["upid"] == u[0])
+                rows.append((round(task["end"] - task["start"]), lat * 1000, polls, r["api_requests"]))
+        finally:
+            sim.stop()
+    return rows
+
+
+def noop_experiment(have_peer, runs):
+    sim = Sim("noop", [])
+    res = {}
+    try:
+        spec = {"node": "pve1", "vmid": 100, "name": "noop", "cores": 2, "memory": 1024}
+        assert not ours(sim, spec).get("failed")
+        walls, rss, reqs = [], [], []
+        args = {"api_host": "127.0.0.1", "api_port": sim.port, "api_password": PASSWORD,
+                "api_fingerprint": sim.info["fingerprint"], **spec}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(args, f)
+        for _ in range(runs):
+            t = time.monotonic()
+            out = subprocess.run(["/usr/bin/time", "-f", "%M", VM_BIN, f.name], capture_output=True, text=True)
+            walls.append(time.monotonic() - t)
+            rss.append(int(out.stderr.strip().splitlines()[-1]))
+            reqs.append(json.loads(out.stdout)["api_requests"])
+        os.unlink(f.name)
+        res["ours_process"] = (statistics.median(walls) * 1000, max(rss) / 1024, statistics.median(reqs))
+        env = dict(os.environ, ANSIBLE_HOME=os.path.join(ROOT, ".work", "ansible-home"),
+                   ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".work", "collections"), ANSIBLE_NOCOLOR="1")
+        walls = []
+        for _ in range(max(3, runs // 4)):
+            t = time.monotonic()
+            subprocess.run([OURS_ANSIBLE, "localhost", "-m", "sankofa.proxmox.vm", "-a", json.dumps(args), "-o"],
+                           capture_output=True, env=env, check=True, stdin=subprocess.DEVNULL)
+            walls.append(time.monotonic() - t)
+        res["ours_ansible"] = statistics.median(walls) * 1000
+        if have_peer:
+            before = len(sim.requests())
+            r, _ = peer(sim, "proxmox_kvm", {"node": "pve1", "vmid": 100, "name": "noop", "cores": 2, "memory": 1024,
+                                             "state": "present"}, keep=True)
+            peer_reqs = len(sim.requests()) - before
+            walls = []
+            for _ in range(max(3, runs // 4)):
+                _, w = peer(sim, "proxmox_kvm", {"node": "pve1", "vmid": 100, "state": "present"})
+                walls.append(w)
+            res["peer_ansible"] = statistics.median(walls) * 1000
+            # The module process alone: the kept AnsiballZ payload, run directly.
+            payloads = sorted(glob.glob(os.path.join(WORK, "peer-remote-tmp", "*", "AnsiballZ_proxmox_kvm.py")), key=os.path.getmtime)
+            if payloads:
+                pw, prss = [], []
+                for _ in range(runs):
+                    t = time.monotonic()
+                    out = subprocess.run(["/usr/bin/time", "-f", "%M", os.path.join(PEER_BIN, "python"), payloads[-1]],
+                                         capture_output=True, text=True)
+                    pw.append(time.monotonic() - t)
+                    prss.append(int(out.stderr.strip().splitlines()[-1]))
+                res["peer_process"] = (statistics.median(pw) * 1000, max(prss) / 1024, peer_reqs)
+            res["peer_result"] = r.get("msg")
+    finally:
+        sim.stop()
+    return res
+
+
+def scale_experiment(n, have_peer):
+    out = {}
+    for who in ("ours", "peer") if have_peer else ("ours",):
+        sim = Sim(f"scale-{who}", ["--nodes", "pve1,pve2,pve3", "--time-scale", "0.5"])
+        try:
+            inv = os.path.join(sim.dir, "inventory.ini")
+            with open(inv, "w") as f:
+                f.write("[vms]\n" + "".join(f"vm{i} node=pve{i % 3 + 1}\n" for i in range(n)))
+            conn = {"api_host": "127.0.0.1", "api_port": sim.port, "api_password": PASSWORD}
+            if who == "ours":
+                task = {"sankofa.proxmox.vm": {**conn, "api_fingerprint": sim.info["fingerprint"], "node": "{{ node }}",
+                                                "name": "{{ inventory_hostname }}", "cores": 1}}
+                bin_dir = os.path.join(ROOT, ".venv", "bin")
+                env = dict(os.environ, ANSIBLE_HOME=os.path.join(ROOT, ".work", "ansible-home"),
+                           ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".work", "collections"))
+            else:
+                task = {"community.proxmox.proxmox_kvm": {**conn, "api_user": "root@pam", "validate_certs": False,
+                                                          "node": "{{ node }}", "name": "{{ inventory_hostname }}", "cores": 1}}
+                bin_dir = PEER_BIN
+                env = peer_env()
+            env["ANSIBLE_HOST_KEY_CHECKING"] = "False"
+            play = [{"hosts": "vms", "connection": "local", "gather_facts": False,
+                     "vars": {"ansible_python_interpreter": os.path.join(bin_dir, "python")},
+                     "tasks": [dict(name="create", ignore_errors=True, **task)]}]
+            pb = os.path.join(sim.dir, "play.yml")
+            with open(pb, "w") as f:
+                json.dump(play, f)
+            t = time.monotonic()
+            p = subprocess.run([os.path.join(bin_dir, "ansible-playbook"), "-i", inv, "-f", str(n), pb],
+                               capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+            wall = time.monotonic() - t
+            failed = sum(1 for line in p.stdout.splitlines() if line.startswith("fatal:") or "FAILED!" in line)
+            reqs = sim.requests()
+            ids = [r["params"].get("vmid") for r in reqs if r["method"] == "POST" and r["path"].endswith("/qemu") and r["status"] == 200]
+            created = len(set(ids))
+            names_ok = sum(1 for line in p.stdout.splitlines() if line.startswith("changed:") or line.startswith("ok:"))
+            out[who] = {"hosts": n, "ok": names_ok, "failed": failed, "vms": created, "duplicates": len(ids) - len(set(ids)),
+                        "wall_s": wall, "requests": len(reqs)}
+        finally:
+            sim.stop()
+    return out
+
+
+def write_report(args, lat, imports, noop, scale, path):
+    size = {b: os.path.getsize(os.path.join(ROOT, "target", "release", b)) for b in ("vm", "image", "pve-sim")}
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Run: `bench/run.sh{' --full' if args.full else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{os.cpu_count()} cores, against pve-sim (release build), both clients on the same simulator in the same run.",
+        "Peer: `ansible` 14.5.0 from PyPI (community.proxmox `proxmox_kvm`) with proxmoxer 2.3.0.",
+        "",
+        "## 1–2. End-detection latency and status requests per task (qmstart of the given length)",
+        "",
+        "Latency: from the task's end in pve-sim's task log to the first status request that saw it stopped.",
+        "",
+        "| task length | client | tasks | p50 ms | p95 ms | max ms | status requests per task |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for d, who, n, p50, p95, mx, polls in lat:
+        lines.append(f"| {d} s | {who} | {n} | {p50:.0f} | {p95:.0f} | {mx:.0f} | {polls:.1f} |")
+    if imports:
+        lines += ["", "### Long imports (progress in the task log), ours", "",
+                  "| import length | detection latency ms | status requests | API requests in the run |", "|---|---|---|---|"]
+        for secs, lat_ms, polls, reqs in imports:
+            lines.append(f"| {secs} s | {lat_ms:.0f} | {polls} | {reqs} |")
+    lines += ["", "## 3. A no-op call (VM exists, nothing to change)", "",
+              "| client | module process wall ms (median) | module peak RSS MiB | API requests | whole `ansible localhost -m` ms (median) |",
+              "|---|---|---|---|---|"]
+    o = noop.get("ours_process")
+    if o:
+        lines.append(f"| sankofa.proxmox.vm | {o[0]:.1f} | {o[1]:.1f} | {o[2]:.0f} | {noop.get('ours_ansible', float('nan')):.0f} |")
+    p = noop.get("peer_process")
+    if p:
+        lines.append(f"| community.proxmox.proxmox_kvm | {p[0]:.1f} | {p[1]:.1f} | {p[2]} | {noop.get('peer_ansible', float('nan')):.0f} |")
+        lines += ["", f"Ratios: wall time {p[0] / o[0]:.1f}× lower, peak RSS {p[1] / o[1]:.1f}× lower for ours."]
+    lines += ["", "## 4. Parallel creates with automatic ids (3-node pve-sim, one fork per VM)", "",
+              "| client | VMs asked | succeeded | failed | VMs created | duplicate ids | wall s | API requests |", "|---|---|---|---|---|---|---|---|"]
+    for who, s in scale.items():
+        name = "sankofa.proxmox.vm" if who == "ours" else "community.proxmox.proxmox_kvm"
+        lines.append(f"| {name} | {s['hosts']} | {s['ok']} | {s['failed']} | {s['vms']} | {s['duplicates']} | {s['wall_s']:.1f} | {s['requests']} |")
+    lines += ["", "## 5. Release binaries", "", "| binary | bytes |", "|---|---|"]
+    for b, n in size.items():
+        lines.append(f"| {b} | {n} |")
+    lines.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--full", action="store_true", help="also 2- and 5-minute tasks and imports")
+    ap.add_argument("--no-peer", action="store_true")
+    args = ap.parse_args()
+    have_peer = not args.no_peer and os.path.exists(os.path.join(PEER_BIN, "ansible"))
+    durations = [0.2, 1, 5, 30] + ([120, 300] if args.full else [])
+    lat = latency_experiment(durations, runs=5 if not args.full else 3, have_peer=have_peer)
+    imports = import_experiment([1] + ([5] if args.full else []))
+    noop = noop_experiment(have_peer, runs=20)
+    scale = scale_experiment(50, have_peer)
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    write_report(args, lat, imports, noop, scale, os.path.join(ROOT, "bench", "results", "latest.md"))
+
+
+if __name__ == "__main__":
+    main()
