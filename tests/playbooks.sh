@@ -15,7 +15,7 @@ run() {
   ansible-playbook "${vars[@]}" "$@" | tee "$dir/$name.log"
 }
 run demo playbooks/demo.yml
-recap "$dir/demo.log" | grep -q 'changed=1 '
+recap "$dir/demo.log" | grep -q 'changed=2 '
 run demo-again playbooks/demo.yml
 recap "$dir/demo-again.log" | grep -q 'changed=0 '
 run create playbooks/create_from_cloud_image.yml -e vm_name=web2
