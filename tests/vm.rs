@@ -589,3 +589,46 @@ fn adds_a_disk_to_an_existing_vm_without_reimporting() {
         1
     );
 }
+
+/// SIGKILL at ten points of a create with a slow import: each time, a plain re-run converges,
+/// with one VM and one import.
+#[test]
+fn sigkill_at_ten_points_then_a_rerun_converges() {
+    let img = image("img-300.qcow2", 2048, 300);
+    let sim = Sim::start(&[&img], &["--import-rate", "800M"]);
+    for (i, ms) in [30u64, 80, 150, 250, 400, 600, 900, 1300, 1800, 2600]
+        .into_iter()
+        .enumerate()
+    {
+        let vmid = 100 + i as u64;
+        let args = merge(&[
+            sim.conn(),
+            json!({"node": "pve1", "vmid": vmid, "name": format!("killed{i}"), "cores": 2, "state": "started",
+                   "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/img-300.qcow2", "size": "3G"}]}),
+        ]);
+        run_and_kill(args.clone(), Duration::from_millis(ms));
+        let r = ok(run(args.clone()));
+        assert_eq!(r["status"], "running", "kill at {ms} ms");
+        assert_eq!(
+            r["config"]["scsi0"],
+            "local-lvm:vm-{vmid}-disk-0,size=3G".replace("{vmid}", &vmid.to_string()),
+            "kill at {ms} ms"
+        );
+        let creates = sim
+            .tasks()
+            .iter()
+            .filter(|t| t["type"] == "qmcreate" && t["id"] == vmid.to_string().as_str())
+            .count();
+        assert_eq!(creates, 1, "kill at {ms} ms: {creates} imports");
+        assert_eq!(
+            ok(run(args))["changed"],
+            false,
+            "kill at {ms} ms: not converged"
+        );
+    }
+    let vms = sim.get("/cluster/resources?type=vm")["data"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(vms, 10, "duplicate or missing VMs");
+}

@@ -326,7 +326,31 @@ pub struct Run {
 }
 
 fn run_module_raw(args: &Value, signal_after: Option<Duration>) -> Run {
-    run_binary(env!("CARGO_BIN_EXE_vm"), args, signal_after)
+    run_binary(
+        env!("CARGO_BIN_EXE_vm"),
+        args,
+        signal_after.map(|d| (d, "-TERM")),
+    )
+}
+
+/// Runs the module and SIGKILLs it after `after`; returns whatever it printed (maybe nothing).
+pub fn run_and_kill(args: Value, after: Duration) -> String {
+    let dir = scratch("args");
+    let path = dir.join("args");
+    std::fs::write(&path, args.to_string()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vm"))
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    let _ = child.kill();
+    let mut out = String::new();
+    let _ = child.stdout.take().unwrap().read_to_string(&mut out);
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    out
 }
 
 /// Runs the `image` module with these options.
@@ -334,7 +358,7 @@ pub fn run_image(args: Value) -> Run {
     run_binary(env!("CARGO_BIN_EXE_image"), &args, None)
 }
 
-fn run_binary(bin: &str, args: &Value, signal_after: Option<Duration>) -> Run {
+fn run_binary(bin: &str, args: &Value, signal_after: Option<(Duration, &str)>) -> Run {
     let dir = scratch("args");
     let path = dir.join("args");
     std::fs::write(&path, args.to_string()).unwrap();
@@ -349,10 +373,10 @@ fn run_binary(bin: &str, args: &Value, signal_after: Option<Duration>) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    if let Some(d) = signal_after {
+    if let Some((d, sig)) = signal_after {
         std::thread::sleep(d);
         Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
+            .args([sig, &child.id().to_string()])
             .status()
             .unwrap();
     }
