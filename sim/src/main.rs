@@ -45,7 +45,9 @@ OPTIONS:
     --workers N                 requests handled at once, like pveproxy's workers [default: 3]
     --time-scale F              multiply simulated task durations by F [default: 1.0]
     --task-duration TYPE=DUR    base duration of a task type, e.g. qmstart=2s (repeatable)
-    --import-rate RATE          throttle imports and downloads to RATE bytes/s (e.g. 50M, 512K)
+    --task-jitter F             vary each task's duration by up to ±F (0.3 = ±30%) [default: 0]
+    --import-rate RATE          throttle imports and downloads to RATE bytes/s (e.g. 50M, 512K);
+                                qemu-img's -r, which counts the image's virtual size
     --ticket-lifetime DUR       ticket validity [default: 2h]
     --auth-failure-delay DUR    delay before a 401, as pveproxy does [default: 3s]
     --pve-version VER           9.1, 8.4 or 8.3: what /version reports and which download
@@ -82,6 +84,7 @@ fn parse_args() -> Result<Options, String> {
         time_scale: 1.0,
         durations: HashMap::new(),
         import_rate: None,
+        task_jitter: 0.0,
         ticket_lifetime: Duration::from_secs(7200),
         auth_failure_delay: Duration::from_secs(3),
         version: "9.1".into(),
@@ -153,6 +156,14 @@ fn parse_args() -> Result<Options, String> {
                         .filter(|r| *r > 0)
                         .ok_or(format!("--import-rate: invalid rate '{v}'"))?,
                 );
+            }
+            "--task-jitter" => {
+                o.task_jitter = val()?
+                    .parse()
+                    .map_err(|_| "--task-jitter takes a number from 0 to 1")?;
+                if !(0.0..=1.0).contains(&o.task_jitter) {
+                    return Err("--task-jitter takes a number from 0 to 1".into());
+                }
             }
             "--ticket-lifetime" => o.ticket_lifetime = dur(&val()?, "--ticket-lifetime")?,
             "--auth-failure-delay" => o.auth_failure_delay = dur(&val()?, "--auth-failure-delay")?,

@@ -27,6 +27,8 @@ pub struct Options {
     pub time_scale: f64,
     pub durations: HashMap<String, Duration>,
     pub import_rate: Option<u64>,
+    /// Vary each task's duration by up to this fraction, as real tasks vary.
+    pub task_jitter: f64,
     pub ticket_lifetime: Duration,
     pub auth_failure_delay: Duration,
     pub version: String,
@@ -141,7 +143,13 @@ impl Sim {
                 "vzdump" => Duration::from_millis(5000),
                 _ => Duration::from_millis(500),
             });
-        self.scaled(d)
+        let j = self.opts.task_jitter;
+        let factor = if j > 0.0 {
+            1.0 + j * (2.0 * (self.random() % 10_000) as f64 / 10_000.0 - 1.0)
+        } else {
+            1.0
+        };
+        self.scaled(d.mul_f64(factor.max(0.0)))
     }
 
     /// Takes the per-VM file lock, waiting up to `timeout` like PVE's `lock_file_full`.
