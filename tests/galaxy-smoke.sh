@@ -8,15 +8,16 @@ dir=.work/galaxy
 rm -rf "$dir/build" "$dir/installed" && mkdir -p "$dir/build" "$dir/installed"
 ansible-galaxy collection build --force --output-path "$dir/build" . > /dev/null
 tarball=$(ls "$dir"/build/sankofa-proxmox-*.tar.gz)
+listing=$(tar tvzf "$tarball")
 for m in vm image; do
-  tar tvzf "$tarball" | grep -q -- "-rwxr-xr-x .* plugins/modules/$m\$" || { echo "the tarball lacks an executable plugins/modules/$m" >&2; exit 1; }
+  grep -q -- "-rwxr-xr-x .* plugins/modules/$m\$" <<< "$listing" || { echo "the tarball lacks an executable plugins/modules/$m" >&2; exit 1; }
 done
-if tar tzf "$tarball" | grep -Eq '^(target|\.venv|\.work)/'; then echo "the tarball carries build outputs" >&2; exit 1; fi
-ansible-galaxy collection install "$tarball" -p "$dir/installed" > /dev/null
+if grep -Eq ' (target|\.venv|\.work|bench)/' <<< "$listing"; then echo "the tarball carries build outputs" >&2; exit 1; fi
+ansible-galaxy collection install --force "$tarball" -p "$dir/installed" > /dev/null 2>&1
 tests/sim-ctl.sh stop "$dir" 2>/dev/null || true
 trap 'tests/sim-ctl.sh stop "$dir"' EXIT
 tests/sim-ctl.sh start "$dir" > /dev/null
-eval "$(python3 -c 'import json; s=json.load(open(".work/galaxy/data/sim.json")); print(f"port={s[\"port\"]} fp={s[\"fingerprint\"]}")')"
+read -r port fp < <(python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print(s["port"], s["fingerprint"])' "$dir/data/sim.json")
 export ANSIBLE_COLLECTIONS_PATH="$PWD/$dir/installed"
 ANSIBLE_DOC="$(ansible-doc sankofa.proxmox.vm)"
 grep -q 'import_from' <<< "$ANSIBLE_DOC" || { echo "ansible-doc does not render the vm module" >&2; exit 1; }
