@@ -173,6 +173,28 @@ fn plan_drives(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Result<Ve
     Ok(ops)
 }
 
+/// The drive value of a new volume (`local-lvm:vm-100-disk-0,size=2G`), logged as PVE does.
+fn disk_value(
+    ctx: &TaskCtx,
+    key: String,
+    sid: &str,
+    name: &str,
+    fmt: &str,
+    size: u64,
+    mut opts: BTreeMap<String, String>,
+) -> (String, String) {
+    opts.insert("file".into(), format!("{sid}:{name}"));
+    opts.insert("size".into(), storage::format_size(size));
+    if fmt != "raw" {
+        opts.insert("format".into(), fmt.to_string());
+    }
+    ctx.log(format!(
+        "{key}: successfully created disk '{sid}:{name},size={}'",
+        storage::format_size(size)
+    ));
+    (key, schema::print_property_string("file", &opts))
+}
+
 /// Carries out drive operations inside a worker; returns the drive strings and the volumes made.
 fn run_drives(
     sim: &Sim,
@@ -226,16 +248,7 @@ fn run_drives(
                 });
                 let size = storage::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate)
                     .map_err(|e| format!("cannot import from '{srcname}' - {e}"))?;
-                opts.insert("file".into(), format!("{sid}:{name}"));
-                opts.insert("size".into(), storage::format_size(size));
-                if fmt != "raw" {
-                    opts.insert("format".into(), fmt);
-                }
-                ctx.log(format!(
-                    "{key}: successfully created disk '{sid}:{name},size={}'",
-                    storage::format_size(size)
-                ));
-                out.push((key, schema::print_property_string("file", &opts)));
+                out.push(disk_value(ctx, key, &sid, &name, &fmt, size, opts));
             }
             DiskOp::Alloc {
                 key,
@@ -258,16 +271,7 @@ fn run_drives(
                     path: dst.path,
                     format: fmt.clone(),
                 });
-                opts.insert("file".into(), format!("{sid}:{name}"));
-                opts.insert("size".into(), storage::format_size(bytes));
-                if fmt != "raw" {
-                    opts.insert("format".into(), fmt);
-                }
-                ctx.log(format!(
-                    "{key}: successfully created disk '{sid}:{name},size={}'",
-                    storage::format_size(bytes)
-                ));
-                out.push((key, schema::print_property_string("file", &opts)));
+                out.push(disk_value(ctx, key, &sid, &name, &fmt, bytes, opts));
             }
             DiskOp::CloudInit {
                 key,

@@ -115,7 +115,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
                     let path = format!("/nodes/{}/storage/{}/download-url", d.node, d.storage);
                     let what = format!("downloading {url} to {}", d.volid());
                     let recover = || {
-                        crate::pve::tasks::active_tasks_of_type(&client, &d.node, "download")
+                        crate::pve::tasks::active_tasks(&client, &d.node, None, Some("download"))
                             .ok()?
                             .into_iter()
                             .find(|u| u.id.contains(&d.filename))

@@ -284,32 +284,21 @@ pub fn wait_task(
     }
 }
 
-/// Lists the tasks still running on a node for a VM (to wait on a lock's holder).
-pub fn active_tasks(client: &Client, node: &str, vmid: u32) -> Result<Vec<Upid>, ApiError> {
-    let params: Params = vec![
-        ("vmid".into(), vmid.to_string()),
-        ("source".into(), "active".into()),
-    ];
-    let list = client.get(&format!("/nodes/{node}/tasks"), &params)?;
-    Ok(list
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["upid"].as_str())
-        .filter_map(|u| Upid::parse(u).ok())
-        .collect())
-}
-
-/// Lists the tasks of one type still running on a node (a download has no vmid).
-pub fn active_tasks_of_type(
+/// Lists the tasks still running on a node, for a VM and/or of a type (to find the task that
+/// holds a lock, or the one a lost answer started).
+pub fn active_tasks(
     client: &Client,
     node: &str,
-    ttype: &str,
+    vmid: Option<u32>,
+    ttype: Option<&str>,
 ) -> Result<Vec<Upid>, ApiError> {
-    let params: Params = vec![
-        ("typefilter".into(), ttype.into()),
-        ("source".into(), "active".into()),
-    ];
+    let mut params: Params = vec![("source".into(), "active".into())];
+    if let Some(v) = vmid {
+        params.push(("vmid".into(), v.to_string()));
+    }
+    if let Some(t) = ttype {
+        params.push(("typefilter".into(), t.into()));
+    }
     let list = client.get(&format!("/nodes/{node}/tasks"), &params)?;
     Ok(list
         .as_array()

@@ -147,12 +147,13 @@ impl<'a> Runner<'a> {
     fn settle(&mut self, mut cur: Current) -> Result<Current, Failure> {
         let mut quiet_since: Option<Instant> = None;
         while let Some(lock) = cur.lock().map(str::to_string) {
-            let running = active_tasks(self.client, &cur.node, cur.vmid).map_err(|e| {
-                self.fail(format!(
-                    "listing tasks of VM {} on {}: {e}",
-                    cur.vmid, cur.node
-                ))
-            })?;
+            let running =
+                active_tasks(self.client, &cur.node, Some(cur.vmid), None).map_err(|e| {
+                    self.fail(format!(
+                        "listing tasks of VM {} on {}: {e}",
+                        cur.vmid, cur.node
+                    ))
+                })?;
             if let Some(upid) = running.into_iter().next() {
                 quiet_since = None;
                 let what = format!(
@@ -193,10 +194,10 @@ impl<'a> Runner<'a> {
 
     /// Finds a running task of `ttype` for the VM: the one a lost answer may have started.
     fn recover(&self, node: &str, vmid: u32, ttype: &str) -> Option<Upid> {
-        active_tasks(self.client, node, vmid)
+        active_tasks(self.client, node, Some(vmid), Some(ttype))
             .ok()?
             .into_iter()
-            .find(|u| u.task_type == ttype)
+            .next()
     }
 
     fn create(&mut self, node: &str, params: &[(String, String)]) -> Result<Done, Failure> {
