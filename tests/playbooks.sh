@@ -6,7 +6,7 @@ source tests/env.sh
 dir=.work/playbooks
 tests/sim-ctl.sh stop "$dir" 2>/dev/null || true
 trap 'tests/sim-ctl.sh stop "$dir"' EXIT
-tests/sim-ctl.sh start "$dir" --import-rate 2G
+tests/sim-ctl.sh start "$dir" --import-rate 2G --nodes pve1,pve2,pve3 --time-scale 0.5
 vars=(-i localhost, -e @"$dir/pve.yml")
 recap() { grep -E '^localhost +:' "$1"; }
 run() {
@@ -30,4 +30,21 @@ curl -s --cacert "$dir/data/pve-root-ca.pem" -H 'Authorization: PVEAPIToken=root
   "https://127.0.0.1:$(python3 -c 'import json; print(json.load(open(".work/playbooks/data/sim.json"))["port"])')/api2/json/cluster/resources?type=vm" > "$dir/left.json"
 left=$(python3 -c 'import json; print(len(json.load(open(".work/playbooks/left.json"))["data"]))')
 [ "$left" = 0 ] || { echo "teardown left $left VMs" >&2; exit 1; }
-echo "playbooks: 6 passed, 0 failed"
+
+# Secrets at -vvvv, with and without no_log, through a success and a failure.
+for nolog in false true; do
+  run "secrets-$nolog" playbooks/secrets_check.yml -vvvv -e use_no_log=$nolog
+  for secret in Ci-Secret-From-Playbook-4242 pve-sim-demo 5ec2e7a0-demo-token; do
+    if grep -q -- "$secret" "$dir/secrets-$nolog.log" "$dir/data/requests.jsonl"; then
+      echo "secret $secret leaked (no_log=$nolog)" >&2; exit 1
+    fi
+  done
+done
+
+# 50 parallel creates with automatic ids through ansible-playbook, forks 50, 3 nodes.
+inv="$dir/parallel.ini"
+{ echo "[vms]"; for i in $(seq 0 49); do echo "par$i vm_node=pve$(( i % 3 + 1 ))"; done; } > "$inv"
+run parallel playbooks/parallel_create.yml -i "$inv" -f 50
+ids=$(grep -oE '"par[0-9]+=[0-9]+"' "$dir/parallel.log" | cut -d= -f2 | tr -d '"' | sort -u | wc -l)
+[ "$ids" = 50 ] || { echo "parallel creates: $ids distinct ids, expected 50" >&2; exit 1; }
+echo "playbooks: 9 passed, 0 failed"

@@ -632,3 +632,18 @@ fn sigkill_at_ten_points_then_a_rerun_converges() {
         .len();
     assert_eq!(vms, 10, "duplicate or missing VMs");
 }
+
+#[test]
+fn update_password_always_sends_the_password_once_per_run() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[]);
+    let args = create_args(
+        &sim,
+        json!({"state": "present", "cipassword": "Pw-1", "update_password": "always"}),
+    );
+    ok(run(args.clone()));
+    let r = ok(run(args));
+    // PVE stores only a hash, so "always" means one update per run, never a loop.
+    assert_eq!(r["changed"], true);
+    assert_eq!(task_types(&r), ["qmconfig"]);
+}

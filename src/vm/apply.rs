@@ -540,7 +540,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
     }
     let mut done_steps: Vec<String> = Vec::new();
     let mut pending = first.clone();
-    // A restart happens once per run: after the first round, "restarted" means "running".
+    // After the first round, "restarted" means "running", and cipassword has been sent.
     let mut effective = d.clone();
     for round in 0..6 {
         if pending.steps.is_empty() {
@@ -572,9 +572,11 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             Some((vmid, node)) => Some(r.settle(r.read(vmid, &node, None)?)?),
             None => None,
         };
+        // Once per run: a restart, and a password PVE cannot compare (it stores a hash).
         if effective.state == State::Restarted {
             effective.state = State::Started;
         }
+        effective.config.remove("cipassword");
         pending = plan(&effective, cur.as_ref()).map_err(|e| r.fail(e))?;
     }
     let after = first
