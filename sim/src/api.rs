@@ -160,6 +160,8 @@ impl Handler for Api {
                     v
                 };
                 let mut body = json!({"data": data});
+                // A handler that answers a list with PVE's `total` beside `data` (the task
+                // log) returns `{"__total": n, "lines": [...]}`; the envelope is made here.
                 if let Some(total) = body["data"].get("__total").cloned() {
                     body["total"] = total;
                     body["data"] = body["data"]["lines"].take();
