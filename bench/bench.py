@@ -185,8 +185,8 @@ def import_experiment(minutes_list):
             subprocess.run(f"head -c 660M /dev/urandom > {raw} && truncate -s 2560M {raw}", shell=True, check=True)
             subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", raw, img], check=True)
             os.unlink(raw)
-        # qemu-img -r throttles what it copies; aim the 2560 MiB image at the wanted duration.
-        rate = max(1, int(2560 / (minutes * 60 * 0.55)))
+        # pve-sim paces an import by its progress over the virtual size (2560 MiB here).
+        rate = max(1, int(2560 / (minutes * 60)))
         sim = Sim(f"import-{minutes}", ["--seed-image", img, "--import-rate", f"{rate}M"])
         try:
             r = ours(sim, {"node": "pve1", "vmid": 100, "timeout": "30m",

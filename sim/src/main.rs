@@ -47,7 +47,7 @@ OPTIONS:
     --task-duration TYPE=DUR    base duration of a task type, e.g. qmstart=2s (repeatable)
     --task-jitter F             vary each task's duration by up to ±F (0.3 = ±30%) [default: 0]
     --import-rate RATE          throttle imports and downloads to RATE bytes/s (e.g. 50M, 512K);
-                                qemu-img's -r, which counts the image's virtual size
+                                an import is paced by qemu-img's progress over the virtual size
     --ticket-lifetime DUR       ticket validity [default: 2h]
     --auth-failure-delay DUR    delay before a 401, as pveproxy does [default: 3s]
     --pve-version VER           9.1, 8.4 or 8.3: what /version reports and which download

@@ -254,9 +254,6 @@ pub fn import(
     ));
     let mut cmd = Command::new("qemu-img");
     cmd.args(["convert", "-p", "-n", "-f", &src.format, "-O", dst_fmt]);
-    if let Some(r) = rate {
-        cmd.arg("-r").arg(r.to_string());
-    }
     cmd.arg(&src.path)
         .arg(dst)
         .stdin(Stdio::null())
@@ -288,6 +285,20 @@ pub fn import(
             }
         }
     });
+    // `--import-rate` paces the copy by its progress: qemu-img is paused (SIGSTOP) whenever it
+    // gets ahead of rate x elapsed and resumed when time catches up, so the progress lines and
+    // the end of the copy follow the rate together. (qemu-img's own -r throttles writes only:
+    // its progress would reach 100 % long before it exits.)
+    let pid = child.id().to_string();
+    let signal = |sig: &str| {
+        let _ = Command::new("kill")
+            .args([sig, &pid])
+            .stderr(Stdio::null())
+            .status();
+    };
+    let started = std::time::Instant::now();
+    let mut paused = false;
+    let mut current = 0.0f64;
     let mut last = -1.0f64;
     loop {
         if ctx.cancelled() {
@@ -295,7 +306,19 @@ pub fn import(
             let _ = child.wait();
             return Err(INTERRUPT.into());
         }
+        if let Some(r) = rate {
+            let allowed = r as f64 * started.elapsed().as_secs_f64();
+            let done = size as f64 * current / 100.0;
+            if !paused && done > allowed {
+                signal("-STOP");
+                paused = true;
+            } else if paused && done <= allowed {
+                signal("-CONT");
+                paused = false;
+            }
+        }
         while let Ok(p) = rx.try_recv() {
+            current = p;
             if p >= last + 1.0 || (p >= 100.0 && last < 100.0) {
                 last = p;
                 let done = (size as f64 * p / 100.0) as u64;
