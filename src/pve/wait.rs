@@ -142,7 +142,13 @@ impl WaitState {
     /// the predicted one, by less than one percent's time.
     fn prediction(&self, now: Duration) -> Option<(Duration, Duration)> {
         let (t1, p1) = *self.samples.last()?;
-        let (t0, p0) = *self.samples.first()?;
+        // A copy often starts with a burst (caches, the first chunk): once there is a later
+        // sample, the first one is left out of the rate.
+        let (t0, p0) = if self.samples.len() >= 3 {
+            self.samples[1]
+        } else {
+            self.samples[0]
+        };
         if p1 >= 100.0 || p1 <= p0 || t1 <= t0 {
             return None;
         }
@@ -198,9 +204,11 @@ impl WaitState {
                         self.interval = None;
                         // Sleep until one percent before the predicted end; from there poll
                         // often enough to notice the end within a fraction of a second.
+                        // A prediction is only as good as its samples: never sleep longer than
+                        // the time waited so far, so a wrong one costs little.
                         let window = rem.saturating_sub(one_pct + p.first);
                         if window > p.cap {
-                            wait(window.min(p.long_cap))
+                            wait(window.min(p.long_cap).min(elapsed.max(p.cap)))
                         } else {
                             wait(p.cap.min(one_pct.div_f64(6.0)).max(p.first))
                         }
@@ -422,9 +430,13 @@ mod tests {
         );
     }
 
-    /// Simulates a task of `dur` whose log reports linear progress after `copy_start`, ending
-    /// `tail` after the copy, and returns (polls, detection latency).
+    /// Simulates a task of `dur` whose log reports linear progress (in whole percents, with
+    /// an initial burst of `burst` percent when given), and returns (polls, detection latency).
     fn simulate(dur: Duration, with_progress: bool) -> (u32, Duration) {
+        simulate_burst(dur, with_progress, 0.0)
+    }
+
+    fn simulate_burst(dur: Duration, with_progress: bool, burst: f64) -> (u32, Duration) {
         let p = Policy::with_timeout(Duration::from_secs(3600));
         let mut s = WaitState::new();
         let mut t = Duration::ZERO;
@@ -435,7 +447,7 @@ mod tests {
                 }
             } else {
                 // Whole percents, as qemu-img reports them.
-                let pct = (t.as_secs_f64() / dur.as_secs_f64() * 100.0).floor();
+                let pct = (burst + t.as_secs_f64() / dur.as_secs_f64() * (100.0 - burst)).floor();
                 Observation::Running {
                     progress: with_progress.then_some(pct),
                 }
@@ -456,6 +468,15 @@ mod tests {
         assert!(late <= ms(500), "noticed {late:?} late");
         let (polls, late) = simulate(Duration::from_secs(120), true);
         assert!(polls <= 30 && late <= ms(500), "{polls} {late:?}");
+        // A copy that starts with a 5 % burst must not fool the prediction.
+        for secs in [61, 300] {
+            let (polls, late) = simulate_burst(Duration::from_secs(secs), true, 5.0);
+            eprintln!("{secs} s import with a burst: {polls} polls, noticed {late:?} late");
+            assert!(
+                polls <= 30 && late <= ms(500),
+                "{secs} s: {polls} polls, {late:?} late"
+            );
+        }
     }
 
     #[test]
