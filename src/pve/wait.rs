@@ -213,11 +213,12 @@ impl WaitState {
                             wait(p.cap.min(one_pct.div_f64(6.0)).max(p.first))
                         }
                     }
-                    // Progress reported but no rate yet: a long copy has begun; look less often.
+                    // Progress reported but no rate yet: a long copy has begun; look less and
+                    // less often, but never sleep longer than the time waited so far.
                     None if self.progress().is_some_and(|x| x < 100.0) => {
                         let next = self
                             .interval
-                            .map_or(p.first, |i| i.mul_f64(p.growth).min(p.cap * 2));
+                            .map_or(p.first, |i| i.mul_f64(p.growth).min(elapsed.max(p.cap)));
                         self.interval = Some(next);
                         wait(next)
                     }
