@@ -170,7 +170,7 @@ fn every_operation_under_every_fault() {
             }
             sim.fault(fault);
             let r = run(merge(&[base(&sim), op.args.clone(), extra]));
-            let count = sim.tasks().iter().filter(|t| t["type"] == op.task).count();
+            let count = sim.task_count(op.task);
             let cell = format!("{} / {label}", op.name);
             let outcome = if succeeds {
                 let res = ok(r);

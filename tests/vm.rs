@@ -192,11 +192,7 @@ fn sigterm_mid_import_then_a_rerun_waits_for_the_import_and_converges() {
     assert_eq!(task_types(&again), ["qmcreate", "resize"]);
     assert_eq!(again["config"]["cores"], 3);
     assert_eq!(again["config"]["scsi0"], "local-lvm:vm-100-disk-0,size=3G");
-    let creates = sim
-        .tasks()
-        .iter()
-        .filter(|t| t["type"] == "qmcreate")
-        .count();
+    let creates = sim.task_count("qmcreate");
     assert_eq!(creates, 1, "the import ran twice");
 }
 
@@ -408,13 +404,7 @@ fn transient_faults_are_ridden_out() {
     ]));
     let r = ok(run(create_args(&sim, json!({}))));
     assert_eq!(task_types(&r), ["qmcreate", "resize", "qmstart"]);
-    assert_eq!(
-        sim.tasks()
-            .iter()
-            .filter(|t| t["type"] == "qmcreate")
-            .count(),
-        1
-    );
+    assert_eq!(sim.task_count("qmcreate"), 1);
 }
 
 #[test]
@@ -432,14 +422,7 @@ fn a_lost_answer_never_dispatches_twice() {
             r["config"]["scsi0"], "local-lvm:vm-100-disk-0,discard=on,size=2G",
             "{fault}"
         );
-        assert_eq!(
-            sim.tasks()
-                .iter()
-                .filter(|t| t["type"] == "qmcreate")
-                .count(),
-            1,
-            "{fault}: create sent twice"
-        );
+        assert_eq!(sim.task_count("qmcreate"), 1, "{fault}: create sent twice");
     }
 }
 
@@ -581,13 +564,7 @@ fn adds_a_disk_to_an_existing_vm_without_reimporting() {
         r["config"]["scsi1"],
         "local-lvm:vm-100-disk-1,size=1G,ssd=1"
     );
-    assert_eq!(
-        sim.tasks()
-            .iter()
-            .filter(|t| t["type"] == "qmcreate")
-            .count(),
-        1
-    );
+    assert_eq!(sim.task_count("qmcreate"), 1);
 }
 
 /// SIGKILL at ten points of a create with a slow import: each time, a plain re-run converges,

@@ -243,6 +243,11 @@ impl Sim {
             .clone()
     }
 
+    /// How many tasks of this type the simulator ran.
+    pub fn task_count(&self, ttype: &str) -> usize {
+        self.tasks().iter().filter(|t| t["type"] == ttype).count()
+    }
+
     /// The request log.
     pub fn requests(&self) -> Vec<Value> {
         std::fs::read_to_string(self.data().join("requests.jsonl"))
