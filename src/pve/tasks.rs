@@ -216,10 +216,12 @@ pub fn wait_task(
                 elapsed: start.elapsed(),
             });
         }
+        let asked = Instant::now();
         let obs = observe(client, upid, &mut log).map_err(|error| WaitError::Api {
             upid: upid.clone(),
             error,
         })?;
+        state.note_request_time(asked.elapsed());
         match state.decide(policy, start.elapsed(), obs) {
             Decision::Wait(d) => {
                 if !interrupt::sleep(d) {
