@@ -8,8 +8,11 @@ Measured, for both clients:
   2. status requests per task;
   3. the per-call cost of a no-op (VM exists, nothing to change): module process wall time and
      peak RSS, API requests, and the whole `ansible localhost -m` call;
-  4. scale: VMs created in parallel with automatic ids (`forks`), on a 3-node pve-sim;
-  5. the release binaries' size.
+  4. end to end: a playbook that creates a VM from a 50, 300 and 660 MB cloud image on throttled
+     storage, ours (one `vm` task) against the peer's `proxmox_kvm` + `proxmox_disk`;
+  5. scale: VMs created in parallel with automatic ids (`forks`), on a 3-node pve-sim;
+  6. the release binaries' size.
+Plots (PNG, matplotlib in its own venv) go next to the report.
 
 Usage: bench/run.sh [--full]   (the script sets up the venvs and calls this file)
 """
@@ -151,7 +154,7 @@ def latency_experiment(durations, runs, have_peer):
                 r = ours(sim, {"node": "pve1", "vmid": vmid, "name": f"lat{vmid}", "cores": 1})
                 assert not r.get("failed"), r
             mine, theirs = [], []
-            for _ in range(runs if d < 30 else max(2, runs // 2)):
+            for _ in range(runs if d < 30 else (4 if d < 120 else 2)):
                 r = ours(sim, {"vmid": 100, "state": "started"})
                 assert not r.get("failed"), r
                 mine += [t["upid"] for t in r["tasks"] if t["type"] == "qmstart"]
@@ -175,16 +178,23 @@ def latency_experiment(durations, runs, have_peer):
     return rows
 
 
+def make_image(mb, virtual_mb):
+    """A qcow2 with `mb` MiB of incompressible data in a disk of `virtual_mb` MiB, as cloud
+    images are (a few hundred MB of data in a few GB of disk)."""
+    img = os.path.join(WORK, f"bench-{mb}.qcow2")
+    if not os.path.exists(img):
+        raw = img + ".raw"
+        subprocess.run(f"head -c {mb}M /dev/urandom > {raw} && truncate -s {virtual_mb}M {raw}", shell=True, check=True)
+        subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", raw, img], check=True)
+        os.unlink(raw)
+    return img
+
+
 def import_experiment(minutes_list):
     """End detection for long imports (progress lines in the task log), ours only."""
     rows = []
     for minutes in minutes_list:
-        img = os.path.join(WORK, "bench-660.qcow2")
-        if not os.path.exists(img):
-            raw = img + ".raw"
-            subprocess.run(f"head -c 660M /dev/urandom > {raw} && truncate -s 2560M {raw}", shell=True, check=True)
-            subprocess.run(["qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", raw, img], check=True)
-            os.unlink(raw)
+        img = make_image(660, 2560)
         # pve-sim paces an import by its progress over the virtual size (2560 MiB here).
         rate = max(1, int(2560 / (minutes * 60)))
         sim = Sim(f"import-{minutes}", ["--seed-image", img, "--import-rate", f"{rate}M"])
@@ -256,6 +266,91 @@ def noop_experiment(have_peer, runs):
     return res
 
 
+E2E_IMAGES = [(50, 512), (300, 2048), (660, 2560)]
+E2E_RATE_MB = 48
+
+
+def e2e_experiment(have_peer):
+    """A playbook that creates a VM from a cloud image, on storage that imports at
+    E2E_RATE_MB MiB/s (of virtual size): ours in one task, the peer's in two (create the VM,
+    then import the disk, as community.proxmox documents it)."""
+    images = [make_image(mb, vmb) for mb, vmb in E2E_IMAGES]
+    seeds = [a for img in images for a in ("--seed-image", img)]
+    rows = []
+    for who in ("ours", "peer") if have_peer else ("ours",):
+        sim = Sim(f"e2e-{who}", seeds + ["--import-rate", f"{E2E_RATE_MB}M"])
+        try:
+            conn = {"api_host": "127.0.0.1", "api_port": sim.port, "api_password": PASSWORD}
+            for i, ((mb, vmb), img) in enumerate(zip(E2E_IMAGES, images)):
+                vmid = 200 + i
+                vol = f"local:import/{os.path.basename(img)}"
+                if who == "ours":
+                    tasks = [{"name": "create from the image", "sankofa.proxmox.vm": {
+                        **conn, "api_fingerprint": sim.info["fingerprint"], "node": "pve1", "vmid": vmid,
+                        "name": f"e2e{mb}", "cores": 2, "memory": 2048, "timeout": "30m",
+                        "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": vol}]}}]
+                    bin_dir = os.path.join(ROOT, ".venv", "bin")
+                    env = dict(os.environ, ANSIBLE_HOME=os.path.join(ROOT, ".work", "ansible-home"),
+                               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".work", "collections"))
+                else:
+                    pc = {**conn, "api_user": "root@pam", "validate_certs": False}
+                    tasks = [{"name": "create the VM", "community.proxmox.proxmox_kvm": {
+                                 **pc, "node": "pve1", "vmid": vmid, "name": f"e2e{mb}", "cores": 2, "memory": 2048,
+                                 "state": "present", "timeout": 1800}},
+                             {"name": "import the image", "community.proxmox.proxmox_disk": {
+                                 **pc, "vmid": vmid, "disk": "scsi0", "storage": "local-lvm", "import_from": vol,
+                                 "timeout": 1800}}]
+                    bin_dir = PEER_BIN
+                    env = peer_env()
+                play = [{"hosts": "localhost", "connection": "local", "gather_facts": False,
+                         "vars": {"ansible_python_interpreter": os.path.join(bin_dir, "python")}, "tasks": tasks}]
+                pb = os.path.join(sim.dir, f"play-{mb}.yml")
+                with open(pb, "w") as f:
+                    json.dump(play, f)
+                before = len(sim.requests())
+                t = time.monotonic()
+                p = subprocess.run([os.path.join(bin_dir, "ansible-playbook"), "-i", "localhost,", pb],
+                                   capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+                wall = time.monotonic() - t
+                done = time.time()
+                reqs = sim.requests()[before:]
+                # The import is the longest of the VM's create/config tasks.
+                imp = [x for x in sim.tasks() if x["id"] == str(vmid) and x["type"] in ("qmcreate", "qmconfig")
+                       and x["end"] is not None]
+                imp_task = max(imp, key=lambda x: x["end"] - x["start"]) if imp else None
+                conf = api_get(sim, f"/nodes/pve1/qemu/{vmid}/config")
+                ok = p.returncode == 0 and conf is not None and "scsi0" in conf
+                status = sum(1 for r in reqs if r["path"].endswith("/status") and "/tasks/" in r["path"])
+                rows.append({"who": who, "mb": mb, "ok": ok, "wall_s": wall,
+                             "import_s": (imp_task["end"] - imp_task["start"]) if imp_task else float("nan"),
+                             "after_import_s": (done - imp_task["end"]) if imp_task else float("nan"),
+                             "requests": len(reqs), "status_requests": status,
+                             "error": "" if ok else (p.stdout + p.stderr)[-400:]})
+                if not ok:
+                    print(f"e2e {who} {mb} MB failed:", rows[-1]["error"], file=sys.stderr)
+        finally:
+            sim.stop()
+    return rows
+
+
+def api_get(sim, path):
+    """GET on pve-sim's API as root@pam (a ticket), trusting its CA; the `data`, or None."""
+    import ssl
+    import urllib.parse
+    import urllib.request
+    ctx = ssl.create_default_context(cafile=sim.info["ca"])
+    base = f"https://127.0.0.1:{sim.port}/api2/json"
+    try:
+        body = urllib.parse.urlencode({"username": "root@pam", "password": PASSWORD}).encode()
+        with urllib.request.urlopen(base + "/access/ticket", data=body, context=ctx) as r:
+            ticket = json.load(r)["data"]["ticket"]
+        req = urllib.request.Request(base + path, headers={"Cookie": f"PVEAuthCookie={ticket}"})
+        with urllib.request.urlopen(req, context=ctx) as r:
+            return json.load(r)["data"]
+    except OSError:
+        return None
+
+
 def scale_experiment(n, have_peer):
     out = {}
     for who in ("ours", "peer") if have_peer else ("ours",):
@@ -299,7 +394,7 @@ def scale_experiment(n, have_peer):
     return out
 
 
-def write_report(args, lat, imports, noop, scale, path):
+def write_report(args, lat, imports, noop, e2e, scale, path):
     size = {b: os.path.getsize(os.path.join(ROOT, "target", "release", b)) for b in ("vm", "image", "pve-sim")}
     lines = [
         "# Benchmark results",
@@ -333,12 +428,22 @@ def write_report(args, lat, imports, noop, scale, path):
     if p:
         lines.append(f"| community.proxmox.proxmox_kvm | {p[0]:.1f} | {p[1]:.1f} | {p[2]} | {noop.get('peer_ansible', float('nan')):.0f} |")
         lines += ["", f"Ratios: wall time {p[0] / o[0]:.1f}× lower, peak RSS {p[1] / o[1]:.1f}× lower for ours."]
-    lines += ["", "## 4. Parallel creates with automatic ids (3-node pve-sim, one fork per VM)", "",
+    if e2e:
+        lines += ["", f"## 4. End to end: a playbook creates a VM from a cloud image ({E2E_RATE_MB} MiB/s storage)", "",
+                  "Ours: one `sankofa.proxmox.vm` task. Peer: `proxmox_kvm` (create) then `proxmox_disk` (`import_from`).",
+                  "`after import` is the time from the import task's end (pve-sim's log) to the end of the playbook.", "",
+                  "| image | client | succeeded | playbook wall s | import task s | after import s | API requests | status requests |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in e2e:
+            name = "sankofa.proxmox.vm" if r["who"] == "ours" else "proxmox_kvm + proxmox_disk"
+            lines.append(f"| {r['mb']} MB | {name} | {'yes' if r['ok'] else 'no'} | {r['wall_s']:.1f} | {r['import_s']:.1f} | "
+                         f"{r['after_import_s']:.2f} | {r['requests']} | {r['status_requests']} |")
+    lines += ["", "## 5. Parallel creates with automatic ids (3-node pve-sim, one fork per VM)", "",
               "| client | VMs asked | succeeded | failed | VMs created | duplicate ids | wall s | API requests |", "|---|---|---|---|---|---|---|---|"]
     for who, s in scale.items():
         name = "sankofa.proxmox.vm" if who == "ours" else "community.proxmox.proxmox_kvm"
         lines.append(f"| {name} | {s['hosts']} | {s['ok']} | {s['failed']} | {s['vms']} | {s['duplicates']} | {s['wall_s']:.1f} | {s['requests']} |")
-    lines += ["", "## 5. Release binaries", "", "| binary | bytes |", "|---|---|"]
+    lines += ["", "## 6. Release binaries", "", "| binary | bytes |", "|---|---|"]
     for b, n in size.items():
         lines.append(f"| {b} | {n} |")
     lines.append("")
@@ -351,15 +456,25 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="also 2- and 5-minute tasks and imports")
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--only", default="latency,imports,noop,e2e,scale",
+                    help="comma-separated experiments to run (default: all)")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     have_peer = not args.no_peer and os.path.exists(os.path.join(PEER_BIN, "ansible"))
     durations = [0.2, 1, 5, 30] + ([120, 300] if args.full else [])
-    lat = latency_experiment(durations, runs=5 if not args.full else 3, have_peer=have_peer)
-    imports = import_experiment([1] + ([5] if args.full else []))
-    noop = noop_experiment(have_peer, runs=20)
-    scale = scale_experiment(50, have_peer)
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    write_report(args, lat, imports, noop, scale, os.path.join(ROOT, "bench", "results", "latest.md"))
+    lat = latency_experiment(durations, runs=10, have_peer=have_peer) if "latency" in only else []
+    imports = import_experiment([1] + ([2, 5] if args.full else [])) if "imports" in only else []
+    noop = noop_experiment(have_peer, runs=20) if "noop" in only else {}
+    e2e = e2e_experiment(have_peer) if "e2e" in only else []
+    scale = scale_experiment(50, have_peer) if "scale" in only else {}
+    out = os.path.join(ROOT, "bench", "results")
+    os.makedirs(out, exist_ok=True)
+    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"))
+    with open(os.path.join(WORK, "results.json"), "w") as f:
+        json.dump({"latency": lat, "imports": imports, "e2e": e2e}, f)
+    plot = os.path.join(WORK, "plot-venv", "bin", "python")
+    if os.path.exists(plot):
+        subprocess.run([plot, os.path.join(ROOT, "bench", "plot.py"), os.path.join(WORK, "results.json"), out], check=True)
 
 
 if __name__ == "__main__":
