@@ -184,7 +184,12 @@ impl WaitState {
     fn decide_inner(&mut self, p: &Policy, elapsed: Duration, obs: Observation) -> Decision {
         self.polls += 1;
         let left = p.timeout.saturating_sub(elapsed);
-        let floor = self.request_time.mul_f64(p.busy_factor);
+        // Slow answers space the polls (a failed request's time says nothing about load: the
+        // back-off handles those), up to the longest back-off.
+        let floor = match obs {
+            Observation::Transient(_) => Duration::ZERO,
+            _ => self.request_time.mul_f64(p.busy_factor).min(p.retry_cap),
+        };
         let wait = |d: Duration| Decision::Wait(d.max(floor).min(left));
         match obs {
             Observation::Stopped { exitstatus } => Decision::Done(Exit::from_status(&exitstatus)),
@@ -715,6 +720,16 @@ mod tests {
         assert_eq!(
             s.decide(&p, ms(10_000), Observation::Running { progress: None }),
             Decision::Wait(ms(1600))
+        );
+        // A request that hung until its timeout is not a measure of load.
+        s.note_request_time(Duration::from_secs(30));
+        assert_eq!(
+            s.decide(&p, ms(11_000), Observation::Transient("timed out".into())),
+            Decision::Wait(p.retry_first)
+        );
+        assert_eq!(
+            s.decide(&p, ms(11_500), Observation::Running { progress: None }),
+            Decision::Wait(p.retry_cap)
         );
         s.note_request_time(ms(2));
         assert!(matches!(
