@@ -462,7 +462,7 @@ def main():
     only = set(args.only.split(","))
     have_peer = not args.no_peer and os.path.exists(os.path.join(PEER_BIN, "ansible"))
     durations = [0.2, 1, 5, 30] + ([120, 300] if args.full else [])
-    lat = latency_experiment(durations, runs=10, have_peer=have_peer) if "latency" in only else []
+    lat = latency_experiment(durations, runs=20, have_peer=have_peer) if "latency" in only else []
     imports = import_experiment([1] + ([2, 5] if args.full else [])) if "imports" in only else []
     noop = noop_experiment(have_peer, runs=20) if "noop" in only else {}
     e2e = e2e_experiment(have_peer) if "e2e" in only else []

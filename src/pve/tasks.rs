@@ -169,12 +169,19 @@ const PROGRESS_TYPES: &[&str] = &[
     "move_volume",
 ];
 
-fn observe(client: &Client, upid: &Upid, log: &mut Vec<String>) -> Result<Observation, ApiError> {
+/// Polls the task's status; reads the new log lines when it has stopped (for the report) or
+/// when `progress` asks for the copy's progress while it runs.
+fn observe(
+    client: &Client,
+    upid: &Upid,
+    log: &mut Vec<String>,
+    progress: bool,
+) -> Result<Observation, ApiError> {
     match client.get(&format!("{}/status", task_path(upid)), &Vec::new()) {
         Ok(st) => {
             let stopped = st["status"].as_str() == Some("stopped");
             // The log is best effort: progress for the policy, the tail for messages.
-            if stopped || PROGRESS_TYPES.contains(&upid.task_type.as_str()) {
+            if stopped || progress {
                 let _ = read_log(client, upid, log);
             }
             if stopped {
@@ -217,7 +224,8 @@ pub fn wait_task(
             });
         }
         let asked = Instant::now();
-        let obs = observe(client, upid, &mut log).map_err(|error| WaitError::Api {
+        let progress = PROGRESS_TYPES.contains(&upid.task_type.as_str()) && state.wants_progress();
+        let obs = observe(client, upid, &mut log, progress).map_err(|error| WaitError::Api {
             upid: upid.clone(),
             error,
         })?;

@@ -141,6 +141,12 @@ impl WaitState {
         self.request_time = took;
     }
 
+    /// Whether progress still matters: not once the copy reached 100 % (the log is then read
+    /// only when the task has stopped).
+    pub fn wants_progress(&self) -> bool {
+        self.progress().is_none_or(|p| p < 100.0)
+    }
+
     /// The latest reported progress, in percent.
     pub fn progress(&self) -> Option<f64> {
         self.samples.last().map(|s| s.1)
