@@ -68,7 +68,25 @@ pub fn wait_options(default_timeout: &'static str) -> Vec<Opt> {
     vec![
         Opt::new("timeout", Kind::Duration).default(json!(default_timeout)),
         Opt::new("stop_task_on_timeout", Kind::Bool).default(json!(false)),
+        Opt::new("poll_interval", Kind::Duration).default(json!("150ms")),
     ]
+}
+
+/// The shortest and longest `poll_interval` accepted.
+const POLL_INTERVAL_RANGE: (Duration, Duration) =
+    (Duration::from_millis(50), Duration::from_secs(60));
+
+/// The `poll_interval` option, checked (an error that names it, found before any request).
+pub fn poll_interval(inv: &Invocation) -> Result<Duration, String> {
+    let text = inv.str("poll_interval").unwrap_or("150ms");
+    let poll = parse_duration(text).unwrap_or(Duration::from_millis(150));
+    let (min, max) = POLL_INTERVAL_RANGE;
+    if poll < min || poll > max {
+        return Err(format!(
+            "poll_interval must be between 50ms and 60s, got '{text}'"
+        ));
+    }
+    Ok(poll)
 }
 
 /// A duration option that validation has already checked.

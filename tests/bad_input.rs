@@ -42,6 +42,14 @@ fn cases(sim: &Sim) -> Vec<(Value, String)> {
             "value of timeout is not a valid duration",
         ),
         c(
+            json!({"poll_interval": "10ms"}),
+            "poll_interval must be between 50ms and 60s, got '10ms'",
+        ),
+        c(
+            json!({"poll_interval": "5m"}),
+            "poll_interval must be between 50ms and 60s, got '5m'",
+        ),
+        c(
             json!({"api_timeout": "-3"}),
             "value of api_timeout is not a valid duration",
         ),

@@ -624,3 +624,41 @@ fn update_password_always_sends_the_password_once_per_run() {
     assert_eq!(r["changed"], true);
     assert_eq!(task_types(&r), ["qmconfig"]);
 }
+
+#[test]
+fn poll_interval_spaces_the_status_polls() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &["--task-duration", "qmstart=3s"]);
+    ok(run(create_args(&sim, json!({}))));
+    let polls_of_start = |extra: Value| {
+        ok(run(merge(&[
+            sim.conn(),
+            json!({"vmid": 100, "state": "stopped", "shutdown_timeout": 0}),
+        ])));
+        let r = ok(run(merge(&[
+            sim.conn(),
+            json!({"vmid": 100, "state": "started"}),
+            extra,
+        ])));
+        assert_eq!(task_types(&r), ["qmstart"]);
+        let upid = r["tasks"][0]["upid"].as_str().unwrap().to_string();
+        sim.requests()
+            .iter()
+            .filter(|q| {
+                q["path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("{upid}/status"))
+            })
+            .count()
+    };
+    let default = polls_of_start(json!({}));
+    let sparse = polls_of_start(json!({"poll_interval": "1s"}));
+    eprintln!("status polls of a 3 s start: {default} by default, {sparse} with poll_interval=1s");
+    // 3 s at 1 s intervals after a short ramp: about ten polls; the default polls far more.
+    assert!(sparse <= 12, "{sparse} polls with poll_interval=1s");
+    assert!(
+        default > sparse,
+        "{default} polls by default, {sparse} with 1s"
+    );
+}

@@ -32,6 +32,7 @@ fn lookup(client: &Client, d: &Desired, deadline: Instant) -> Result<Option<Valu
 pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     let started = Instant::now();
     let d = desired(inv).map_err(Failure::msg)?;
+    let poll_interval = common::poll_interval(inv).map_err(Failure::msg)?;
     let (client, warnings) = common::connect(inv)?;
     let deadline = started + common::duration(inv, "timeout");
     let stop = inv.bool("stop_task_on_timeout").unwrap_or(false);
@@ -67,7 +68,8 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     let mut changed = false;
     let result = (|| -> Result<(), Failure> {
         for step in &steps {
-            let policy = Policy::with_timeout(deadline.saturating_duration_since(Instant::now()));
+            let policy = Policy::with_timeout(deadline.saturating_duration_since(Instant::now()))
+                .with_cap(poll_interval);
             match step {
                 Step::Delete => {
                     // The volume id holds '/' and ':': it travels as one encoded path segment.

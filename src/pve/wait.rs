@@ -73,6 +73,11 @@ impl Policy {
             retry_cap: Duration::from_secs(5),
         }
     }
+
+    /// The same policy with another cap (the `poll_interval` option).
+    pub fn with_cap(self, cap: Duration) -> Policy {
+        Policy { cap, ..self }
+    }
 }
 
 /// What one poll saw.

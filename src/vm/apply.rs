@@ -32,6 +32,8 @@ struct Runner<'a> {
     deadline: Instant,
     started: Instant,
     stop_on_timeout: bool,
+    /// The `poll_interval` option.
+    poll_interval: Duration,
     log: TaskLog,
     changed: bool,
     seed: u64,
@@ -55,6 +57,7 @@ impl<'a> Runner<'a> {
 
     fn policy(&self) -> Policy {
         Policy::with_timeout(self.deadline.saturating_duration_since(Instant::now()))
+            .with_cap(self.poll_interval)
     }
 
     /// Finds the VM cluster-wide by vmid, or else by name: (vmid, node, running if known).
@@ -437,8 +440,10 @@ fn observed(cur: Option<&Current>, key: &str) -> String {
 pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     let started = Instant::now();
     let d = desired(inv).map_err(Failure::msg)?;
+    let poll_interval = common::poll_interval(inv).map_err(Failure::msg)?;
     let (client, warnings) = common::connect(inv)?;
     let mut r = Runner {
+        poll_interval,
         client: &client,
         d: &d,
         deadline: started + common::duration(inv, "timeout"),
