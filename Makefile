@@ -70,10 +70,12 @@ molecule: build venv collection
 galaxy-smoke: build venv
 	tests/galaxy-smoke.sh
 
-## bench: benchmarks against community.proxmox on the same pve-sim (bench/results/latest.md)
+## bench: benchmarks against community.proxmox on the same pve-sim (bench/results/latest.md
+## and PNG plots beside it; about 20 minutes)
 bench: build venv
 	bench/run.sh
 
+## bench-full: also 2- and 5-minute tasks and imports (about 50 minutes)
 bench-full: build venv
 	bench/run.sh --full
 
