@@ -170,14 +170,18 @@ const PROGRESS_TYPES: &[&str] = &[
 ];
 
 /// Polls the task's status; reads the new log lines when it has stopped (for the report) or
-/// when `progress` asks for the copy's progress while it runs.
+/// when `progress` asks for the copy's progress while it runs. Also returns how long the
+/// status request took.
 fn observe(
     client: &Client,
     upid: &Upid,
     log: &mut Vec<String>,
     progress: bool,
-) -> Result<Observation, ApiError> {
-    match client.get(&format!("{}/status", task_path(upid)), &Vec::new()) {
+) -> Result<(Observation, Duration), ApiError> {
+    let asked = Instant::now();
+    let status = client.get(&format!("{}/status", task_path(upid)), &Vec::new());
+    let took = asked.elapsed();
+    let obs = match status {
         Ok(st) => {
             let stopped = st["status"].as_str() == Some("stopped");
             // The log is best effort: progress for the policy, the tail for messages.
@@ -189,20 +193,21 @@ fn observe(
                     .as_str()
                     .unwrap_or("unexpected status")
                     .to_string();
-                Ok(Observation::Stopped { exitstatus: exit })
+                Observation::Stopped { exitstatus: exit }
             } else {
-                Ok(Observation::Running {
+                Observation::Running {
                     progress: progress_in(log),
-                })
+                }
             }
         }
-        Err(e) if e.is_no_such_task() => Ok(Observation::NotVisible),
+        Err(e) if e.is_no_such_task() => Observation::NotVisible,
         // The UPID is known and the deadline bounds the wait, so any 5xx is ridden out.
         Err(e) if e.is_transient() || e.is_unexplained_500() => {
-            Ok(Observation::Transient(e.to_string()))
+            Observation::Transient(e.to_string())
         }
-        Err(e) => Err(e),
-    }
+        Err(e) => return Err(e),
+    };
+    Ok((obs, took))
 }
 
 /// Waits for a task to stop; success is PVE's rule (`OK` or `WARNINGS: N`).
@@ -223,13 +228,13 @@ pub fn wait_task(
                 elapsed: start.elapsed(),
             });
         }
-        let asked = Instant::now();
         let progress = PROGRESS_TYPES.contains(&upid.task_type.as_str()) && state.wants_progress();
-        let obs = observe(client, upid, &mut log, progress).map_err(|error| WaitError::Api {
-            upid: upid.clone(),
-            error,
-        })?;
-        state.note_request_time(asked.elapsed());
+        let (obs, took) =
+            observe(client, upid, &mut log, progress).map_err(|error| WaitError::Api {
+                upid: upid.clone(),
+                error,
+            })?;
+        state.note_request_time(took);
         match state.decide(policy, start.elapsed(), obs) {
             Decision::Wait(d) => {
                 if !interrupt::sleep(d) {
