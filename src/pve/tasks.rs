@@ -169,8 +169,8 @@ const PROGRESS_TYPES: &[&str] = &[
     "move_volume",
 ];
 
-/// Polls the task's status; reads the new log lines when it has stopped (for the report) or
-/// when `progress` asks for the copy's progress while it runs. Also returns how long the
+/// Polls the task's status; reads the new log lines when it has stopped (for the report) or,
+/// while it runs, when `progress` asks for the copy's progress. Also returns how long the
 /// status request took.
 fn observe(
     client: &Client,
@@ -228,7 +228,7 @@ pub fn wait_task(
                 elapsed: start.elapsed(),
             });
         }
-        let progress = PROGRESS_TYPES.contains(&upid.task_type.as_str()) && state.wants_progress();
+        let progress = PROGRESS_TYPES.contains(&upid.task_type.as_str());
         let (obs, took) =
             observe(client, upid, &mut log, progress).map_err(|error| WaitError::Api {
                 upid: upid.clone(),

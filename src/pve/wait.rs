@@ -146,12 +146,6 @@ impl WaitState {
         self.request_time = took;
     }
 
-    /// Whether progress still matters: not once the copy reached 100 % (the log is then read
-    /// only when the task has stopped).
-    pub fn wants_progress(&self) -> bool {
-        self.progress().is_none_or(|p| p < 100.0)
-    }
-
     /// The latest reported progress, in percent.
     pub fn progress(&self) -> Option<f64> {
         self.samples.last().map(|s| s.1)
@@ -166,8 +160,9 @@ impl WaitState {
         next
     }
 
-    /// From the progress samples: when (in elapsed time) the copy is predicted to reach 100 %. PVE logs progress in steps (whole percents at best, bigger ones when the copy is
-    /// bursty), so the latest reading lags the truth: the real end is at or before the
+    /// From the progress samples: when (in elapsed time) the copy is predicted to reach
+    /// 100 %. PVE logs progress in steps (whole percents at best, bigger ones when the copy
+    /// is bursty), so the latest reading lags the truth: the real end is at or before the
     /// predicted one, and every new sample moves the prediction closer.
     fn prediction(&self) -> Option<Duration> {
         let (t1, p1) = *self.samples.last()?;
@@ -228,6 +223,13 @@ impl WaitState {
                 self.seen = true;
                 self.errors = 0;
                 if let Some(pct) = progress {
+                    // Progress going back means the next copy has begun (a VM with several
+                    // imported disks): what was learnt about the previous one is dropped.
+                    if self.samples.last().is_some_and(|(_, last)| pct < *last) {
+                        self.samples.clear();
+                        self.copied_at = None;
+                        self.interval = None;
+                    }
                     let new = self.samples.last().is_none_or(|(_, last)| pct > *last);
                     if new {
                         let since = self.previous.unwrap_or(elapsed);
@@ -246,20 +248,30 @@ impl WaitState {
                         // the short interval. A prediction is only as good as its samples, so
                         // a sleep is never longer than twice the time waited so far.
                         let half = (end - elapsed).div_f64(2.0);
-                        wait(half.min(p.long_cap).min(elapsed * 2).max(p.cap))
+                        wait(
+                            half.min(p.long_cap)
+                                .min(elapsed.saturating_mul(2))
+                                .max(p.cap),
+                        )
                     }
                     // Past the predicted end (the rate was overestimated): look at the short
                     // interval at first, then less often the longer the copy overruns.
                     Some(end) => {
                         self.interval = None;
-                        wait((elapsed - end).div_f64(4.0).min(elapsed).max(p.cap))
+                        wait(
+                            elapsed
+                                .saturating_sub(end)
+                                .div_f64(4.0)
+                                .min(elapsed)
+                                .max(p.cap),
+                        )
                     }
                     // Progress reported but no rate yet: a long copy has begun; look less and
                     // less often, but never sleep longer than the time waited so far.
                     None if self.progress().is_some_and(|x| x < 100.0) => {
                         let next = self
                             .interval
-                            .map_or(p.first, |i| (i * 2).min(elapsed.max(p.cap)));
+                            .map_or(p.first, |i| i.saturating_mul(2).min(elapsed.max(p.cap)));
                         self.interval = Some(next);
                         wait(next)
                     }
@@ -267,7 +279,7 @@ impl WaitState {
                     // throttle catching up): short polls at first, then less often the longer
                     // it takes.
                     None if self.progress().is_some() => {
-                        let since = elapsed - *self.copied_at.get_or_insert(elapsed);
+                        let since = elapsed.saturating_sub(*self.copied_at.get_or_insert(elapsed));
                         let d = self.short_interval(p);
                         wait(d.max(since.div_f64(4.0)))
                     }
@@ -721,6 +733,25 @@ mod tests {
         }
         let (polls, _) = Model::new(0.2).run();
         assert!(polls <= 5, "{polls}");
+    }
+
+    #[test]
+    fn a_second_copy_in_the_same_task_is_followed_too() {
+        // Two disks imported one after the other, 30 s each: progress goes 0..100 twice.
+        let end = Duration::from_secs(60);
+        let (polls, late) = run_policy(end, |t| {
+            if t >= end {
+                return Observation::Stopped {
+                    exitstatus: "OK".into(),
+                };
+            }
+            let s = t.as_secs_f64() % 30.0;
+            Observation::Running {
+                progress: Some((s / 30.0 * 100.0).floor()),
+            }
+        });
+        assert!(late <= ms(500), "noticed {late:?} late");
+        assert!(polls <= 60, "{polls} polls");
     }
 
     #[test]
