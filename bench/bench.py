@@ -401,7 +401,7 @@ def write_report(args, lat, imports, noop, e2e, scale, path):
         "",
         f"Run: `bench/run.sh{' --full' if args.full else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} cores, against pve-sim (release build), both clients on the same simulator in the same run.",
-        "Peer: `ansible` 14.5.0 from PyPI (community.proxmox `proxmox_kvm`) with proxmoxer 2.3.0.",
+        "Peer: `ansible` 14.5.0 from PyPI (community.proxmox `proxmox_kvm`, `proxmox_disk`) with proxmoxer 2.3.0.",
         "",
         "## 1–2. End-detection latency and status requests per task (qmstart of the given length)",
         "",
