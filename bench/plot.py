@@ -22,11 +22,24 @@ def color(who):
     return COLORS.get(who, PEER_COLOR)
 
 
+def by_client(rows):
+    """(client, its rows sorted by task length) for latency rows (length, client, ...)."""
+    for who in sorted({r[1] for r in rows}):
+        yield who, sorted((r for r in rows if r[1] == who), key=lambda r: r[0])
+
+
+def finish(fig, ax, path):
+    """Legend, layout, write the PNG, free the figure."""
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def latency(rows, out):
     """p50 and p95 end-detection latency per task length, one line per client."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for who in sorted({r[1] for r in rows}):
-        mine = sorted((r for r in rows if r[1] == who), key=lambda r: r[0])
+    for who, mine in by_client(rows):
         xs = [r[0] for r in mine]
         ax.plot(xs, [r[3] for r in mine], "o-", color=color(who), label=f"{who} p50")
         ax.plot(xs, [r[4] for r in mine], "o--", color=color(who), alpha=0.6, label=f"{who} p95")
@@ -35,17 +48,13 @@ def latency(rows, out):
     ax.set_xlabel("task length (s)")
     ax.set_ylabel("end noticed after (ms)")
     ax.set_title("End-detection latency (lower is better)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "latency.png"), dpi=110)
-    plt.close(fig)
+    finish(fig, ax, os.path.join(out, "latency.png"))
 
 
 def status_requests(rows, imports, out):
     """Status requests per task against task length; imports (progress in the log) apart."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for who in sorted({r[1] for r in rows}):
-        mine = sorted((r for r in rows if r[1] == who), key=lambda r: r[0])
+    for who, mine in by_client(rows):
         ax.plot([r[0] for r in mine], [r[6] for r in mine], "o-", color=color(who), label=f"{who} (no progress in the log)")
     if imports:
         ax.plot([i[0] for i in imports], [i[2] for i in imports], "s", color=color(OURS), ms=9,
@@ -55,10 +64,7 @@ def status_requests(rows, imports, out):
     ax.set_xlabel("task length (s)")
     ax.set_ylabel("status requests per task")
     ax.set_title("Polling cost per task")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "status-requests.png"), dpi=110)
-    plt.close(fig)
+    finish(fig, ax, os.path.join(out, "status-requests.png"))
 
 
 def e2e(rows, out):
@@ -79,10 +85,7 @@ def e2e(rows, out):
     ax.set_xticklabels([f"{mb} MB image" for mb in sizes])
     ax.set_ylabel("playbook wall time (s)")
     ax.set_title("Create a VM from a cloud image, end to end")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "e2e.png"), dpi=110)
-    plt.close(fig)
+    finish(fig, ax, os.path.join(out, "e2e.png"))
 
 
 def main():

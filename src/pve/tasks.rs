@@ -220,6 +220,7 @@ pub fn wait_task(
     let start = Instant::now();
     let mut state = WaitState::new();
     let mut log = Vec::new();
+    let progress = PROGRESS_TYPES.contains(&upid.task_type.as_str());
     loop {
         if let Some(signal) = interrupt::received() {
             return Err(WaitError::Interrupted {
@@ -228,7 +229,6 @@ pub fn wait_task(
                 elapsed: start.elapsed(),
             });
         }
-        let progress = PROGRESS_TYPES.contains(&upid.task_type.as_str());
         let (obs, took) =
             observe(client, upid, &mut log, progress).map_err(|error| WaitError::Api {
                 upid: upid.clone(),

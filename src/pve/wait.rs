@@ -637,10 +637,7 @@ mod tests {
                     })
                 })
                 .collect();
-            let polls = median(runs.iter().map(|r| r.0).collect());
-            let most = runs.iter().map(|r| r.0).max().unwrap();
-            let late = median(runs.iter().map(|r| r.1).collect());
-            let worst = runs.iter().map(|r| r.1).max().unwrap();
+            let (polls, most, late, worst) = summary(&runs);
             let row = format!(
                 "recorded import stretched to {target} s: {polls} polls (median), {most} at most; noticed {late:?} late (median), {worst:?} at worst"
             );
@@ -662,6 +659,16 @@ mod tests {
     fn median<T: Ord + Copy>(mut xs: Vec<T>) -> T {
         xs.sort();
         xs[xs.len() / 2]
+    }
+
+    /// Over (polls, lateness) runs: (median polls, most polls, median lateness, worst).
+    fn summary(runs: &[(u32, Duration)]) -> (u32, u32, Duration, Duration) {
+        (
+            median(runs.iter().map(|r| r.0).collect()),
+            runs.iter().map(|r| r.0).max().unwrap(),
+            median(runs.iter().map(|r| r.1).collect()),
+            runs.iter().map(|r| r.1).max().unwrap(),
+        )
     }
 
     #[test]
@@ -691,10 +698,7 @@ mod tests {
                         .run()
                     })
                     .collect();
-                let polls = median(runs.iter().map(|r| r.0).collect());
-                let most = runs.iter().map(|r| r.0).max().unwrap();
-                let late = median(runs.iter().map(|r| r.1).collect());
-                let worst = runs.iter().map(|r| r.1).max().unwrap();
+                let (polls, most, late, worst) = summary(&runs);
                 let row = format!(
                     "{base} s import, step {step} %, burst {burst} % (held {held}), tail {tail} s: {polls} polls (median), {most} at most; noticed {late:?} late (median), {worst:?} at worst"
                 );
