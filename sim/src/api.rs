@@ -291,6 +291,7 @@ impl Api {
                     params.get("type").map(String::as_str),
                 ))
             }
+            ["access", "permissions"] if m == "GET" => Ok(self.permissions(&auth, params)),
             ["cluster", "nextid"] if m == "GET" => {
                 schema::check(&schema::next_id(), params)?;
                 vms::next_id(sim, params.get("vmid"))
@@ -346,7 +347,7 @@ impl Api {
             ("GET", ["tasks"]) => {
                 schema::check(&schema::task_list(), params)?;
                 check_node()?;
-                Ok(vms::task_list(sim, node, params))
+                Ok(vms::task_list(sim, node, params, auth))
             }
             (_, ["tasks", upid, tail @ ..]) => {
                 set(params, "upid", upid)?;
@@ -354,12 +355,12 @@ impl Api {
                     ("GET", ["status"]) => {
                         schema::check(&schema::task_upid(), params)?;
                         check_node()?;
-                        vms::task_status(sim, node, upid)
+                        vms::task_status(sim, node, upid, auth)
                     }
                     ("GET", ["log"]) => {
                         schema::check(&schema::task_log(), params)?;
                         check_node()?;
-                        vms::task_log(sim, node, upid, params)
+                        vms::task_log(sim, node, upid, params, auth)
                     }
                     ("DELETE", []) => {
                         schema::check(&schema::task_upid(), params)?;
@@ -493,6 +494,43 @@ impl Api {
                             "online": 1, "local": if i == 0 { 1 } else { 0 }, "level": ""}));
         }
         json!(out)
+    }
+
+    /// `GET /access/permissions` (pve-access-control API2/AccessControl.pm, permissions): the
+    /// caller's privileges, on `path` when given. pve-sim knows three kinds of users: read-only
+    /// (`:audit`), without `Sys.Audit` on the nodes (`:nosysaudit`), and administrators.
+    fn permissions(&self, auth: &Auth, params: &Params) -> Value {
+        let mut privs = serde_json::Map::new();
+        let mut grant = |p: &str| {
+            privs.insert(p.to_string(), json!(1));
+        };
+        if auth.readonly {
+            for p in ["VM.Audit", "Datastore.Audit", "Sys.Audit"] {
+                grant(p);
+            }
+        } else {
+            for p in [
+                "VM.Allocate",
+                "VM.Audit",
+                "VM.Config.Disk",
+                "VM.Config.CPU",
+                "VM.Config.Memory",
+                "VM.Config.Network",
+                "VM.Config.Cloudinit",
+                "VM.Config.Options",
+                "VM.PowerMgmt",
+                "Datastore.AllocateSpace",
+                "Datastore.Audit",
+            ] {
+                grant(p);
+            }
+            if self.sim.sys_audit(&auth.id) {
+                grant("Sys.Audit");
+                grant("Sys.Modify");
+            }
+        }
+        let path = params.get("path").cloned().unwrap_or_else(|| "/".into());
+        json!({ path: privs })
     }
 
     fn login(&self, params: &Params, user_out: &mut String) -> ApiResult {

@@ -16,17 +16,37 @@ use crate::state::Sim;
 use crate::storage;
 use crate::tasks::{self, TaskCtx};
 
+/// pve-storage API2/Storage/Status.pm, download_url: ISO and container-template extensions
+/// are matched case-insensitively (`$ISO_EXT_RE_0`, `$VZTMPL_EXT_RE_1` are `/i`), import
+/// extensions are not (`$UPLOAD_IMPORT_EXT_RE_1`: `.QCOW2` is refused).
 fn ext_ok(content: &str, name: &str, version: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    let ends = |exts: &[&str]| exts.iter().any(|e| lower.ends_with(e));
+    let ends_ci = |exts: &[&str]| exts.iter().any(|e| lower.ends_with(e) && lower.len() > e.len());
+    let ends = |exts: &[&str]| exts.iter().any(|e| name.ends_with(e) && name.len() > e.len());
     match content {
-        "iso" => ends(&[".iso", ".img"]),
-        "vztmpl" => ends(&[".tar.gz", ".tar.xz", ".tar.zst", ".tgz"]),
+        "iso" => ends_ci(&[".iso", ".img"]),
+        "vztmpl" => ends_ci(&[".tar", ".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2"]),
         // Plain qcow2/raw/vmdk came with PVE 8.4; 8.3 took only .ova.
         "import" if version == "8.3" => ends(&[".ova"]),
         "import" => ends(&[".ova", ".qcow2", ".raw", ".vmdk"]),
         _ => false,
     }
+}
+
+/// pve-storage Storage.pm, normalize_content_filename: the directory part is dropped and
+/// every character outside `[a-zA-Z0-9_.-]` becomes `_`.
+pub fn normalize_filename(name: &str) -> String {
+    let name = name.strip_suffix('\n').unwrap_or(name);
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    base.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Computes a checksum with coreutils (`sha256sum`, …).
@@ -67,11 +87,8 @@ pub fn download_url(
             "storage '{sid}' is not configured for content-type '{content}'"
         )));
     }
-    let filename = params["filename"].clone();
-    if filename.contains('/')
-        || filename.starts_with('.')
-        || !ext_ok(&content, &filename, &sim.opts.version)
-    {
+    let filename = normalize_filename(&params["filename"]);
+    if !ext_ok(&content, &filename, &sim.opts.version) {
         return Err(ApiErr::param(
             "filename",
             "invalid filename or wrong extension",
@@ -92,11 +109,6 @@ pub fn download_url(
         }
         _ => {}
     }
-    if params.contains_key("compression") && content != "iso" {
-        return Err(ApiErr::die(format!(
-            "decompression not supported for {content}"
-        )));
-    }
     let prefix = match content.as_str() {
         "iso" => "iso/",
         "vztmpl" => "vztmpl/",
@@ -114,7 +126,17 @@ pub fn download_url(
         .map(|c| (params["checksum-algorithm"].clone(), c.to_ascii_lowercase()));
     let s2 = sim.clone();
     let task_id = filename.clone();
+    let compression = params.get("compression").cloned();
     let upid = tasks::spawn(sim, node, "download", &task_id, &auth.id, move |ctx| {
+        // The compression is looked at only inside the worker (Status.pm, download_url).
+        if let Some(c) = &compression {
+            if content != "iso" {
+                return Err(format!("decompression not supported for {content}"));
+            }
+            return Err(format!(
+                "pve-sim: decompression ({c}) is not simulated"
+            ));
+        }
         let dest = vol.path.clone();
         if dest.exists() {
             return match &expect {

@@ -165,9 +165,11 @@ fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
         let resp = handler.handle(&req);
         workers.release();
         let conn = reader.get_mut();
+        // pve-http-server AnyEvent.pm, response: `keep_alive = 0 if $code >= 400`.
         if write_response(conn, &resp, req.method == "HEAD").is_err()
             || resp.drop_after.is_some()
             || close
+            || resp.status >= 400
         {
             let _ = conn.flush();
             let _ = conn.tcp().shutdown(Shutdown::Both);
@@ -233,9 +235,10 @@ fn read_request(r: &mut BufReader<Conn>) -> Result<Option<Request>, u16> {
 
 fn write_response(w: &mut Conn, resp: &Response, head: bool) -> std::io::Result<()> {
     let mut out = format!(
-        "HTTP/1.1 {} {}\r\nServer: pve-api-daemon/3.0\r\nCache-Control: max-age=0\r\nPragma: no-cache\r\nConnection: Keep-Alive\r\nContent-Type: application/json;charset=UTF-8\r\nContent-Length: {}\r\n\r\n",
+        "HTTP/1.1 {} {}\r\nServer: pve-api-daemon/3.0\r\nCache-Control: max-age=0\r\nPragma: no-cache\r\nConnection: {}\r\nContent-Type: application/json;charset=UTF-8\r\nContent-Length: {}\r\n\r\n",
         resp.status,
         resp.reason,
+        if resp.status >= 400 { "close" } else { "Keep-Alive" },
         resp.body.len()
     )
     .into_bytes();

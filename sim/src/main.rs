@@ -39,7 +39,9 @@ OPTIONS:
     --data-dir DIR              where storages, certificates and logs live [default: ./pve-sim-data]
     --nodes LIST                comma-separated node names [default: pve1]
     --user USER@REALM:PASSWORD  a user that can log in with a ticket (repeatable)
-                                [default: root@pam:pve-sim]; append ':audit' for a read-only user
+                                [default: root@pam:pve-sim]; append ':audit' for a read-only
+                                user, ':nosysaudit' for one without Sys.Audit on the nodes (it
+                                sees only its own tasks, as in pve-manager's API2/Tasks.pm)
     --token USER@REALM!ID=SECRET
                                 an API token (repeatable)
     --workers N                 requests handled at once, like pveproxy's workers [default: 3]
@@ -49,6 +51,10 @@ OPTIONS:
     --import-rate RATE          throttle imports and downloads to RATE bytes/s (e.g. 50M, 512K);
                                 an import is paced by qemu-img's progress over the virtual size
     --ticket-lifetime DUR       ticket validity [default: 2h]
+    --stats-interval DUR        how often pvestatd refreshes the VM data that
+                                /cluster/resources lists (name, status, maxmem, ...): a new VM
+                                is listed with status 'unknown' and no name until then
+                                [default: 10s, as PVE; 0 = at once]
     --auth-failure-delay DUR    delay before a 401, as pveproxy does [default: 3s]
     --pve-version VER           9.1, 8.4 or 8.3: what /version reports and which download
                                 filename rules apply [default: 9.1]
@@ -90,6 +96,8 @@ fn parse_args() -> Result<Options, String> {
         version: "9.1".into(),
         scenario: None,
         seed_images: Vec::new(),
+        stats_interval: Duration::from_secs(10),
+        no_sys_audit: Vec::new(),
     };
     let mut args = std::env::args().skip(1);
     let dur = |s: &str, what: &str| {
@@ -120,9 +128,16 @@ fn parse_args() -> Result<Options, String> {
                     Some(v) => (v.to_string(), true),
                     None => (v, false),
                 };
+                let (v, no_audit) = match v.strip_suffix(":nosysaudit") {
+                    Some(v) => (v.to_string(), true),
+                    None => (v, false),
+                };
                 let (u, p) = v
                     .split_once(':')
                     .ok_or("--user takes USER@REALM:PASSWORD")?;
+                if no_audit {
+                    o.no_sys_audit.push(u.into());
+                }
                 o.users.push((u.into(), p.into(), ro));
             }
             "--token" => {
@@ -166,6 +181,7 @@ fn parse_args() -> Result<Options, String> {
                 }
             }
             "--ticket-lifetime" => o.ticket_lifetime = dur(&val()?, "--ticket-lifetime")?,
+            "--stats-interval" => o.stats_interval = dur(&val()?, "--stats-interval")?,
             "--auth-failure-delay" => o.auth_failure_delay = dur(&val()?, "--auth-failure-delay")?,
             "--pve-version" => {
                 o.version = val()?;
@@ -389,6 +405,15 @@ fn run() -> Result<(), String> {
     });
     std::fs::write(opts.data_dir.join("sim.json"), info.to_string()).map_err(|e| e.to_string())?;
     println!("{info}");
+    if !opts.stats_interval.is_zero() {
+        let stats_sim = sim.clone();
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(stats_sim.opts.stats_interval);
+                stats_sim.update_stats();
+            }
+        });
+    }
     let admin_sim = sim.clone();
     std::thread::spawn(move || {
         http::serve(

@@ -34,6 +34,10 @@ pub struct Options {
     pub version: String,
     pub scenario: Option<PathBuf>,
     pub seed_images: Vec<PathBuf>,
+    /// pvestatd's update interval (zero: `/cluster/resources` sees every change at once).
+    pub stats_interval: Duration,
+    /// Users (and their tokens) without `Sys.Audit` on the nodes.
+    pub no_sys_audit: Vec<String>,
 }
 
 /// One VM: where it lives, its configuration as PVE stores it, and its run state.
@@ -54,6 +58,9 @@ pub struct State {
     pub flocks: HashMap<u32, String>,
     /// ticket -> (user, CSRF token, issued)
     pub tickets: HashMap<String, (String, String, Instant)>,
+    /// What pvestatd last reported of each VM (`name`, `status`, `maxmem`, …): the part of
+    /// `/cluster/resources` that lags (pve-manager API2Tools.pm, extract_vm_stats).
+    pub stats: BTreeMap<u32, Value>,
 }
 
 /// The simulator.
@@ -176,6 +183,36 @@ impl Sim {
     pub fn funlock(&self, vmid: u32) {
         self.lock().flocks.remove(&vmid);
         self.cv.notify_all();
+    }
+
+    /// One pvestatd round: records every VM's name, power state and sizes as they are now.
+    pub fn update_stats(&self) {
+        let mut st = self.lock();
+        let stats = st
+            .vms
+            .iter()
+            .map(|(id, vm)| {
+                let c = &vm.config;
+                let mut o = json!({
+                    "status": if vm.running { "running" } else { "stopped" },
+                    "template": c.get("template").map(|t| t == "1").unwrap_or(false) as u8,
+                    "maxmem": c.get("memory").and_then(|m| m.parse::<u64>().ok()).unwrap_or(512) * 1048576,
+                    "maxcpu": c.get("cores").and_then(|m| m.parse::<u64>().ok()).unwrap_or(1),
+                    "uptime": vm.started.filter(|_| vm.running).map(|s| s.elapsed().as_secs()).unwrap_or(0),
+                });
+                if let Some(n) = c.get("name") {
+                    o["name"] = json!(n);
+                }
+                (*id, o)
+            })
+            .collect();
+        st.stats = stats;
+    }
+
+    /// Whether `user` (`user@realm` or a token `user@realm!id`) has `Sys.Audit` on the nodes.
+    pub fn sys_audit(&self, user: &str) -> bool {
+        let owner = user.split('!').next().unwrap_or("");
+        !self.opts.no_sys_audit.iter().any(|u| u == owner)
     }
 
     /// Appends one line to `requests.jsonl`.

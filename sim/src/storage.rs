@@ -15,6 +15,16 @@ pub struct StorageDef {
     pub id: &'static str,
     pub kind: &'static str,
     pub content: &'static [&'static str],
+    /// The allocation unit: LVM rounds a new or grown volume up to whole physical extents
+    /// (4 MiB by default; pve-storage LVMThinPlugin.pm, alloc_image and volume_resize call
+    /// `lvcreate -V` / `lvextend -L`, which round up). 1 for file storages.
+    pub extent: u64,
+}
+
+/// The size a volume of `bytes` really gets on storage `sid`.
+pub fn allocated_size(sid: &str, bytes: u64) -> u64 {
+    let e = storage(sid).map_or(1, |s| s.extent.max(1));
+    bytes.div_ceil(e).saturating_mul(e)
 }
 
 /// The storages every node has.
@@ -23,11 +33,13 @@ pub const STORAGES: &[StorageDef] = &[
         id: "local",
         kind: "dir",
         content: &["images", "iso", "import", "vztmpl", "snippets"],
+        extent: 1,
     },
     StorageDef {
         id: "local-lvm",
         kind: "lvmthin",
         content: &["images", "rootdir"],
+        extent: 4 << 20,
     },
 ];
 
@@ -89,6 +101,15 @@ pub fn parse_volume(data: &Path, node: &str, volid: &str) -> Result<Volume, Stri
         });
     }
     let (vtype, rel): (&'static str, PathBuf) = if let Some(f) = name.strip_prefix("import/") {
+        // pve-storage Plugin.pm, parse_volname: `import/` names must end in one of
+        // `$IMPORT_EXT_RE_1` (ova, ovf, qcow2, raw, vmdk; case-sensitive): `import/x.img` is
+        // not a volume.
+        let known = [".ova", ".ovf", ".qcow2", ".raw", ".vmdk"]
+            .iter()
+            .any(|e| f.ends_with(e) && f.len() > e.len());
+        if !known {
+            return Err(format!("unable to parse directory volume name '{name}'"));
+        }
         ("import", PathBuf::from("import").join(f))
     } else if let Some(f) = name.strip_prefix("iso/") {
         ("iso", PathBuf::from("template/iso").join(f))
@@ -175,11 +196,29 @@ pub fn virtual_size(path: &Path, fmt: &str) -> Result<u64, String> {
         .ok_or_else(|| "qemu-img info: no virtual-size".to_string())
 }
 
+/// The format `qemu-img info` detects (pve-storage Storage.pm, file_size_info with
+/// `auto-detect`, as used for absolute-path imports).
+pub fn detect_format(path: &Path) -> Result<String, String> {
+    let out = run(Command::new("qemu-img")
+        .args(["info", "--output=json"])
+        .arg(path))?;
+    let v: Value = serde_json::from_str(&out).map_err(|e| format!("qemu-img info: {e}"))?;
+    v["format"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| "qemu-img info: no format".to_string())
+}
+
 /// Creates an empty image of `size` bytes.
 pub fn create_image(path: &Path, fmt: &str, size: u64) -> Result<(), String> {
     if let Some(p) = path.parent() {
         std::fs::create_dir_all(p).map_err(|e| e.to_string())?;
     }
+    // A new volume is readable by its owner only, whatever it is filled from (an import of a
+    // root-only file must not leave a world-readable copy in the data dir).
+    std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     run(Command::new("qemu-img")
         .args(["create", "-q", "-f", fmt])
         .arg(path)
@@ -245,8 +284,10 @@ pub fn import(
     dst: &Path,
     dst_fmt: &str,
     rate: Option<u64>,
+    sid: &str,
 ) -> Result<u64, String> {
-    let size = virtual_size(&src.path, &src.format)?;
+    let source_size = virtual_size(&src.path, &src.format)?;
+    let size = allocated_size(sid, source_size);
     create_image(dst, dst_fmt, size)?;
     ctx.log(format!(
         "Formatting '{}', fmt={dst_fmt} size={size} preallocation=off",
@@ -300,15 +341,25 @@ pub fn import(
     let mut paused = false;
     let mut current = 0.0f64;
     let mut last = -1.0f64;
+    let mut exited = false;
+    // The share of the copy `--import-rate` allows by now (100 without a rate). The progress
+    // shown and the task's end follow it even when qemu-img finishes (or reports) faster than
+    // the pacing could catch, so every import takes the time the rate gives it.
+    let allowed_pct = || match rate {
+        Some(r) if source_size > 0 => {
+            (r as f64 * started.elapsed().as_secs_f64() * 100.0 / source_size as f64).min(100.0)
+        }
+        _ => 100.0,
+    };
     loop {
         if ctx.cancelled() {
             let _ = child.kill();
             let _ = child.wait();
             return Err(INTERRUPT.into());
         }
-        if let Some(r) = rate {
+        if let Some(r) = rate.filter(|_| !exited) {
             let allowed = r as f64 * started.elapsed().as_secs_f64();
-            let done = size as f64 * current / 100.0;
+            let done = source_size as f64 * current / 100.0;
             if !paused && done > allowed {
                 signal("-STOP");
                 paused = true;
@@ -319,47 +370,48 @@ pub fn import(
         }
         while let Ok(p) = rx.try_recv() {
             current = p;
-            if p >= last + 1.0 || (p >= 100.0 && last < 100.0) {
-                last = p;
-                let done = (size as f64 * p / 100.0) as u64;
-                ctx.log(format!(
-                    "transferred {} of {} ({p:.2}%)",
-                    render_bytes(done),
-                    render_bytes(size)
-                ));
-            }
         }
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    let _ = e.read_to_string(&mut err);
-                }
-                if !status.success() {
-                    let err = err.trim();
-                    if !err.is_empty() {
-                        ctx.log(err.to_string());
+        let shown = current.min(allowed_pct());
+        if shown >= last + 1.0 || (shown >= 100.0 && last < 100.0) {
+            last = shown.floor().max(last + 1.0).min(shown);
+            let done = (source_size as f64 * last / 100.0) as u64;
+            ctx.log(format!(
+                "transferred {} of {} ({last:.2}%)",
+                render_bytes(done),
+                render_bytes(source_size)
+            ));
+        }
+        if !exited {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    let mut err = String::new();
+                    if let Some(mut e) = child.stderr.take() {
+                        let _ = e.read_to_string(&mut err);
                     }
-                    return Err(format!(
-                        "copy failed: command '/usr/bin/qemu-img convert -p -n -f {} -O {dst_fmt} {} {}' failed: exit code {}",
-                        src.format,
-                        src.path.display(),
-                        dst.display(),
-                        status.code().unwrap_or(-1)
-                    ));
+                    if !status.success() {
+                        let err = err.trim();
+                        if !err.is_empty() {
+                            ctx.log(err.to_string());
+                        }
+                        return Err(format!(
+                            "copy failed: command '/usr/bin/qemu-img convert -p -n -f {} -O {dst_fmt} {} {}' failed: exit code {}",
+                            src.format,
+                            src.path.display(),
+                            dst.display(),
+                            status.code().unwrap_or(-1)
+                        ));
+                    }
+                    exited = true;
+                    current = 100.0;
                 }
-                if last < 100.0 {
-                    ctx.log(format!(
-                        "transferred {} of {} (100.00%)",
-                        render_bytes(size),
-                        render_bytes(size)
-                    ));
-                }
-                return Ok(size);
+                Ok(None) => {}
+                Err(e) => return Err(format!("qemu-img: {e}")),
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("qemu-img: {e}")),
         }
+        if exited && last >= 100.0 {
+            return Ok(size);
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

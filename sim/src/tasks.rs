@@ -60,9 +60,14 @@ impl Task {
             "upid": self.upid, "node": self.node, "pid": self.pid, "pstart": self.pstart,
             "starttime": self.starttime, "type": self.ttype, "id": self.id, "user": self.user,
         });
-        if let Some(e) = &self.exitstatus {
-            v["status"] = json!(e);
-            v["endtime"] = json!(self.end_epoch.unwrap_or(0.0) as u64);
+        match &self.exitstatus {
+            Some(e) => {
+                v["status"] = json!(e);
+                v["endtime"] = json!(self.end_epoch.unwrap_or(0.0) as u64);
+            }
+            // pve-manager API2/Tasks.pm, node_tasks: an active task "would be archived"
+            // without a status, so it is listed as RUNNING.
+            None => v["status"] = json!("RUNNING"),
         }
         v
     }

@@ -37,6 +37,33 @@ fn check_lock(conf: &BTreeMap<String, String>) -> Result<(), String> {
     }
 }
 
+/// qemu-server API2/Qemu.pm, `$load_and_check_config`: a balloon target above the
+/// (new or current) memory is refused.
+fn check_balloon(params: &Params, conf: &BTreeMap<String, String>) -> Result<(), String> {
+    let mem_param = params.get("memory").filter(|m| !m.is_empty());
+    if mem_param.is_none() && !params.contains_key("balloon") {
+        return Ok(());
+    }
+    // get_current_memory: `memory` is `N` or `current=N`; PVE's default is 512 MiB.
+    let current = |m: &str| -> u64 {
+        let v = m
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("current="))
+            .unwrap_or(m);
+        v.parse().unwrap_or(512)
+    };
+    let maxmem = current(mem_param.or(conf.get("memory")).map_or("512", |s| s.as_str()));
+    let balloon: u64 = params
+        .get("balloon")
+        .or(conf.get("balloon"))
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(0);
+    if balloon > 0 && balloon > maxmem {
+        return Err("balloon value too large (must be smaller than assigned memory)".into());
+    }
+    Ok(())
+}
+
 /// SHA-1 of the config as PVE would write it, hex.
 pub fn digest(conf: &BTreeMap<String, String>) -> String {
     let text: String = conf.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
@@ -104,11 +131,8 @@ fn plan_drives(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Result<Ve
                     ));
                 }
                 let p = std::path::PathBuf::from(&src);
-                let format = p
-                    .extension()
-                    .map(|e| e.to_string_lossy().to_string())
-                    .filter(|e| e == "qcow2" || e == "vmdk")
-                    .unwrap_or("raw".into());
+                // The format is detected inside the worker (run_drives).
+                let format = String::new();
                 Volume {
                     storage: String::new(),
                     name: src.clone(),
@@ -238,6 +262,14 @@ fn run_drives(
                         "cannot import from '{srcname}' - volume does not exist"
                     ));
                 }
+                // qemu-server API2/Qemu.pm, create_disks: an absolute path is checked as an
+                // untrusted image with its format auto-detected (a qcow2 named `.img` is a
+                // qcow2), not guessed from its name.
+                let mut src = src;
+                if src.storage.is_empty() {
+                    src.format = storage::detect_format(&src.path)
+                        .map_err(|e| format!("could not get file size of {srcname} - {e}"))?;
+                }
                 made.push(Volume {
                     storage: sid.clone(),
                     name: name.clone(),
@@ -246,7 +278,7 @@ fn run_drives(
                     path: dst.path.clone(),
                     format: fmt.clone(),
                 });
-                let size = storage::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate)
+                let size = storage::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate, &sid)
                     .map_err(|e| format!("cannot import from '{srcname}' - {e}"))?;
                 out.push(disk_value(ctx, key, &sid, &name, &fmt, size, opts));
             }
@@ -262,6 +294,7 @@ fn run_drives(
                     .unwrap_or("raw".into());
                 let name = storage::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
                 let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                let bytes = storage::allocated_size(&sid, bytes);
                 storage::create_image(&dst.path, &fmt, bytes)?;
                 made.push(Volume {
                     storage: sid.clone(),
@@ -585,18 +618,26 @@ pub fn update(
     if sets.is_empty() && deletes.is_empty() {
         return Err(ApiErr::die("no options specified"));
     }
-    // The early checks, before any lock or fork.
+    // qemu-server API2/Qemu.pm, update_vm_api: `$load_and_check_config` runs once here, before
+    // forking ("early checks"), and again inside the worker under the VM's file lock, so
+    // concurrent updates sent with one digest end with all but one task failing.
+    let wanted_digest = params.get("digest").cloned();
+    let load_and_check = {
+        let params = params.clone();
+        move |conf: &BTreeMap<String, String>| -> Result<(), String> {
+            if let Some(d) = &wanted_digest
+                && *d != digest(conf)
+            {
+                return Err("checksum mismatch (file change by other user?)".into());
+            }
+            if !skiplock {
+                check_lock(conf)?;
+            }
+            check_balloon(&params, conf)
+        }
+    };
     let conf = config_of(sim, node, vmid)?;
-    if let Some(d) = params.get("digest")
-        && *d != digest(&conf)
-    {
-        return Err(ApiErr::die(
-            "checksum mismatch (file change by other user?)",
-        ));
-    }
-    if !skiplock {
-        check_lock(&conf).map_err(ApiErr::die)?;
-    }
+    load_and_check(&conf).map_err(ApiErr::die)?;
     if sets.iter().any(|(k, _)| k == "lock") {
         return Err(ApiErr::die(
             "pve-sim: setting 'lock' through the API is not allowed",
@@ -619,9 +660,7 @@ pub fn update(
             .ok_or_else(|| {
                 format!("Configuration file 'nodes/{n2}/qemu-server/{vmid}.conf' does not exist")
             })?;
-            if !skiplock {
-                check_lock(&conf)?;
-            }
+            load_and_check(&conf)?;
             let mut made = Vec::new();
             let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made)
                 .inspect_err(|_| free_volumes(&made))?;
@@ -699,22 +738,16 @@ pub fn update(
 }
 
 /// `PUT …/resize`: a `resize` task (PVE 8+) that grows the volume with `qemu-img resize`.
+///
+/// qemu-server API2/Qemu.pm, resize_vm: every check (the config, `digest`, the lock, the disk)
+/// is made by `$updatefn` inside the worker under the file lock; the request itself only
+/// forks the task.
 pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth) -> ApiResult {
     let skiplock = params.get("skiplock").is_some_and(|v| v == "1");
     if skiplock && !auth.root_ticket {
         return Err(ApiErr::param("skiplock", "Only root may use this option."));
     }
-    let conf = config_of(sim, node, vmid)?;
-    if let Some(d) = params.get("digest")
-        && *d != digest(&conf)
-    {
-        return Err(ApiErr::die(
-            "checksum mismatch (file change by other user?)",
-        ));
-    }
-    if !skiplock {
-        check_lock(&conf).map_err(ApiErr::die)?;
-    }
+    let wanted_digest = params.get("digest").cloned();
     let disk = params["disk"].clone();
     let size = params["size"].clone();
     let (s2, n2) = (sim.clone(), node.to_string());
@@ -728,12 +761,12 @@ pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Aut
             let sim = &s2;
             sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
             let res = (|| {
-                let conf = sim
-                    .lock()
-                    .vms
-                    .get(&vmid)
-                    .map(|v| v.config.clone())
-                    .ok_or("VM vanished")?;
+                let conf = config_of(sim, &n2, vmid).map_err(|e| e.msg)?;
+                if let Some(d) = &wanted_digest
+                    && *d != digest(&conf)
+                {
+                    return Err("checksum mismatch (file change by other user?)".into());
+                }
                 if !skiplock {
                     check_lock(&conf)?;
                 }
@@ -759,7 +792,13 @@ pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Aut
                 if new == cur {
                     return Ok(0);
                 }
-                storage::resize_image(&vol.path, &vol.format, new)?;
+                // The volume grows to whole extents; the config records the size asked for
+                // (Qemu.pm, resize_vm: `$drive->{size} = $newsize`).
+                storage::resize_image(
+                    &vol.path,
+                    &vol.format,
+                    storage::allocated_size(&vol.storage, new),
+                )?;
                 ctx.log(format!("Image resized. New size {new} bytes."));
                 kv.insert("size".into(), storage::format_size(new));
                 let mut st = sim.lock();
@@ -811,6 +850,12 @@ pub fn status_current(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
 }
 
 /// `POST …/status/{start,stop,shutdown,reboot}`.
+///
+/// As in qemu-server, the lock is checked inside the worker, under the VM's file lock
+/// (`QemuServer.pm`: `vm_start`, and `_do_vm_stop` for stop, shutdown and reboot), so a lock
+/// taken after the request fails the *task* with `VM is locked (…)`. `_do_vm_stop` returns
+/// before any check when the VM has no process: stopping a stopped VM ends `OK`. Only reboot
+/// refuses a stopped VM up front (`API2/Qemu.pm`, vm_reboot: `VM … not running`).
 pub fn power(
     sim: &Arc<Sim>,
     node: &str,
@@ -823,9 +868,9 @@ pub fn power(
     if skiplock && !auth.root_ticket {
         return Err(ApiErr::param("skiplock", "Only root may use this option."));
     }
-    let conf = config_of(sim, node, vmid)?;
-    if !skiplock {
-        check_lock(&conf).map_err(ApiErr::die)?;
+    config_of(sim, node, vmid)?;
+    if action == "reboot" && !sim.lock().vms.get(&vmid).is_some_and(|v| v.running) {
+        return Err(ApiErr::die(format!("VM {vmid} not running")));
     }
     let ttype = match action {
         "start" => "qmstart",
@@ -833,22 +878,28 @@ pub fn power(
         "shutdown" => "qmshutdown",
         _ => "qmreboot",
     };
-    let s2 = sim.clone();
+    let (s2, n2) = (sim.clone(), node.to_string());
     let action = action.to_string();
     let upid = tasks::spawn(sim, node, ttype, &vmid.to_string(), &auth.id, move |ctx| {
         let sim = &s2;
         sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
         let res = (|| {
-            let running = sim
+            let (running, conf) = sim
                 .lock()
                 .vms
                 .get(&vmid)
-                .map(|v| v.running)
-                .ok_or("VM vanished")?;
+                .map(|v| (v.running, v.config.clone()))
+                .ok_or_else(|| no_conf(&n2, vmid).msg)?;
+            if action != "start" && !running {
+                // _do_vm_stop: `return if !$pid;` (vm_reboot: `return if !check_running`).
+                return Ok(());
+            }
+            if !skiplock {
+                check_lock(&conf)?;
+            }
             match action.as_str() {
                 "start" if running => Err(format!("VM {vmid} already running")),
                 "start" => do_start(sim, ctx, vmid),
-                "shutdown" | "reboot" if !running => Err(format!("VM {vmid} not running")),
                 _ => {
                     ctx.sleep(sim.task_duration(if action == "stop" {
                         "qmstop"
@@ -876,20 +927,21 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
     if skiplock && !auth.root_ticket {
         return Err(ApiErr::param("skiplock", "Only root may use this option."));
     }
-    let conf = config_of(sim, node, vmid)?;
-    if !skiplock {
-        check_lock(&conf).map_err(ApiErr::die)?;
-    }
-    if conf.get("protection").is_some_and(|p| p == "1") {
-        return Err(ApiErr::die(format!(
-            "can't remove VM {vmid} - protection mode enabled"
-        )));
-    }
-    if sim.lock().vms.get(&vmid).is_some_and(|v| v.running) {
-        return Err(ApiErr::die(format!(
-            "VM {vmid} is running - destroy failed"
-        )));
-    }
+    // qemu-server API2/Qemu.pm, destroy_vm: `$early_checks` (the config exists, protection,
+    // not running) before forking and again in the worker; the lock is checked only in the
+    // worker (QemuServer.pm, destroy_vm), which frees the volumes, leaves `lock: destroyed`
+    // as the whole config, and removes the config last.
+    let early_checks = |sim: &Sim| -> Result<BTreeMap<String, String>, String> {
+        let conf = config_of(sim, node, vmid).map_err(|e| e.msg)?;
+        if conf.get("protection").is_some_and(|p| p == "1") {
+            return Err(format!("can't remove VM {vmid} - protection mode enabled"));
+        }
+        if sim.lock().vms.get(&vmid).is_some_and(|v| v.running) {
+            return Err(format!("VM {vmid} is running - destroy failed"));
+        }
+        Ok(conf)
+    };
+    early_checks(sim).map_err(ApiErr::die)?;
     let unreferenced = params
         .get("destroy-unreferenced-disks")
         .is_some_and(|v| v == "1");
@@ -904,16 +956,17 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
             let sim = &s2;
             sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
             let res = (|| {
-                ctx.sleep(sim.task_duration("qmdestroy"))?;
-                let conf = sim
-                    .lock()
-                    .vms
-                    .get(&vmid)
-                    .map(|v| v.config.clone())
-                    .ok_or("VM vanished")?;
+                let conf = config_of(sim, &n2, vmid).map_err(|e| e.msg)?;
+                if conf.get("protection").is_some_and(|p| p == "1") {
+                    return Err(format!("can't remove VM {vmid} - protection mode enabled"));
+                }
                 if sim.lock().vms.get(&vmid).is_some_and(|v| v.running) {
                     return Err(format!("VM {vmid} is running - destroy failed"));
                 }
+                if !skiplock && conf.get("lock").is_some_and(|l| l != "suspended") {
+                    check_lock(&conf)?;
+                }
+                ctx.sleep(sim.task_duration("qmdestroy") / 2)?;
                 for (k, v) in &conf {
                     if !(schema::is_drive_key(k) || k.starts_with("unused")) {
                         continue;
@@ -948,6 +1001,11 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
                         }
                     }
                 }
+                if let Some(vm) = sim.lock().vms.get_mut(&vmid) {
+                    vm.config = BTreeMap::from([("lock".to_string(), "destroyed".to_string())]);
+                }
+                // remove_vm_access, the firewall config, purge: then destroy_config.
+                std::thread::sleep(sim.task_duration("qmdestroy") / 2);
                 sim.lock().vms.remove(&vmid);
                 sim.cv.notify_all();
                 Ok(0)
@@ -972,21 +1030,29 @@ pub fn vm_list(sim: &Sim, node: &str) -> Value {
 }
 
 /// `GET /cluster/resources`.
+///
+/// pve-manager API2/Cluster.pm, resources: the list of VMs and their `lock` and `tags` come
+/// from the cluster file system at once; everything else from pvestatd's RRD data
+/// (API2Tools.pm, extract_vm_stats), refreshed every `--stats-interval` (10 s in PVE). Until
+/// then a new VM is listed with `status: unknown` and no `name`, `maxmem` or `maxcpu`, and a
+/// changed name or power state shows its old value.
 pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
     let mut out = Vec::new();
     if kind.is_none() || kind == Some("vm") {
+        if sim.opts.stats_interval.is_zero() {
+            sim.update_stats();
+        }
         let st = sim.lock();
         for (id, vm) in &st.vms {
             let c = &vm.config;
             let mut o = json!({
                 "id": format!("qemu/{id}"), "type": "qemu", "vmid": id, "node": vm.node,
-                "status": if vm.running { "running" } else { "stopped" },
-                "template": c.get("template").map(|t| t == "1").unwrap_or(false) as u8,
-                "maxmem": c.get("memory").and_then(|m| m.parse::<u64>().ok()).unwrap_or(512) * 1048576,
-                "maxcpu": c.get("cores").and_then(|m| m.parse::<u64>().ok()).unwrap_or(1),
+                "status": "unknown",
             });
-            if let Some(n) = c.get("name") {
-                o["name"] = json!(n);
+            if let Some(Value::Object(stats)) = st.stats.get(id) {
+                for (k, v) in stats {
+                    o[k] = v.clone();
+                }
             }
             if let Some(l) = c.get("lock") {
                 o["lock"] = json!(l);
@@ -1099,6 +1165,28 @@ fn upid_node(upid: &str) -> Option<&str> {
     ok.then_some(parts[1])
 }
 
+/// pve-manager API2/Tasks.pm, `$check_task_user`: a user sees its own tasks and its tokens'
+/// tasks; a token only the tasks of that token.
+fn own_task(task_user: &str, user: &str) -> bool {
+    match task_user.split_once('!') {
+        Some((owner, _)) => user == task_user || user == owner,
+        None => user == task_user,
+    }
+}
+
+/// Tasks.pm, read_task_status and read_task_log: another user's task needs `Sys.Audit` on
+/// the node.
+fn check_task_perm(sim: &Sim, node: &str, task_user: &str, auth: &Auth) -> Result<(), ApiErr> {
+    if own_task(task_user, &auth.id) || sim.sys_audit(&auth.id) {
+        return Ok(());
+    }
+    Err(ApiErr {
+        status: 403,
+        msg: format!("Permission check failed (/nodes/{node}, Sys.Audit)"),
+        errors: None,
+    })
+}
+
 fn find_task<'a>(
     st: &'a crate::state::State,
     node: &str,
@@ -1114,15 +1202,29 @@ fn find_task<'a>(
 }
 
 /// `GET /nodes/{node}/tasks/{upid}/status`.
-pub fn task_status(sim: &Sim, node: &str, upid: &str) -> ApiResult {
+pub fn task_status(sim: &Sim, node: &str, upid: &str, auth: &Auth) -> ApiResult {
     let st = sim.lock();
-    Ok(find_task(&st, node, upid)?.status_json())
+    let t = find_task(&st, node, upid)?;
+    check_task_perm(sim, node, &t.user, auth)?;
+    Ok(t.status_json())
 }
 
 /// `GET /nodes/{node}/tasks/{upid}/log` with `start`/`limit`, and `total` beside `data`.
-pub fn task_log(sim: &Sim, node: &str, upid: &str, params: &Params) -> ApiResult {
+///
+/// Tasks.pm, read_task_log does not check that the task exists: the log of an unknown UPID
+/// is pve-common's `dump_logfile` failing to open the file, answered with 200.
+pub fn task_log(sim: &Sim, node: &str, upid: &str, params: &Params, auth: &Auth) -> ApiResult {
     let st = sim.lock();
-    let t = find_task(&st, node, upid)?;
+    if upid_node(upid).is_none() {
+        return Err(ApiErr::param("upid", "unable to parse worker upid"));
+    }
+    let user = upid.split(':').nth(7).unwrap_or("");
+    check_task_perm(sim, node, user, auth)?;
+    let Ok(t) = find_task(&st, node, upid) else {
+        return Ok(json!({"__total": 1, "lines": [
+            {"n": 1, "t": "unable to open file - No such file or directory"}
+        ]}));
+    };
     let start: usize = params
         .get("start")
         .and_then(|s| s.parse().ok())
@@ -1147,8 +1249,11 @@ pub fn task_log(sim: &Sim, node: &str, upid: &str, params: &Params) -> ApiResult
     Ok(json!({"__total": total.max(1), "lines": lines}))
 }
 
-/// `GET /nodes/{node}/tasks` with PVE's filters; newest first.
-pub fn task_list(sim: &Sim, node: &str, params: &Params) -> Value {
+/// `GET /nodes/{node}/tasks` with PVE's filters; newest first. Without `Sys.Audit` on the
+/// node a user sees only its own tasks (Tasks.pm, node_tasks); running tasks carry
+/// `status: RUNNING`.
+pub fn task_list(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Value {
+    let auditor = sim.sys_audit(&auth.id);
     let st = sim.lock();
     let source = params
         .get("source")
@@ -1170,6 +1275,7 @@ pub fn task_list(sim: &Sim, node: &str, params: &Params) -> Value {
         .iter()
         .rev()
         .filter(|t| t.node == node && Instant::now() >= t.visible_at)
+        .filter(|t| auditor || own_task(&t.user, &auth.id))
         .filter(|t| match source {
             "active" => t.running(),
             "archive" => !t.running(),

@@ -141,10 +141,26 @@ impl ApiError {
         }
     }
 
+    /// `Configuration file '…/N.conf' does not exist`: the VM is not (or no longer) there.
+    pub fn is_missing_vm(&self) -> bool {
+        self.status() == Some(500) && self.message().contains("does not exist")
+    }
+
     /// `401`: the ticket expired or was revoked.
     pub fn is_auth(&self) -> bool {
         self.status() == Some(401)
     }
+}
+
+/// True when a task's exit status says its worker refused before changing anything, because
+/// the VM changed or another operation held it: qemu-server re-runs its checks inside the
+/// worker under the VM's file lock (`checksum mismatch (file change by other user?)`,
+/// `VM is locked (…)`) and gives up waiting for that lock after 10 s (`… got timeout`).
+/// The caller reads the VM again and re-plans.
+pub fn task_refused_before_acting(exitstatus: &str) -> bool {
+    exitstatus.contains("checksum mismatch")
+        || exitstatus.contains("got timeout")
+        || exitstatus.starts_with("VM is locked (")
 }
 
 #[cfg(test)]
@@ -225,6 +241,21 @@ mod tests {
             }
             .surely_not_done()
         );
+    }
+
+    #[test]
+    fn task_refusals_are_told_from_failures() {
+        assert!(task_refused_before_acting(
+            "checksum mismatch (file change by other user?)"
+        ));
+        assert!(task_refused_before_acting("VM is locked (backup)"));
+        assert!(task_refused_before_acting(
+            "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"
+        ));
+        assert!(!task_refused_before_acting(
+            "unable to create VM 100 - cannot import from 'local:import/x.qcow2'"
+        ));
+        assert!(!task_refused_before_acting("received interrupt"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::spec::{Desired, State, desired, format_size};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::common::{self, TaskLog};
 use crate::pve::client::{Client, Method, Params};
+use crate::pve::error::task_refused_before_acting;
 use crate::pve::ops::{self, Dispatched, backoff, dispatch};
 use crate::pve::tasks::{TaskReport, active_tasks};
 use crate::pve::upid::Upid;
@@ -96,7 +97,17 @@ impl<'a> Runner<'a> {
             return Ok(vms.into_iter().find(|v| v.0 == id).map(|v| (v.0, v.1, v.3)));
         }
         let name = self.d.name.as_deref().unwrap_or_default();
-        let hits: Vec<_> = vms.into_iter().filter(|v| v.2 == name).collect();
+        let mut hits = Vec::new();
+        for v in vms {
+            if v.2 == name {
+                hits.push(v);
+            } else if v.2.is_empty() && self.config_name(v.0, &v.1)?.as_deref() == Some(name) {
+                // `/cluster/resources` takes `name` from pvestatd's RRD data, which lags up to
+                // 10 s behind a new VM (pve-manager API2Tools.pm, extract_vm_stats): a VM
+                // listed without a name may be the one a run created a moment ago.
+                hits.push(v);
+            }
+        }
         match hits.as_slice() {
             [] => Ok(None),
             [one] => Ok(Some((one.0, one.1.clone(), one.3))),
@@ -110,27 +121,63 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Reads the VM's config, and its power state unless the cluster listing told it.
-    fn read(&self, vmid: u32, node: &str, running: Option<bool>) -> Result<Current, Failure> {
+    /// The `name` in a VM's config (`None` without one, or when the VM is gone).
+    fn config_name(&self, vmid: u32, node: &str) -> Result<Option<String>, Failure> {
+        match ops::read(
+            self.client,
+            &format!("/nodes/{node}/qemu/{vmid}/config"),
+            &Vec::new(),
+            self.deadline,
+        ) {
+            Ok(c) => Ok(c["name"].as_str().map(str::to_string)),
+            Err(e) if e.is_missing_vm() => Ok(None),
+            Err(e) => Err(self.fail(format!(
+                "reading the config of VM {vmid} on {node} to learn its name: {e}"
+            ))),
+        }
+    }
+
+    /// Reads the VM's config, and its power state unless the cluster listing told it; `None`
+    /// when the VM is not (or no longer) there.
+    fn read(
+        &self,
+        vmid: u32,
+        node: &str,
+        running: Option<bool>,
+    ) -> Result<Option<Current>, Failure> {
         let base = format!("/nodes/{node}/qemu/{vmid}");
-        let config = ops::read(
+        let config = match ops::read(
             self.client,
             &format!("{base}/config"),
             &Vec::new(),
             self.deadline,
-        )
-        .map_err(|e| self.fail(format!("reading the config of VM {vmid} on {node}: {e}")))?;
+        ) {
+            Ok(c) => c,
+            Err(e) if e.is_missing_vm() => return Ok(None),
+            Err(e) => {
+                return Err(self.fail(format!(
+                    "reading the config of VM {vmid} on {node}: {e}"
+                )));
+            }
+        };
         let status = match running {
             Some(r) => json!({"status": if r { "running" } else { "stopped" }}),
-            None => ops::read(
+            None => match ops::read(
                 self.client,
                 &format!("{base}/status/current"),
                 &Vec::new(),
                 self.deadline,
-            )
-            .map_err(|e| self.fail(format!("reading the status of VM {vmid} on {node}: {e}")))?,
+            ) {
+                Ok(st) => st,
+                Err(e) if e.is_missing_vm() => return Ok(None),
+                Err(e) => {
+                    return Err(self.fail(format!(
+                        "reading the status of VM {vmid} on {node}: {e}"
+                    )));
+                }
+            },
         };
-        Ok(Current::from_api(vmid, node, &config, &status))
+        Ok(Some(Current::from_api(vmid, node, &config, &status)))
     }
 
     /// Waits for a task; every way it can end badly becomes a failed result with context.
@@ -147,7 +194,9 @@ impl<'a> Runner<'a> {
 
     /// If the VM is locked, waits for the task holding the lock (say an import from an
     /// earlier, interrupted run), then reads it again. A lock no task holds is reported.
-    fn settle(&mut self, mut cur: Current) -> Result<Current, Failure> {
+    /// `None` when the VM is gone once the lock is (a destroy held it).
+    fn settle(&mut self, cur: Option<Current>) -> Result<Option<Current>, Failure> {
+        let Some(mut cur) = cur else { return Ok(None) };
         let mut quiet_since: Option<Instant> = None;
         while let Some(lock) = cur.lock().map(str::to_string) {
             let running =
@@ -167,11 +216,7 @@ impl<'a> Runner<'a> {
             } else {
                 let since = *quiet_since.get_or_insert_with(Instant::now);
                 if since.elapsed() > Duration::from_secs(10) || Instant::now() >= self.deadline {
-                    return Err(self.fail(format!(
-                        "VM {} on {} is locked ({lock}) but no task on {} holds the lock; if no operation is in progress, \
-                         remove it on the node with `qm unlock {}`",
-                        cur.vmid, cur.node, cur.node, cur.vmid
-                    )));
+                    return Err(self.fail(self.unheld_lock_message(&cur, &lock)));
                 }
                 if !crate::interrupt::sleep(Duration::from_millis(250)) {
                     return Err(self.fail(format!(
@@ -180,9 +225,40 @@ impl<'a> Runner<'a> {
                     )));
                 }
             }
-            cur = self.read(cur.vmid, &cur.node, None)?;
+            cur = match self.read(cur.vmid, &cur.node, None)? {
+                Some(c) => c,
+                None => return Ok(None),
+            };
         }
-        Ok(cur)
+        Ok(Some(cur))
+    }
+
+    /// What to say about a lock no visible task holds. Without `Sys.Audit` on the node, PVE
+    /// lists only the user's own tasks (pve-manager API2/Tasks.pm, node_tasks), so the holder
+    /// (a backup, another admin's job) may simply be hidden: say so instead of advising
+    /// `qm unlock` on a VM that something may be using.
+    fn unheld_lock_message(&self, cur: &Current, lock: &str) -> String {
+        let (vmid, node) = (cur.vmid, &cur.node);
+        let path = format!("/nodes/{node}");
+        let audit = ops::read(
+            self.client,
+            "/access/permissions",
+            &p(&[("path", path.clone())]),
+            self.deadline,
+        )
+        .ok()
+        .map(|v| v[&path]["Sys.Audit"].as_u64() == Some(1) || v[&path]["Sys.Audit"] == true);
+        match audit {
+            Some(false) => format!(
+                "VM {vmid} on {node} is locked ({lock}) and no task this user can see holds the lock: \
+                 another user's task (a backup, say) may hold it, but listing other users' tasks needs \
+                 Sys.Audit on {path}; grant it, or wait until the lock is gone and run again"
+            ),
+            _ => format!(
+                "VM {vmid} on {node} is locked ({lock}) but no task on {node} holds the lock; if no operation is in progress, \
+                 remove it on the node with `qm unlock {vmid}`"
+            ),
+        }
     }
 
     fn next_id(&self) -> Result<u32, Failure> {
@@ -285,18 +361,22 @@ impl<'a> Runner<'a> {
         );
         match result {
             Ok(Dispatched::Task(upid)) => {
+                let before = self.changed;
                 self.changed = true;
                 match self.wait(upid, what) {
                     Ok(()) => Ok(Done::Vm(vmid, node)),
-                    // The task could not get the VM's file lock in PVE's 10 s (another worker
-                    // holds it): nothing was done, so read the VM again and re-plan.
+                    // The worker re-checked the VM under its file lock and refused before
+                    // changing anything (another run changed the config, another operation
+                    // holds the VM, or its file lock stayed taken for PVE's 10 s): read the VM
+                    // again and re-plan.
                     Err(f)
                         if f.data
                             .get("exitstatus")
                             .and_then(Value::as_str)
-                            .is_some_and(|s| s.contains("got timeout"))
+                            .is_some_and(task_refused_before_acting)
                             && Instant::now() < self.deadline =>
                     {
+                        self.changed = before;
                         Ok(Done::Stale)
                     }
                     Err(f) => Err(f),
@@ -397,15 +477,17 @@ impl<'a> Runner<'a> {
                     ("purge", if purge { "1" } else { "0" }.into()),
                     ("destroy-unreferenced-disks", "1".into()),
                 ]);
-                self.task(
+                match self.task(
                     cur,
                     Method::Delete,
                     "",
                     params,
                     "qmdestroy",
                     &format!("destroying {id}"),
-                )?;
-                Ok(Done::Gone)
+                )? {
+                    Done::Stale => Ok(Done::Stale),
+                    _ => Ok(Done::Gone),
+                }
             }
         }
     }
@@ -486,7 +568,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
     let mut cur = match r.find()? {
         Some((vmid, node, running)) => {
             let c = r.read(vmid, &node, running)?;
-            Some(if check_mode { c } else { r.settle(c)? })
+            if check_mode { c } else { r.settle(c)? }
         }
         None => None,
     };
@@ -547,7 +629,10 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
     let mut pending = first.clone();
     // After the first round, "restarted" means "running", and cipassword has been sent.
     let mut effective = d.clone();
-    for round in 0..6 {
+    // A round in which PVE refused a step because the VM changed meanwhile (another run, a
+    // backup) does not count: it is retried, spaced out, until the deadline.
+    let (mut round, mut refused) = (0, 0u32);
+    loop {
         if pending.steps.is_empty() {
             break;
         }
@@ -559,6 +644,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             )));
         }
         let mut ident = cur.as_ref().map(|c| (c.vmid, c.node.clone()));
+        let mut stale = false;
         for step in pending.steps.clone() {
             let label = step.describe();
             match r.execute(step, cur.as_ref())? {
@@ -570,11 +656,31 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
                     done_steps.push(label);
                     ident = None;
                 }
-                Done::Stale => break,
+                Done::Stale => {
+                    stale = true;
+                    break;
+                }
             }
         }
+        if stale {
+            refused += 1;
+            let pause = backoff(refused.min(4), r.seed.wrapping_add(refused as u64))
+                .min(r.deadline.saturating_duration_since(Instant::now()));
+            if !crate::interrupt::sleep(pause) {
+                return Err(r.fail(format!(
+                    "interrupted by {} while re-planning {}",
+                    crate::interrupt::received().unwrap_or("a signal"),
+                    header(cur.as_ref())
+                )));
+            }
+        } else {
+            round += 1;
+        }
         cur = match ident {
-            Some((vmid, node)) => Some(r.settle(r.read(vmid, &node, None)?)?),
+            Some((vmid, node)) => {
+                let c = r.read(vmid, &node, None)?;
+                r.settle(c)?
+            }
             None => None,
         };
         // Once per run: a restart, and a password PVE cannot compare (it stores a hash).

@@ -242,6 +242,11 @@ fn value_to_set(key: &str, want: &str, have: Option<&str>) -> String {
     want.to_string()
 }
 
+/// How much larger than asked a disk may be and still count as the asked size: LVM rounds a
+/// new or imported volume up to whole extents (4 MiB by default), so a disk asked for at
+/// `10001M` is `10004M` and must neither be "shrunk" nor resized again.
+pub const ALLOCATION_SLACK: u64 = 4 << 20;
+
 /// The size in bytes of a drive value's `size=` (`2G`, `3584M`, bytes).
 pub fn drive_size(value: &str) -> Option<u64> {
     let s = prop(value).1.get("size")?.clone();
@@ -400,7 +405,7 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             set.push((disk.slot.clone(), value));
         }
         if let (Some(want), Some(now)) = (disk.size, drive_size(have)) {
-            if want < now {
+            if want < now && now - want >= ALLOCATION_SLACK {
                 return Err(format!(
                     "refusing to shrink {} from {} to {}: PVE cannot shrink disks (raise disks[].size or leave it)",
                     disk.slot,
