@@ -55,8 +55,9 @@ fn creates_from_a_cloud_image_then_changes_nothing() {
         2 << 30
     );
     // Every task ended OK and nothing hit the create lock.
-    assert!(
-        sim.requests().iter().all(|q| q["status"] != 500),
+    assert_eq!(
+        sim.server_errors(),
+        Vec::<Value>::new(),
         "a request failed on the server"
     );
 
@@ -118,8 +119,9 @@ fn imports_small_medium_and_large_images_on_slow_storage() {
                 q["path"]
             );
         }
-        assert!(
-            sim.requests().iter().all(|q| q["status"] != 500),
+        assert_eq!(
+            sim.lock_refusals(),
+            Vec::<Value>::new(),
             "{name}: a request hit a lock"
         );
         eprintln!(
@@ -205,7 +207,11 @@ fn check_mode_predicts_and_sends_no_write() {
         json!({"_ansible_check_mode": true, "_ansible_diff": true}),
     )));
     assert_eq!(r["changed"], true);
-    assert_eq!(r["planned"], json!(["create"]));
+    // Every step the real run takes: the create, then growing the imported disk and starting.
+    assert_eq!(
+        r["planned"],
+        json!(["create", "resize scsi0 to 2G", "start"])
+    );
     assert!(
         r["diff"]["after"]["scsi0"]
             .as_str()

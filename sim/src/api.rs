@@ -187,6 +187,7 @@ impl Handler for Api {
         self.sim.log_request(json!({
             "ts": epoch(), "method": req.method, "path": path, "params": masked, "status": resp.status,
             "ms": started.elapsed().as_secs_f64() * 1000.0, "user": user, "dropped": drop,
+            "error": if resp.status >= 400 { json!(resp.reason) } else { Value::Null },
         }));
         resp
     }

@@ -21,8 +21,14 @@ use crate::tasks::{self, TaskCtx};
 /// extensions are not (`$UPLOAD_IMPORT_EXT_RE_1`: `.QCOW2` is refused).
 fn ext_ok(content: &str, name: &str, version: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    let ends_ci = |exts: &[&str]| exts.iter().any(|e| lower.ends_with(e) && lower.len() > e.len());
-    let ends = |exts: &[&str]| exts.iter().any(|e| name.ends_with(e) && name.len() > e.len());
+    let ends_ci = |exts: &[&str]| {
+        exts.iter()
+            .any(|e| lower.ends_with(e) && lower.len() > e.len())
+    };
+    let ends = |exts: &[&str]| {
+        exts.iter()
+            .any(|e| name.ends_with(e) && name.len() > e.len())
+    };
     match content {
         "iso" => ends_ci(&[".iso", ".img"]),
         "vztmpl" => ends_ci(&[".tar", ".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2"]),
@@ -133,9 +139,7 @@ pub fn download_url(
             if content != "iso" {
                 return Err(format!("decompression not supported for {content}"));
             }
-            return Err(format!(
-                "pve-sim: decompression ({c}) is not simulated"
-            ));
+            return Err(format!("pve-sim: decompression ({c}) is not simulated"));
         }
         let dest = vol.path.clone();
         if dest.exists() {

@@ -8,6 +8,8 @@
 //! * `null_upid`: carry the request out but answer `{"data":null}` instead of the UPID.
 //! * `task`: the next tasks of `task_type` end with `outcome` `fail` (`message`) or `warnings` (`warnings`).
 //! * `hide_task`: the next tasks of `task_type` answer `no such task` for `ms` after dispatch.
+//! * `deaf_task`: the next tasks of `task_type` ignore a stop request (SIGTERM), as a worker
+//!   stuck in I/O does, so `DELETE …/tasks/{upid}` kills them after 5 s.
 //!
 //! Request matchers: `method` (optional), `path` (a substring of the path below `/api2/json`),
 //! `count` (how many times, default unlimited) and `rate` (0..1, default 1).
@@ -55,6 +57,7 @@ enum TaskFaultKind {
     Fail(String),
     Warnings(u32),
     Hide(Duration),
+    Deaf,
 }
 
 /// The faults in force.
@@ -121,6 +124,14 @@ impl Faults {
                 });
                 None
             }
+            "deaf_task" => {
+                self.tasks.push(TaskFault {
+                    task_type: task_type()?,
+                    count,
+                    kind: TaskFaultKind::Deaf,
+                });
+                None
+            }
             "hide_task" => {
                 self.tasks.push(TaskFault {
                     task_type: task_type()?,
@@ -183,6 +194,16 @@ impl Faults {
         Duration::ZERO
     }
 
+    /// Whether the next task of this type ignores SIGTERM.
+    pub fn take_deaf(&mut self, ttype: &str) -> bool {
+        for f in &mut self.tasks {
+            if matches!(f.kind, TaskFaultKind::Deaf) && f.task_type == ttype && take(&mut f.count) {
+                return true;
+            }
+        }
+        false
+    }
+
     /// A forced outcome for a task of this type, if any.
     pub fn take_task_outcome(&mut self, ttype: &str) -> Option<TaskOutcome> {
         for f in &mut self.tasks {
@@ -192,7 +213,7 @@ impl Faults {
             let outcome = match &f.kind {
                 TaskFaultKind::Fail(m) => TaskOutcome::Fail(m.clone()),
                 TaskFaultKind::Warnings(n) => TaskOutcome::Warnings(*n),
-                TaskFaultKind::Hide(_) => continue,
+                TaskFaultKind::Hide(_) | TaskFaultKind::Deaf => continue,
             };
             take(&mut f.count);
             return Some(outcome);

@@ -74,6 +74,8 @@ ADMIN ENDPOINTS (plain HTTP on --admin-listen):
     POST   /revoke-tickets      invalidate every ticket
     POST   /lock                hold a VM's lock from another task:
                                 {\"vmid\":100,\"ms\":5000,\"config_lock\":\"backup\"}
+                                (\"set_after_ms\": hold the file lock that long before
+                                setting the config lock)
     GET    /tasks               every task with start/end instants and exit status
 ";
 
@@ -318,12 +320,17 @@ impl Handler for Admin {
 }
 
 impl Admin {
-    /// Starts a `vzdump`-like task on the VM's node that holds its file lock (and optionally a
-    /// config lock such as `backup`) for `ms` milliseconds.
+    /// Starts a `vzdump`-like task on the VM's node for `ms` milliseconds. With `config_lock`
+    /// (`backup`) it sets that lock in the config and, as vzdump does, holds the file lock
+    /// only while writing it (pve-guest-common AbstractConfig.pm, set_lock); without, it holds
+    /// the file lock (`/var/lock/qemu-server/lock-N.conf`) all along, as a busy worker does.
     fn hold_lock(&self, v: &Value) -> Result<String, String> {
         let vmid = v["vmid"].as_u64().ok_or("lock needs 'vmid'")? as u32;
         let ms = Duration::from_millis(v["ms"].as_u64().unwrap_or(5000));
         let config_lock = v["config_lock"].as_str().map(str::to_string);
+        // `set_after_ms`: hold the file lock that long first, then set the config lock (a
+        // backup starting while another request waits for the file lock).
+        let after = Duration::from_millis(v["set_after_ms"].as_u64().unwrap_or(0));
         let node = self
             .sim
             .lock()
@@ -333,10 +340,13 @@ impl Admin {
             .ok_or(format!("VM {vmid} does not exist"))?;
         let sim = self.sim.clone();
         sim.flock(vmid, "admin", Duration::from_secs(10))?;
-        if let Some(l) = &config_lock
-            && let Some(vm) = sim.lock().vms.get_mut(&vmid)
+        if after.is_zero()
+            && let Some(l) = &config_lock
         {
-            vm.config.insert("lock".into(), l.clone());
+            if let Some(vm) = sim.lock().vms.get_mut(&vmid) {
+                vm.config.insert("lock".into(), l.clone());
+            }
+            sim.funlock(vmid);
         }
         let s2 = sim.clone();
         let upid = tasks::spawn(
@@ -347,11 +357,21 @@ impl Admin {
             "root@pam",
             move |ctx| {
                 ctx.log(format!("INFO: starting new backup job: vzdump {vmid}"));
-                let r = ctx.sleep(ms);
-                if config_lock.is_some()
-                    && let Some(vm) = s2.lock().vms.get_mut(&vmid)
+                if !after.is_zero()
+                    && let Some(l) = &config_lock
                 {
-                    vm.config.remove("lock");
+                    let _ = ctx.sleep(after);
+                    if let Some(vm) = s2.lock().vms.get_mut(&vmid) {
+                        vm.config.insert("lock".into(), l.clone());
+                    }
+                    s2.funlock(vmid);
+                }
+                let r = ctx.sleep(ms.saturating_sub(after));
+                if config_lock.is_some() {
+                    let _ = s2.flock(vmid, &ctx.upid, Duration::from_secs(10));
+                    if let Some(vm) = s2.lock().vms.get_mut(&vmid) {
+                        vm.config.remove("lock");
+                    }
                 }
                 s2.funlock(vmid);
                 r.map(|_| 0)

@@ -1,5 +1,6 @@
 //! Worker tasks as PVE's `fork_worker` runs them: a UPID, a log whose last line is the exit
-//! status, a `running` → `stopped` life, and `received interrupt` when stopped by DELETE.
+//! status, a `running` → `stopped` life, and `received interrupt` when stopped by DELETE (or
+//! `unexpected status` when killed because it did not stop within 5 s).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +26,8 @@ pub struct Task {
     pub start_epoch: f64,
     pub end_epoch: Option<f64>,
     pub cancel: Arc<AtomicBool>,
+    /// Set when the worker was killed (SIGKILL): it has no further effect and no exit line.
+    pub killed: Arc<AtomicBool>,
     /// A fault may hide a fresh task from `status` and `log` until then.
     pub visible_at: Instant,
 }
@@ -91,6 +94,9 @@ pub struct TaskCtx {
     pub sim: Arc<Sim>,
     pub upid: String,
     pub cancel: Arc<AtomicBool>,
+    pub killed: Arc<AtomicBool>,
+    /// The worker ignores SIGTERM (a `deaf_task` fault), as one stuck in I/O.
+    pub deaf: bool,
 }
 
 /// The error a stopped task dies with.
@@ -105,8 +111,14 @@ impl TaskCtx {
         }
     }
 
+    /// A stop request the worker heeds, or a kill it cannot ignore.
     pub fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::Relaxed)
+        self.killed() || (!self.deaf && self.cancel.load(Ordering::Relaxed))
+    }
+
+    /// The worker was killed: it must leave everything as it is (no cleanup).
+    pub fn killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
     }
 
     /// Sleeps `d` (already scaled), returning `Err(received interrupt)` if the task is stopped.
@@ -133,7 +145,7 @@ pub fn spawn<F>(sim: &Arc<Sim>, node: &str, ttype: &str, id: &str, user: &str, w
 where
     F: FnOnce(&TaskCtx) -> Outcome + Send + 'static,
 {
-    let (upid, cancel) = {
+    let upid = {
         let mut st = sim.lock();
         let pid = 0x1000 + (sim.random() % 0x3F000) as u32;
         let pstart = 1_000_000 + sim.boot.elapsed().as_millis() as u64 / 10;
@@ -144,7 +156,13 @@ where
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take_hide(ttype);
+        let deaf = sim
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_deaf(ttype);
         let cancel = Arc::new(AtomicBool::new(false));
+        let killed = Arc::new(AtomicBool::new(false));
         st.tasks.push(Task {
             upid: upid.clone(),
             node: node.to_string(),
@@ -159,14 +177,18 @@ where
             start_epoch: epoch(),
             end_epoch: None,
             cancel: cancel.clone(),
+            killed: killed.clone(),
             visible_at: Instant::now() + hide,
         });
-        (upid, cancel)
+        (upid, cancel, killed, deaf)
     };
+    let (upid, cancel, killed, deaf) = (upid.0, upid.1, upid.2, upid.3);
     let ctx = TaskCtx {
         sim: sim.clone(),
         upid: upid.clone(),
         cancel,
+        killed,
+        deaf,
     };
     let ttype = ttype.to_string();
     std::thread::spawn(move || {
@@ -207,6 +229,9 @@ fn finish(ctx: &TaskCtx, result: Outcome) {
         }
     };
     let mut st = ctx.sim.lock();
+    if ctx.killed() {
+        return;
+    }
     if let Some(t) = st.tasks.iter_mut().find(|t| t.upid == ctx.upid) {
         t.log.push(last);
         t.exitstatus = Some(exit);

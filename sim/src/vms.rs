@@ -52,7 +52,11 @@ fn check_balloon(params: &Params, conf: &BTreeMap<String, String>) -> Result<(),
             .unwrap_or(m);
         v.parse().unwrap_or(512)
     };
-    let maxmem = current(mem_param.or(conf.get("memory")).map_or("512", |s| s.as_str()));
+    let maxmem = current(
+        mem_param
+            .or(conf.get("memory"))
+            .map_or("512", |s| s.as_str()),
+    );
     let balloon: u64 = params
         .get("balloon")
         .or(conf.get("balloon"))
@@ -536,6 +540,9 @@ pub fn create(sim: &Arc<Sim>, node: &str, params: &Params, auth: &Auth) -> ApiRe
                     }
                     Ok(0)
                 }
+                // A killed worker (SIGKILL after a stop request it did not heed) runs no
+                // cleanup: the config keeps `lock: create` and the volumes stay.
+                Err(e) if ctx.killed() => Err(e),
                 Err(e) => {
                     free_volumes(&made);
                     sim.lock().vms.remove(&vmid);
@@ -662,8 +669,11 @@ pub fn update(
             })?;
             load_and_check(&conf)?;
             let mut made = Vec::new();
-            let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made)
-                .inspect_err(|_| free_volumes(&made))?;
+            let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made).inspect_err(|_| {
+                if !ctx.killed() {
+                    free_volumes(&made)
+                }
+            })?;
             let mut st = sim.lock();
             let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
             let unused = |c: &BTreeMap<String, String>| {
@@ -711,6 +721,8 @@ pub fn update(
             sim: sim.clone(),
             upid: format!("sync-update-{vmid}"),
             cancel: Arc::new(AtomicBool::new(false)),
+            killed: Arc::new(AtomicBool::new(false)),
+            deaf: false,
         };
         apply(&ctx).map_err(ApiErr::die)?;
         return Ok(Value::Null);
@@ -1291,7 +1303,10 @@ pub fn task_list(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Value {
     json!(items)
 }
 
-/// `DELETE /nodes/{node}/tasks/{upid}`: interrupt the worker and wait (up to 5 s) for it to end.
+/// `DELETE /nodes/{node}/tasks/{upid}`: pve-common RESTEnvironment.pm, check_worker with
+/// `$killit` (`$kill_process_group`): SIGTERM to the worker, up to 5 s for it to end, then
+/// SIGKILL. A killed worker writes no exit line, so its status reads `unexpected status`
+/// (PVE::UPID read_status) and whatever it held (a create's `lock: create`) stays behind.
 pub fn task_stop(sim: &Sim, node: &str, upid: &str) -> ApiResult {
     {
         let st = sim.lock();
@@ -1300,8 +1315,19 @@ pub fn task_stop(sim: &Sim, node: &str, upid: &str) -> ApiResult {
             .store(true, Ordering::Relaxed);
     }
     let u = upid.to_string();
-    wait_until(sim, Duration::from_secs(5), |st| {
+    let ended = wait_until(sim, Duration::from_secs(5), |st| {
         st.tasks.iter().any(|t| t.upid == u && !t.running())
     });
+    if !ended {
+        let mut st = sim.lock();
+        if let Some(t) = st.tasks.iter_mut().find(|t| t.upid == upid && t.running()) {
+            t.killed.store(true, Ordering::Relaxed);
+            t.exitstatus = Some("unexpected status".into());
+            t.end_epoch = Some(crate::state::epoch());
+            sim.log_task(t);
+        }
+        drop(st);
+        sim.cv.notify_all();
+    }
     Ok(Value::Null)
 }

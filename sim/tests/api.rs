@@ -220,13 +220,17 @@ struct Session {
 
 impl Session {
     fn login(sim: &Sim) -> Session {
+        Session::login_as(sim, "root@pam", "rootpw")
+    }
+
+    fn login_as(sim: &Sim, user: &str, password: &str) -> Session {
         let addr = format!("127.0.0.1:{}", sim.port());
         let (s, _, v) = raw(
             &addr,
             "POST",
             "/api2/json/access/ticket",
             &[],
-            "username=root@pam&password=rootpw",
+            &format!("username={}&password={}", enc(user), enc(password)),
         );
         assert_eq!(s, 200);
         Session {
@@ -937,4 +941,384 @@ fn https_with_the_generated_ca_and_fingerprint() {
     let fp = sim.info["fingerprint"].as_str().unwrap();
     assert_eq!(fp.len(), 95);
     assert!(sim.dir.join("data/pve-ssl.pem").exists());
+}
+
+// ---- Where PVE checks inside its workers, lags, and hides (issue: behave as real PVE) ----
+
+/// Creates VM `vmid` on pve1 without disks and waits for the create.
+fn quick_vm(s: &Session, vmid: &str, extra: &[(&str, &str)]) {
+    let mut p = vec![("vmid", vmid), ("memory", "2048")];
+    p.extend_from_slice(extra);
+    let u = s.data("POST", "/nodes/pve1/qemu", &p);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+}
+
+/// qemu-server API2/Qemu.pm, update_vm_api: `$load_and_check_config` runs before forking and
+/// again in the `qmconfig` worker under the file lock.
+#[test]
+fn config_updates_are_checked_again_inside_the_worker() {
+    let sim = Sim::plain(&[], &[]);
+    let s = Session::login(&sim);
+    quick_vm(&s, "100", &[]);
+    let digest = s.data("GET", "/nodes/pve1/qemu/100/config", &[])["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Three updates sent with one digest all pass the early check and get a UPID; under the
+    // lock, the first applies and the others find the config changed.
+    let upids: Vec<String> = ["2", "3", "4"]
+        .iter()
+        .map(|c| {
+            s.data(
+                "POST",
+                "/nodes/pve1/qemu/100/config",
+                &[("cores", c), ("digest", &digest)],
+            )
+            .as_str()
+            .unwrap()
+            .to_string()
+        })
+        .collect();
+    let exits: Vec<String> = upids
+        .iter()
+        .map(|u| s.wait(u)["exitstatus"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(exits.iter().filter(|e| *e == "OK").count(), 1, "{exits:?}");
+    assert_eq!(
+        exits
+            .iter()
+            .filter(|e| *e == "checksum mismatch (file change by other user?)")
+            .count(),
+        2,
+        "{exits:?}"
+    );
+    // The balloon check is part of it: refused before forking when visible then.
+    let (st, reason, _) = s.call(
+        "POST",
+        "/nodes/pve1/qemu/100/config",
+        &[("balloon", "4096")],
+    );
+    assert_eq!(
+        (st, reason.as_str()),
+        (
+            500,
+            "balloon value too large (must be smaller than assigned memory)"
+        )
+    );
+    // A lock taken after the early check fails the task, not the request.
+    sim.admin(
+        "POST",
+        "/lock",
+        json!({"vmid": 100, "ms": 2500, "config_lock": "backup", "set_after_ms": 800}),
+    );
+    let u = s.data("POST", "/nodes/pve1/qemu/100/config", &[("cores", "8")]);
+    assert_eq!(
+        s.wait(u.as_str().unwrap())["exitstatus"],
+        "VM is locked (backup)"
+    );
+}
+
+/// QemuServer.pm vm_start / _do_vm_stop and Qemu.pm resize_vm, destroy_vm: the lock is
+/// checked in the worker; stopping a stopped VM is a no-op that ends OK; destroy writes
+/// `lock: destroyed` before it removes the config.
+#[test]
+fn power_resize_and_destroy_check_the_lock_in_the_worker() {
+    let img = image("small.qcow2", 512, 8);
+    let sim = Sim::plain(&["--task-duration", "qmdestroy=3s"], &[&img]);
+    let s = Session::login(&sim);
+    quick_vm(
+        &s,
+        "100",
+        &[("scsi0", "local-lvm:0,import-from=local:import/small.qcow2")],
+    );
+    for action in ["stop", "shutdown"] {
+        let u = s.data(
+            "POST",
+            &format!("/nodes/pve1/qemu/100/status/{action}"),
+            &[],
+        );
+        assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK", "{action}");
+    }
+    let (st, reason, _) = s.call("POST", "/nodes/pve1/qemu/100/status/reboot", &[]);
+    assert_eq!((st, reason.as_str()), (500, "VM 100 not running"));
+
+    sim.admin(
+        "POST",
+        "/lock",
+        json!({"vmid": 100, "ms": 4000, "config_lock": "backup"}),
+    );
+    for (method, path, params) in [
+        ("POST", "/nodes/pve1/qemu/100/status/start", vec![]),
+        (
+            "PUT",
+            "/nodes/pve1/qemu/100/resize",
+            vec![("disk", "scsi0"), ("size", "1G")],
+        ),
+        ("DELETE", "/nodes/pve1/qemu/100", vec![]),
+    ] {
+        let (st, r, v) = s.call(method, path, &params);
+        assert_eq!(st, 200, "{method} {path}: {r}");
+        let u = v["data"].as_str().unwrap().to_string();
+        assert_eq!(
+            s.wait(&u)["exitstatus"],
+            "VM is locked (backup)",
+            "{method} {path}"
+        );
+    }
+    // The backup ends; destroy shows `lock: destroyed` while it finishes.
+    std::thread::sleep(Duration::from_millis(4200));
+    let u = s.data("DELETE", "/nodes/pve1/qemu/100", &[]);
+    let u = u.as_str().unwrap().to_string();
+    let t = Instant::now();
+    let mut seen = false;
+    while t.elapsed() < Duration::from_secs(5) && !seen {
+        let (st, _, v) = s.call("GET", "/nodes/pve1/qemu/100/config", &[]);
+        seen = st == 200 && v["data"]["lock"] == "destroyed";
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(seen, "destroy never showed lock: destroyed");
+    assert_eq!(s.wait(&u)["exitstatus"], "OK");
+}
+
+/// pve-manager API2/Cluster.pm resources + API2Tools.pm extract_vm_stats: `lock` and `tags`
+/// at once, name/status/maxmem from pvestatd's last round.
+#[test]
+fn cluster_resources_lag_behind_new_vms() {
+    let sim = Sim::plain(&["--stats-interval", "2s"], &[]);
+    let s = Session::login(&sim);
+    let t = Instant::now();
+    quick_vm(&s, "100", &[("name", "web1"), ("tags", "a")]);
+    let list = s.data("GET", "/cluster/resources", &[("type", "vm")]);
+    if t.elapsed() < Duration::from_millis(1800) {
+        assert_eq!(list[0]["status"], "unknown", "{list}");
+        assert!(list[0].get("name").is_none(), "{list}");
+        assert!(list[0].get("maxmem").is_none(), "{list}");
+        assert_eq!(list[0]["tags"], "a", "{list}");
+    }
+    std::thread::sleep(Duration::from_millis(2300));
+    let list = s.data("GET", "/cluster/resources", &[("type", "vm")]);
+    assert_eq!(
+        (list[0]["name"].as_str(), list[0]["status"].as_str()),
+        (Some("web1"), Some("stopped")),
+        "{list}"
+    );
+}
+
+/// pve-manager API2/Tasks.pm: other users' tasks need Sys.Audit on the node; active tasks
+/// are listed as RUNNING; the log of an unknown task answers 200.
+#[test]
+fn task_visibility_follows_sys_audit() {
+    let sim = Sim::plain(&["--user", "ops@pve:opspw:nosysaudit"], &[]);
+    let root = Session::login(&sim);
+    let ops = Session::login_as(&sim, "ops@pve", "opspw");
+    quick_vm(&root, "100", &[]);
+    let u = root.data("POST", "/nodes/pve1/qemu/100/status/start", &[]);
+    let u = u.as_str().unwrap().to_string();
+    let active = root.data("GET", "/nodes/pve1/tasks", &[("source", "active")]);
+    assert_eq!(active[0]["status"], "RUNNING", "{active}");
+    assert_eq!(
+        ops.data("GET", "/nodes/pve1/tasks", &[("source", "all")]),
+        json!([])
+    );
+    for tail in ["status", "log"] {
+        let (st, reason, _) = ops.call("GET", &format!("/nodes/pve1/tasks/{u}/{tail}"), &[]);
+        assert_eq!(
+            (st, reason.as_str()),
+            (403, "Permission check failed (/nodes/pve1, Sys.Audit)"),
+            "{tail}"
+        );
+    }
+    let mine = ops.data("POST", "/nodes/pve1/qemu", &[("vmid", "101")]);
+    let mine = mine.as_str().unwrap().to_string();
+    assert_eq!(
+        ops.data("GET", "/nodes/pve1/tasks", &[("source", "all")])[0]["upid"],
+        mine.as_str()
+    );
+    let perms = ops.data("GET", "/access/permissions", &[("path", "/nodes/pve1")]);
+    assert!(perms["/nodes/pve1"].get("Sys.Audit").is_none(), "{perms}");
+    let unknown = "UPID:pve1:00001234:00ABCDEF:6B000000:qmstart:100:root@pam:";
+    let (st, _, v) = root.call("GET", &format!("/nodes/pve1/tasks/{unknown}/log"), &[]);
+    assert_eq!(st, 200);
+    assert_eq!(
+        v["data"][0]["t"],
+        "unable to open file - No such file or directory"
+    );
+    root.wait(&u);
+}
+
+/// pve-http-server AnyEvent.pm, response: `keep_alive = 0 if $code >= 400`.
+#[test]
+fn error_answers_close_the_connection() {
+    let sim = Sim::plain(&[], &[]);
+    let mut c = TcpStream::connect(format!("127.0.0.1:{}", sim.port())).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"GET /api2/json/version HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 401"), "{text}");
+    assert!(text.contains("Connection: close"), "{text}");
+}
+
+/// pve-storage API2/Storage/Status.pm download_url and Storage.pm normalize_content_filename.
+#[test]
+fn download_url_normalises_names_and_checks_compression_in_the_task() {
+    let img = image("small.qcow2", 512, 8);
+    let bytes = std::fs::read(&img).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = c.read(&mut buf);
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                bytes.len()
+            );
+            let _ = c.write_all(&bytes);
+        }
+    });
+    let sim = Sim::plain(&[], &[]);
+    let s = Session::login(&sim);
+    let url = format!("http://127.0.0.1:{port}/x");
+    let u = s.data(
+        "POST",
+        "/nodes/pve1/storage/local/download-url",
+        &[
+            ("url", &url),
+            ("content", "import"),
+            ("filename", "my image (1).qcow2"),
+        ],
+    );
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    assert!(
+        sim.data()
+            .join("nodes/pve1/local/import/my_image__1_.qcow2")
+            .exists()
+    );
+    let (st, _, v) = s.call(
+        "POST",
+        "/nodes/pve1/storage/local/download-url",
+        &[
+            ("url", &url),
+            ("content", "import"),
+            ("filename", "noble.QCOW2"),
+        ],
+    );
+    assert_eq!(
+        (st, v["errors"]["filename"].as_str()),
+        (400, Some("invalid filename or wrong extension"))
+    );
+    let u = s.data(
+        "POST",
+        "/nodes/pve1/storage/local/download-url",
+        &[
+            ("url", &url),
+            ("content", "import"),
+            ("filename", "c.qcow2"),
+            ("compression", "gz"),
+        ],
+    );
+    assert_eq!(
+        s.wait(u.as_str().unwrap())["exitstatus"],
+        "decompression not supported for import"
+    );
+}
+
+/// Absolute paths are format-detected (qemu-server Qemu.pm create_disks: file_size_info with
+/// `auto-detect`); `import/x.img` is not an import volume (pve-storage Plugin.pm
+/// parse_volname); LVM rounds volumes up to 4 MiB extents; new volumes are owner-only;
+/// `--import-rate` paces every import.
+#[test]
+fn imports_detect_formats_round_to_extents_stay_private_and_are_paced() {
+    let odd = image("odd-1001.qcow2", 1001, 4);
+    let sim = Sim::plain(&["--import-rate", "200M"], &[&odd]);
+    let s = Session::login(&sim);
+    // A qcow2 named .img, imported from an absolute path by root.
+    let named_img = sim.dir.join("cloud.img");
+    std::fs::copy(&odd, &named_img).unwrap();
+    let src = format!("local-lvm:0,import-from={}", named_img.display());
+    let t = Instant::now();
+    let u = s.data(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[("vmid", "100"), ("scsi0", &src)],
+    );
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    let cfg = s.data("GET", "/nodes/pve1/qemu/100/config", &[]);
+    assert_eq!(cfg["scsi0"], "local-lvm:vm-100-disk-0,size=1004M");
+    let vol = sim.data().join("nodes/pve1/local-lvm/vm-100-disk-0.raw");
+    assert_eq!(vsize(&vol, "raw"), 1004 << 20);
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&vol).unwrap().permissions().mode() & 0o077,
+        0,
+        "a volume readable by others"
+    );
+    // 1001 MiB at 200 MiB/s: the copy (4 MiB of data, fast on any disk) takes the 5 s the
+    // rate gives it.
+    assert!(
+        t.elapsed() >= Duration::from_millis(4800),
+        "a paced import ended after {:?}",
+        t.elapsed()
+    );
+    let (st, _, v) = s.call(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[
+            ("vmid", "101"),
+            ("scsi0", "local-lvm:0,import-from=local:import/x.img"),
+        ],
+    );
+    assert_eq!(st, 400, "{v}");
+}
+
+/// pve-common RESTEnvironment.pm, `$kill_process_group`: a worker that does not end within
+/// 5 s of SIGTERM is killed; it writes no exit line (status `unexpected status`), and a
+/// killed create leaves `lock: create` behind.
+#[test]
+fn a_worker_deaf_to_sigterm_is_killed_after_five_seconds() {
+    let img = image("small.qcow2", 512, 8);
+    let sim = Sim::plain(&["--import-rate", "20M"], &[&img]);
+    let s = Session::login(&sim);
+    sim.admin(
+        "POST",
+        "/faults",
+        json!({"kind": "deaf_task", "task_type": "qmcreate", "count": 1}),
+    );
+    let u = s.data(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[
+            ("vmid", "100"),
+            ("scsi0", "local-lvm:0,import-from=local:import/small.qcow2"),
+        ],
+    );
+    let u = u.as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(1500));
+    let t = Instant::now();
+    assert_eq!(
+        s.data("DELETE", &format!("/nodes/pve1/tasks/{u}"), &[]),
+        Value::Null
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(4900),
+        "{:?}",
+        t.elapsed()
+    );
+    let st = s.wait(&u);
+    assert_eq!(st["exitstatus"], "unexpected status");
+    assert!(
+        !s.log(&u).iter().any(|l| l.starts_with("TASK ")),
+        "a killed worker wrote an exit line"
+    );
+    let cfg = s.data("GET", "/nodes/pve1/qemu/100/config", &[]);
+    assert_eq!(cfg["lock"], "create", "{cfg}");
+    // It stays so: nothing finishes or cleans up after the kill.
+    std::thread::sleep(Duration::from_secs(2));
+    let cfg = s.data("GET", "/nodes/pve1/qemu/100/config", &[]);
+    assert_eq!(cfg["lock"], "create", "{cfg}");
+    assert!(cfg.get("scsi0").is_none(), "{cfg}");
 }

@@ -155,12 +155,14 @@ impl ApiError {
 /// True when a task's exit status says its worker refused before changing anything, because
 /// the VM changed or another operation held it: qemu-server re-runs its checks inside the
 /// worker under the VM's file lock (`checksum mismatch (file change by other user?)`,
-/// `VM is locked (…)`) and gives up waiting for that lock after 10 s (`… got timeout`).
+/// `VM is locked (…)`, `VM N already running` from `vm_start`) and gives up waiting for that
+/// lock after 10 s (`… got timeout`).
 /// The caller reads the VM again and re-plans.
 pub fn task_refused_before_acting(exitstatus: &str) -> bool {
     exitstatus.contains("checksum mismatch")
         || exitstatus.contains("got timeout")
         || exitstatus.starts_with("VM is locked (")
+        || (exitstatus.starts_with("VM ") && exitstatus.ends_with(" already running"))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::plan::{Current, Plan, Step, plan};
+use super::plan::{Current, Plan, Step, plan, predict_created};
 use super::spec::{Desired, State, desired, format_size};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::common::{self, TaskLog};
@@ -38,6 +38,8 @@ struct Runner<'a> {
     log: TaskLog,
     changed: bool,
     seed: u64,
+    /// A config [`Runner::find`] read while looking: (vmid, node, config).
+    prefetched: std::cell::RefCell<Option<(u32, String, Value)>>,
 }
 
 fn p(pairs: &[(&str, String)]) -> Params {
@@ -61,8 +63,21 @@ impl<'a> Runner<'a> {
             .with_cap(self.poll_interval)
     }
 
-    /// Finds the VM cluster-wide by vmid, or else by name: (vmid, node, running if known).
-    fn find(&self) -> Result<Option<(u32, String, Option<bool>)>, Failure> {
+    /// Finds the VM: (vmid, node).
+    ///
+    /// With `vmid` and `node` given, its config is read on that node directly (and kept for
+    /// [`Runner::read`]); otherwise, or when it is not there, the cluster listing is searched
+    /// by vmid, or else by name. The listing's power state is never used: pvestatd refreshes
+    /// it (and `name`) only every 10 s (pve-manager API2Tools.pm, extract_vm_stats), so it
+    /// may say `stopped` for a VM started a moment ago.
+    fn find(&self) -> Result<Option<(u32, String)>, Failure> {
+        if let (Some(id), Some(node)) = (self.d.vmid, self.d.node.as_deref())
+            && let Some(config) = self.config_of(id, node)?
+        {
+            self.prefetched
+                .replace(Some((id, node.to_string(), config)));
+            return Ok(Some((id, node.to_string())));
+        }
         let list = ops::read(
             self.client,
             "/cluster/resources",
@@ -70,7 +85,7 @@ impl<'a> Runner<'a> {
             self.deadline,
         )
         .map_err(|e| self.fail(format!("listing the cluster's VMs: {e}")))?;
-        let vms: Vec<(u32, String, String, Option<bool>)> = list
+        let vms: Vec<(u32, String, String)> = list
             .as_array()
             .into_iter()
             .flatten()
@@ -78,39 +93,36 @@ impl<'a> Runner<'a> {
             .filter_map(|r| {
                 let id = r["vmid"]
                     .as_u64()
-                    .or_else(|| r["vmid"].as_str()?.parse().ok())? as u32;
-                // `status` is "unknown" until pvestatd reports a new VM; then ask the VM itself.
-                let running = match r["status"].as_str() {
-                    Some("running") => Some(true),
-                    Some("stopped") => Some(false),
-                    _ => None,
-                };
+                    .or_else(|| r["vmid"].as_str()?.parse().ok())?;
                 Some((
-                    id,
+                    u32::try_from(id).ok()?,
                     r["node"].as_str()?.to_string(),
                     r["name"].as_str().unwrap_or("").to_string(),
-                    running,
                 ))
             })
             .collect();
         if let Some(id) = self.d.vmid {
-            return Ok(vms.into_iter().find(|v| v.0 == id).map(|v| (v.0, v.1, v.3)));
+            return Ok(vms.into_iter().find(|v| v.0 == id).map(|v| (v.0, v.1)));
         }
         let name = self.d.name.as_deref().unwrap_or_default();
         let mut hits = Vec::new();
         for v in vms {
             if v.2 == name {
                 hits.push(v);
-            } else if v.2.is_empty() && self.config_name(v.0, &v.1)?.as_deref() == Some(name) {
-                // `/cluster/resources` takes `name` from pvestatd's RRD data, which lags up to
-                // 10 s behind a new VM (pve-manager API2Tools.pm, extract_vm_stats): a VM
-                // listed without a name may be the one a run created a moment ago.
-                hits.push(v);
+            } else if v.2.is_empty() {
+                // Listed without a name: pvestatd has not seen this VM yet (a VM created a
+                // moment ago, by this module's last run, say). Its config tells.
+                if let Some(config) = self.config_of(v.0, &v.1)?
+                    && config["name"].as_str() == Some(name)
+                {
+                    self.prefetched.replace(Some((v.0, v.1.clone(), config)));
+                    hits.push(v);
+                }
             }
         }
         match hits.as_slice() {
             [] => Ok(None),
-            [one] => Ok(Some((one.0, one.1.clone(), one.3))),
+            [one] => Ok(Some((one.0, one.1.clone()))),
             many => Err(self.fail(format!(
                 "name '{name}' is ambiguous: VMs {} carry it; give vmid",
                 many.iter()
@@ -121,61 +133,41 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// The `name` in a VM's config (`None` without one, or when the VM is gone).
-    fn config_name(&self, vmid: u32, node: &str) -> Result<Option<String>, Failure> {
+    /// A VM's config on a node, or `None` when it is not there.
+    fn config_of(&self, vmid: u32, node: &str) -> Result<Option<Value>, Failure> {
         match ops::read(
             self.client,
             &format!("/nodes/{node}/qemu/{vmid}/config"),
             &Vec::new(),
             self.deadline,
         ) {
-            Ok(c) => Ok(c["name"].as_str().map(str::to_string)),
+            Ok(c) => Ok(Some(c)),
             Err(e) if e.is_missing_vm() => Ok(None),
-            Err(e) => Err(self.fail(format!(
-                "reading the config of VM {vmid} on {node} to learn its name: {e}"
-            ))),
+            Err(e) => Err(self.fail(format!("reading the config of VM {vmid} on {node}: {e}"))),
         }
     }
 
-    /// Reads the VM's config, and its power state unless the cluster listing told it; `None`
-    /// when the VM is not (or no longer) there.
-    fn read(
-        &self,
-        vmid: u32,
-        node: &str,
-        running: Option<bool>,
-    ) -> Result<Option<Current>, Failure> {
-        let base = format!("/nodes/{node}/qemu/{vmid}");
-        let config = match ops::read(
+    /// Reads the VM's config (or takes the one [`Runner::find`] just read) and its power
+    /// state; `None` when the VM is not (or no longer) there.
+    fn read(&self, vmid: u32, node: &str) -> Result<Option<Current>, Failure> {
+        let config = match self.prefetched.take() {
+            Some((id, n, c)) if id == vmid && n == node => c,
+            _ => match self.config_of(vmid, node)? {
+                Some(c) => c,
+                None => return Ok(None),
+            },
+        };
+        let status = match ops::read(
             self.client,
-            &format!("{base}/config"),
+            &format!("/nodes/{node}/qemu/{vmid}/status/current"),
             &Vec::new(),
             self.deadline,
         ) {
-            Ok(c) => c,
+            Ok(st) => st,
             Err(e) if e.is_missing_vm() => return Ok(None),
             Err(e) => {
-                return Err(self.fail(format!(
-                    "reading the config of VM {vmid} on {node}: {e}"
-                )));
+                return Err(self.fail(format!("reading the status of VM {vmid} on {node}: {e}")));
             }
-        };
-        let status = match running {
-            Some(r) => json!({"status": if r { "running" } else { "stopped" }}),
-            None => match ops::read(
-                self.client,
-                &format!("{base}/status/current"),
-                &Vec::new(),
-                self.deadline,
-            ) {
-                Ok(st) => st,
-                Err(e) if e.is_missing_vm() => return Ok(None),
-                Err(e) => {
-                    return Err(self.fail(format!(
-                        "reading the status of VM {vmid} on {node}: {e}"
-                    )));
-                }
-            },
         };
         Ok(Some(Current::from_api(vmid, node, &config, &status)))
     }
@@ -225,7 +217,7 @@ impl<'a> Runner<'a> {
                     )));
                 }
             }
-            cur = match self.read(cur.vmid, &cur.node, None)? {
+            cur = match self.read(cur.vmid, &cur.node)? {
                 Some(c) => c,
                 None => return Ok(None),
             };
@@ -322,7 +314,7 @@ impl<'a> Runner<'a> {
                     if self.d.vmid.is_some() {
                         // Created meanwhile (a parallel run?): converge what is there.
                         return match self.find()? {
-                            Some((id, n, _)) => Ok(Done::Vm(id, n)),
+                            Some((id, n)) => Ok(Done::Vm(id, n)),
                             None => Err(self.fail(format!("{what}: {e}"))),
                         };
                     }
@@ -537,6 +529,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         },
         changed: false,
         seed: ops::seed(),
+        prefetched: Default::default(),
     };
     let result = converge(&mut r, inv.ctx.check_mode);
     let elapsed = (r.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
@@ -566,8 +559,8 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
 fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
     let d = r.d;
     let mut cur = match r.find()? {
-        Some((vmid, node, running)) => {
-            let c = r.read(vmid, &node, running)?;
+        Some((vmid, node)) => {
+            let c = r.read(vmid, &node)?;
             if check_mode { c } else { r.settle(c)? }
         }
         None => None,
@@ -592,27 +585,45 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
     };
     let first: Plan = plan(d, cur.as_ref()).map_err(|e| r.fail(e))?;
     if check_mode {
+        // A create is followed by what the real run does next (resize, start): plan those
+        // against the VM the create would leave.
+        let mut steps = first.steps.clone();
+        if let [Step::Create { node, .. }] = first.steps.as_slice() {
+            let predicted = predict_created(d, d.vmid.unwrap_or(0), node);
+            let mut effective = d.clone();
+            effective.config.remove("cipassword");
+            let then = plan(&effective, Some(&predicted)).map_err(|e| r.fail(e))?;
+            steps.extend(then.steps);
+        }
+        let imports_resized = steps.iter().any(|s| {
+            matches!(s, Step::Resize { slot, .. }
+                if d.disks.iter().any(|k| k.slot == *slot && k.import_from.is_some()))
+        });
         let mut o = Outcome {
-            changed: !first.steps.is_empty(),
+            changed: !steps.is_empty(),
             ..Default::default()
         };
-        o.msg = if first.steps.is_empty() {
+        o.msg = if steps.is_empty() {
             format!("{} is up to date", header(cur.as_ref()))
         } else {
             format!(
-                "would {} {}",
-                first
-                    .steps
+                "would {} {}{}",
+                steps
                     .iter()
                     .map(Step::describe)
                     .collect::<Vec<_>>()
                     .join(", then "),
-                header(cur.as_ref())
+                header(cur.as_ref()),
+                if imports_resized {
+                    " (an imported disk is grown only if the image is smaller than its size)"
+                } else {
+                    ""
+                }
             )
         };
         o.data.insert(
             "planned".into(),
-            json!(first.steps.iter().map(Step::describe).collect::<Vec<_>>()),
+            json!(steps.iter().map(Step::describe).collect::<Vec<_>>()),
         );
         if let Some(c) = &cur {
             o.data.insert("vmid".into(), json!(c.vmid));
@@ -678,7 +689,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
         }
         cur = match ident {
             Some((vmid, node)) => {
-                let c = r.read(vmid, &node, None)?;
+                let c = r.read(vmid, &node)?;
                 r.settle(c)?
             }
             None => None,

@@ -309,6 +309,43 @@ fn describe_disk(d: &Disk) -> String {
     s
 }
 
+/// The VM as a create of `d` leaves it, for check mode to plan the steps that would follow
+/// (resize, start): the desired config, each disk with its options, stopped. A new disk has
+/// its asked size; an imported disk's size is that of the image, which only the import tells,
+/// so it counts as smaller than any asked size (the resize is then reported as "at most").
+pub fn predict_created(d: &Desired, vmid: u32, node: &str) -> Current {
+    let mut config: BTreeMap<String, String> = d
+        .config
+        .iter()
+        .chain(d.create_only.iter())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (i, disk) in d.disks.iter().enumerate() {
+        let value = if disk.cloudinit {
+            format!("{}:vm-{vmid}-cloudinit,media=cdrom", disk.storage)
+        } else {
+            let size = match (&disk.import_from, disk.size) {
+                (Some(_), _) => 0,
+                (None, Some(b)) => b,
+                (None, None) => 1 << 30,
+            };
+            std::iter::once(format!("{}:vm-{vmid}-disk-{i}", disk.storage))
+                .chain(disk.opts.iter().map(|(k, v)| format!("{k}={v}")))
+                .chain(std::iter::once(format!("size={size}")))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        config.insert(disk.slot.clone(), value);
+    }
+    Current {
+        vmid,
+        node: node.to_string(),
+        raw: Value::Null,
+        config,
+        running: false,
+    }
+}
+
 /// Plans the steps from the current VM (or none) to the desired one.
 pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
     let mut p = Plan::default();
@@ -587,6 +624,42 @@ mod tests {
         );
         assert_eq!(p.before["cores"], "1");
         assert_eq!(p.after["cores"], "2");
+    }
+
+    #[test]
+    fn check_mode_sees_the_steps_after_a_create() {
+        let mut d = desired();
+        d.state = State::Started;
+        let first = plan(&d, None).unwrap();
+        assert!(matches!(first.steps.as_slice(), [Step::Create { .. }]));
+        let after = plan(&d, Some(&predict_created(&d, 100, "pve1"))).unwrap();
+        let labels: Vec<String> = after.steps.iter().map(Step::describe).collect();
+        assert_eq!(labels, vec!["resize scsi0 to 20G", "start"], "{labels:?}");
+        d.state = State::Present;
+        d.disks[0].size = None;
+        assert!(
+            plan(&d, Some(&predict_created(&d, 100, "pve1")))
+                .unwrap()
+                .steps
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_disk_rounded_up_to_lvm_extents_is_neither_shrunk_nor_grown() {
+        let mut d = desired();
+        d.disks[0].size = Some(10001 << 20);
+        let mut c = matching();
+        c.config.insert(
+            "scsi0".into(),
+            "local-lvm:vm-100-disk-0,discard=on,size=10004M".into(),
+        );
+        let p = plan(&d, Some(&c)).unwrap();
+        assert!(
+            !p.steps.iter().any(|s| matches!(s, Step::Resize { .. })),
+            "{:?}",
+            p.steps
+        );
     }
 
     #[test]

@@ -257,6 +257,33 @@ impl Sim {
             .collect()
     }
 
+    /// Requests PVE refused because the VM was locked (`VM is locked (…)`, `… got timeout`).
+    pub fn lock_refusals(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|q| {
+                q["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains(" is locked (") || e.contains("got timeout"))
+            })
+            .collect()
+    }
+
+    /// Requests that failed on the server, other than reads of a VM that does not exist
+    /// (yet): the module looks for the VM by its config before creating it.
+    pub fn server_errors(&self) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|q| q["status"].as_u64().is_some_and(|s| s >= 500))
+            .filter(|q| {
+                !(q["method"] == "GET"
+                    && q["error"]
+                        .as_str()
+                        .is_some_and(|e| e.contains("does not exist")))
+            })
+            .collect()
+    }
+
     /// Write requests (POST/PUT/DELETE) other than logins.
     pub fn writes(&self) -> Vec<Value> {
         self.requests()
