@@ -158,7 +158,7 @@ fn bad_input_is_refused_before_any_request() {
         ),
         (
             json!({"url": "http://x/a.qcow2", "filename": "a.qcow2,format=raw"}),
-            "filename must be a plain file name",
+            "PVE would store it as \"a.qcow2_format_raw\"",
         ),
         (
             json!({"url": "http://x/a.qcow2", "checksum": "abc"}),
@@ -186,4 +186,35 @@ fn bad_input_is_refused_before_any_request() {
         );
     }
     assert!(sim.writes().is_empty());
+}
+
+/// download-url stores the name normalised (pve-storage Storage.pm,
+/// normalize_content_filename): the module reports and hands on the volid PVE really
+/// stored, and refuses a given name PVE would change, before any request.
+#[test]
+fn names_are_the_ones_pve_stores() {
+    let img = small_image();
+    let port = serve_file(std::fs::read(&img).unwrap(), Duration::ZERO);
+    let sim = Sim::start(&[], &[]);
+    let url = format!("http://127.0.0.1:{port}/Ubuntu%20Noble%20(daily).img");
+    let r = ok(run_image(args(&sim, json!({"url": url.clone()}))));
+    assert_eq!(r["volid"], "local:import/Ubuntu_Noble__daily_.qcow2");
+    assert!(
+        sim.data()
+            .join("nodes/pve1/local/import/Ubuntu_Noble__daily_.qcow2")
+            .exists()
+    );
+    let r = ok(run_image(args(&sim, json!({"url": url.clone()}))));
+    assert_eq!(r["changed"], false);
+    let before = sim.requests().len();
+    let f = failed(run_image(args(
+        &sim,
+        json!({"url": url, "filename": "noble daily.qcow2"}),
+    )));
+    assert!(
+        f["msg"].as_str().unwrap().contains("\"noble_daily.qcow2\""),
+        "{}",
+        f["msg"]
+    );
+    assert_eq!(sim.requests().len(), before, "a request was sent");
 }

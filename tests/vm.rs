@@ -668,3 +668,174 @@ fn poll_interval_spaces_the_status_polls() {
         "{default} polls by default, {sparse} with 1s"
     );
 }
+
+// ---- Real PVE semantics: checks inside workers, lagging listings, hidden tasks ----
+
+/// qemu-server checks the lock again inside each worker (Qemu.pm update_vm_api, resize_vm;
+/// QemuServer.pm vm_start). A backup that starts between the module's look and its request
+/// fails the task, not the request; the module waits for the backup and does the step again.
+#[test]
+fn a_lock_taken_after_the_modules_look_fails_the_task_and_is_waited_out() {
+    let img = small_image();
+    // The config update carries the digest the module read; setting `lock: backup` changed
+    // the config, and `$load_and_check_config` compares the digest first.
+    let mismatch = "checksum mismatch (file change by other user?)";
+    for (change, ttype, refusal) in [
+        (
+            json!({"state": "present", "cores": 4}),
+            "qmconfig",
+            mismatch,
+        ),
+        (
+            json!({"state": "started"}),
+            "qmstart",
+            "VM is locked (backup)",
+        ),
+        (
+            json!({"state": "present", "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2", "size": "3G", "discard": true}]}),
+            "resize",
+            "VM is locked (backup)",
+        ),
+    ] {
+        let sim = Sim::start(&[&img], &[]);
+        ok(run(create_args(&sim, json!({"state": "present"}))));
+        // The file lock is held for 1 s, then `lock: backup` is set for 2 s more.
+        sim.hold_lock_after(100, 3000, Some("backup"), 1000);
+        let r = ok(run(create_args(&sim, change)));
+        let tasks: Vec<(String, String)> = sim
+            .tasks()
+            .iter()
+            .map(|t| {
+                (
+                    t["type"].as_str().unwrap().to_string(),
+                    t["exitstatus"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        assert!(
+            tasks.contains(&(ttype.to_string(), refusal.to_string())),
+            "{ttype}: the worker never refused: {tasks:?}"
+        );
+        assert!(
+            tasks.contains(&(ttype.to_string(), "OK".to_string())),
+            "{ttype}: never done: {tasks:?}"
+        );
+        assert_eq!(r["changed"], true);
+        let cfg = &sim.get("/nodes/pve1/qemu/100/config")["data"];
+        assert!(cfg.get("lock").is_none(), "{cfg}");
+    }
+}
+
+/// `/cluster/resources` names a VM only once pvestatd has seen it (pve-manager
+/// API2Tools.pm, extract_vm_stats; every 10 s): a re-run by name must still find it.
+#[test]
+fn a_rerun_by_name_finds_the_vm_the_listing_does_not_name_yet() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &["--stats-interval", "120s"]);
+    let args = || {
+        let mut a = create_args(&sim, json!({"state": "present"}));
+        a.as_object_mut().unwrap().remove("vmid");
+        a
+    };
+    let first = ok(run(args()));
+    let listed = sim.get("/cluster/resources?type=vm")["data"].clone();
+    assert!(listed[0].get("name").is_none(), "{listed}");
+    let again = ok(run(args()));
+    assert_eq!(again["changed"], false, "{}", again["msg"]);
+    assert_eq!(again["vmid"], first["vmid"]);
+    assert_eq!(sim.task_count("qmcreate"), 1, "a second VM was created");
+}
+
+/// Without Sys.Audit on the node, PVE lists only the user's own tasks (pve-manager
+/// API2/Tasks.pm): a lock held by another user's backup is not explained away as stale.
+#[test]
+fn a_lock_held_by_a_task_the_user_cannot_see_is_explained() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &["--user", "ops@pve:opspw:nosysaudit"]);
+    ok(run(create_args(&sim, json!({"state": "present"}))));
+    sim.hold_lock(100, 40_000, Some("backup"));
+    let mut args = create_args(&sim, json!({"state": "present", "cores": 4}));
+    let o = args.as_object_mut().unwrap();
+    for (k, v) in sim.conn_as("ops@pve", "opspw").as_object().unwrap() {
+        o.insert(k.clone(), v.clone());
+    }
+    let f = failed(run(args));
+    let msg = f["msg"].as_str().unwrap();
+    assert!(msg.contains("Sys.Audit on /nodes/pve1"), "{msg}");
+    assert!(!msg.contains("qm unlock"), "{msg}");
+    assert_eq!(f["changed"], false);
+}
+
+/// A worker that ignores the stop request is killed after 5 s (pve-common
+/// RESTEnvironment.pm): the result says so, and the create's `lock: create` stays.
+#[test]
+fn stop_task_on_timeout_tells_when_pve_had_to_kill_the_task() {
+    let img = image("kill-300.qcow2", 1024, 300);
+    let sim = Sim::start(&[&img], &["--import-rate", "30M"]);
+    sim.fault(json!({"kind": "deaf_task", "task_type": "qmcreate", "count": 1}));
+    let disks = json!([{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/kill-300.qcow2"}]);
+    let f = failed(run(create_args(
+        &sim,
+        json!({"disks": disks, "timeout": "3s", "stop_task_on_timeout": true}),
+    )));
+    let msg = f["msg"].as_str().unwrap();
+    assert!(msg.contains("PVE killed it"), "{msg}");
+    assert!(msg.contains("lock: create"), "{msg}");
+    let cfg = &sim.get("/nodes/pve1/qemu/100/config")["data"];
+    assert_eq!(cfg["lock"], "create", "{cfg}");
+    // The next run finds no task holding the lock and says what to do.
+    let f = failed(run(create_args(&sim, json!({"disks": disks}))));
+    assert!(
+        f["msg"].as_str().unwrap().contains("qm unlock 100"),
+        "{}",
+        f["msg"]
+    );
+}
+
+/// LVM rounds volumes up to 4 MiB extents (pve-storage LVMThinPlugin.pm): sizes that are
+/// not multiples of it converge without a resize loop or a "shrink".
+#[test]
+fn sizes_rounded_up_by_lvm_converge() {
+    let odd = image("odd-1001.qcow2", 1001, 4);
+    let sim = Sim::start(&[&odd], &[]);
+    let disk = |size: Option<&str>| {
+        let mut d = json!({"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/odd-1001.qcow2"});
+        if let Some(s) = size {
+            d["size"] = json!(s);
+        }
+        json!({"state": "present", "disks": [d]})
+    };
+    let r = ok(run(create_args(&sim, disk(None))));
+    assert_eq!(r["config"]["scsi0"], "local-lvm:vm-100-disk-0,size=1004M");
+    let r = ok(run(create_args(&sim, disk(Some("1002M")))));
+    assert_eq!(r["changed"], false, "{}", r["msg"]);
+    let r = ok(run(create_args(&sim, disk(Some("2050M")))));
+    assert_eq!(task_types(&r), ["resize"]);
+    let r = ok(run(create_args(&sim, disk(Some("2050M")))));
+    assert_eq!(r["changed"], false, "{}", r["msg"]);
+    assert_eq!(
+        virtual_size(&sim.lvm_file("pve1", "vm-100-disk-0"), "raw"),
+        2052 << 20
+    );
+}
+
+/// An absolute-path source is format-detected (qemu-server Qemu.pm create_disks,
+/// `auto-detect`): a qcow2 named `.img` imports as a qcow2.
+#[test]
+fn an_absolute_path_image_is_imported_by_its_real_format() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[]);
+    let named = sim.dir.join("noble.img");
+    std::fs::copy(&img, &named).unwrap();
+    let disks =
+        json!([{"slot": "scsi0", "storage": "local-lvm", "import_from": named.to_str().unwrap()}]);
+    let r = ok(run(create_args(
+        &sim,
+        json!({"state": "present", "disks": disks}),
+    )));
+    assert_eq!(
+        virtual_size(&sim.lvm_file("pve1", "vm-100-disk-0"), "raw"),
+        virtual_size(&img, "qcow2")
+    );
+    assert_eq!(r["changed"], true);
+}

@@ -199,6 +199,34 @@ fn raw(
     )
 }
 
+/// Serves `bytes` to every GET on a loopback port (a download source); returns the port.
+fn serve_bytes(bytes: Vec<u8>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in listener.incoming().flatten() {
+            // Read the whole request head, answer, then close politely (no reset).
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match c.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                bytes.len()
+            );
+            let _ = c.write_all(&bytes);
+            let _ = c.shutdown(std::net::Shutdown::Write);
+            let _ = c.read_to_end(&mut Vec::new());
+        }
+    });
+    port
+}
+
 fn enc(s: &str) -> String {
     s.bytes()
         .map(|b| {
@@ -816,29 +844,7 @@ fn faults_and_the_request_log() {
 fn download_url_with_checksums_and_filename_rules() {
     let img = image("small.qcow2", 512, 8);
     let bytes = std::fs::read(&img).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut c in listener.incoming().flatten() {
-            // Read the whole request head, answer, then close politely (no reset).
-            let mut head = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match c.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = write!(
-                c,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                bytes.len()
-            );
-            let _ = c.write_all(&bytes);
-            let _ = c.shutdown(std::net::Shutdown::Write);
-            let _ = c.read_to_end(&mut Vec::new());
-        }
-    });
+    let port = serve_bytes(bytes);
     let sum =
         String::from_utf8(Command::new("sha256sum").arg(&img).output().unwrap().stdout).unwrap();
     let sum = sum.split_whitespace().next().unwrap().to_string();
@@ -1166,20 +1172,7 @@ fn error_answers_close_the_connection() {
 fn download_url_normalises_names_and_checks_compression_in_the_task() {
     let img = image("small.qcow2", 512, 8);
     let bytes = std::fs::read(&img).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut c in listener.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let _ = c.read(&mut buf);
-            let _ = write!(
-                c,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                bytes.len()
-            );
-            let _ = c.write_all(&bytes);
-        }
-    });
+    let port = serve_bytes(bytes);
     let sim = Sim::plain(&[], &[]);
     let s = Session::login(&sim);
     let url = format!("http://127.0.0.1:{port}/x");

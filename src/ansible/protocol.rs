@@ -46,6 +46,17 @@ pub fn register_secret(s: &str) {
     }
 }
 
+/// A bad value as a message may quote it: at most 64 characters, then how long it was, so a
+/// huge or binary value never floods the result.
+pub fn bounded(s: &str) -> String {
+    const MAX: usize = 64;
+    if s.chars().count() <= MAX {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(MAX).collect();
+    format!("{head}… ({} bytes)", s.len())
+}
+
 /// Masks every registered secret in a string.
 pub fn mask_str(s: &str) -> String {
     let secrets = SECRETS

@@ -63,15 +63,43 @@ pub fn argument_spec() -> Spec {
 const IMPORT_EXT: &[&str] = &[".qcow2", ".raw", ".vmdk", ".ova"];
 const ISO_EXT: &[&str] = &[".iso", ".img"];
 
-/// The file name PVE will store: given, or the URL's last path segment; for `import`, an
-/// Ubuntu-style `.img` (a qcow2) is saved as `.qcow2`, as PVE requires.
+/// pve-storage Storage.pm, normalize_content_filename: every character outside
+/// `[a-zA-Z0-9_.-]` becomes `_` in the name download-url stores.
+pub fn pve_normalized(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The file name PVE will store: given, or the URL's last path segment (normalised as PVE
+/// normalises it); for `import`, an Ubuntu-style `.img` (a qcow2) is saved as `.qcow2`, as PVE
+/// requires. A given name that PVE would change is refused, so the `volid` reported and used
+/// is the one PVE really stores.
 pub fn filename(given: Option<&str>, url: Option<&str>, content: &str) -> Result<String, String> {
     let name = match (given, url) {
-        (Some(f), _) => f.to_string(),
+        (Some(f), _) => {
+            let stored = pve_normalized(f);
+            if stored != f && !f.contains(['/', '\\']) {
+                let stored = crate::ansible::protocol::bounded(&stored);
+                return Err(format!(
+                    "filename {:?}: PVE would store it as {stored:?} (download-url replaces \
+                     every character outside a-z, A-Z, 0-9, '_', '.', '-' with '_'); give \
+                     filename: {stored}",
+                    crate::ansible::protocol::bounded(f)
+                ));
+            }
+            f.to_string()
+        }
         (None, Some(u)) => {
             let path = u.split(['?', '#']).next().unwrap_or(u);
             let last = path.rsplit('/').next().unwrap_or("");
-            let last = crate::pve::encode::url_decode(last);
+            let last = pve_normalized(&crate::pve::encode::url_decode(last));
             if content == "import" {
                 match last.strip_suffix(".img") {
                     Some(stem) => format!("{stem}.qcow2"),
@@ -88,18 +116,21 @@ pub fn filename(given: Option<&str>, url: Option<&str>, content: &str) -> Result
         || name.contains(['/', '\\', ',', '=', ':', '\n', '\r', ' '])
     {
         return Err(format!(
-            "filename must be a plain file name (no '/', ',', '=', ':', spaces), got {name:?}"
+            "filename must be a plain file name (no '/', ',', '=', ':', spaces), got {:?}",
+            crate::ansible::protocol::bounded(&name)
         ));
     }
-    let lower = name.to_ascii_lowercase();
-    let exts = if content == "import" {
-        IMPORT_EXT
+    // PVE matches import extensions case-sensitively, ISO ones not (Status.pm, download_url).
+    let (exts, candidate) = if content == "import" {
+        (IMPORT_EXT, name.clone())
     } else {
-        ISO_EXT
+        (ISO_EXT, name.to_ascii_lowercase())
     };
-    if !exts.iter().any(|e| lower.ends_with(e)) {
+    let lower = name.to_ascii_lowercase();
+    if !exts.iter().any(|e| candidate.ends_with(e)) {
         return Err(format!(
-            "filename {name:?}: for content {content} PVE accepts {}{}",
+            "filename {:?}: for content {content} PVE accepts {}{}",
+            crate::ansible::protocol::bounded(&name),
             exts.join(", "),
             if content == "import" && lower.ends_with(".img") {
                 " (an Ubuntu .img is a qcow2: name it .qcow2)"
@@ -192,5 +223,18 @@ mod tests {
         assert!(filename(Some("../etc/passwd.qcow2"), None, "import").is_err());
         assert!(filename(Some("a.qcow2,format=raw"), None, "import").is_err());
         assert!(filename(None, Some("https://x/"), "import").is_err());
+        // PVE's normalisation: a name from the URL is stored as PVE stores it; a given name
+        // PVE would change is refused with the name it would store.
+        assert_eq!(
+            filename(None, Some("https://x/my%20image%20(1).qcow2"), "import").unwrap(),
+            "my_image__1_.qcow2"
+        );
+        let e = filename(Some("my image.qcow2"), None, "import").unwrap_err();
+        assert!(e.contains("\"my_image.qcow2\""), "{e}");
+        assert!(filename(Some("noble.QCOW2"), None, "import").is_err());
+        assert_eq!(filename(Some("X.ISO"), None, "iso").unwrap(), "X.ISO");
+        let long = "a".repeat(1 << 20) + " .qcow2";
+        let e = filename(Some(&long), None, "import").unwrap_err();
+        assert!(e.len() < 4096, "the message quoted the whole value");
     }
 }

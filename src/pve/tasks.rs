@@ -60,7 +60,8 @@ pub enum WaitError {
         progress: Option<f64>,
         tail: Vec<String>,
         last_error: Option<String>,
-        stopped: Option<Result<(), String>>,
+        /// `Ok(exitstatus)` once stopped on request, or why stopping failed.
+        stopped: Option<Result<String, String>>,
     },
     /// The task never became visible on its node, or disappeared.
     Vanished { upid: Upid },
@@ -99,7 +100,20 @@ impl fmt::Display for WaitError {
                 }
                 write!(f, ")")?;
                 match stopped {
-                    Some(Ok(())) => write!(f, "; the task was stopped (stop_task_on_timeout)"),
+                    // pve-common RESTEnvironment.pm, `$kill_process_group`: a worker that
+                    // does not end within 5 s of SIGTERM is killed and writes no exit status.
+                    Some(Ok(exit)) if exit == "unexpected status" => write!(
+                        f,
+                        "; the task did not stop within 5 s of the stop request \
+                         (stop_task_on_timeout) and PVE killed it, so it cleaned nothing up: \
+                         what it held may stay locked (a killed create leaves 'lock: create' \
+                         and its volumes; check with `qm config {}`)",
+                        upid.id
+                    ),
+                    Some(Ok(exit)) => write!(
+                        f,
+                        "; the task was stopped (stop_task_on_timeout) and ended '{exit}'"
+                    ),
                     Some(Err(e)) => write!(f, "; stopping the task failed: {e}"),
                     None => write!(
                         f,
@@ -276,11 +290,19 @@ pub fn wait_task(
                 progress,
                 last_error,
             } => {
+                // PVE answers the stop request once the worker has ended (or was killed
+                // after 5 s); its exit status tells which.
                 let stopped = stop_on_timeout.then(|| {
                     client
                         .write(Method::Delete, &task_path(upid), &Vec::new())
-                        .map(|_| ())
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| e.to_string())?;
+                    let st = client
+                        .get(&format!("{}/status", task_path(upid)), &Vec::new())
+                        .map_err(|e| e.to_string())?;
+                    Ok(st["exitstatus"]
+                        .as_str()
+                        .unwrap_or("unexpected status")
+                        .to_string())
                 });
                 if stopped.is_some() {
                     let _ = read_log(client, upid, &mut log);

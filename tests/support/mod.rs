@@ -185,6 +185,12 @@ impl Sim {
         json!({"api_host": "127.0.0.1", "api_port": self.port(), "api_password": PASSWORD, "api_fingerprint": self.fingerprint()})
     }
 
+    /// Connection options for another user (password login, pinned certificate).
+    pub fn conn_as(&self, user: &str, password: &str) -> Value {
+        json!({"api_host": "127.0.0.1", "api_port": self.port(), "api_user": user, "api_password": password,
+               "api_fingerprint": self.fingerprint()})
+    }
+
     /// Connection options with the API token and the CA file.
     pub fn token_conn(&self) -> Value {
         json!({"api_host": "127.0.0.1", "api_port": self.port(), "api_token_id": TOKEN_ID, "api_token_secret": TOKEN_SECRET,
@@ -221,10 +227,22 @@ impl Sim {
 
     /// Holds a VM's lock from another task for `ms`.
     pub fn hold_lock(&self, vmid: u32, ms: u64, config_lock: Option<&str>) -> String {
+        self.hold_lock_after(vmid, ms, config_lock, 0)
+    }
+
+    /// Like [`Sim::hold_lock`], but the config lock is set only after the file lock was held
+    /// `after_ms`: a backup that starts while a request waits for the file lock.
+    pub fn hold_lock_after(
+        &self,
+        vmid: u32,
+        ms: u64,
+        config_lock: Option<&str>,
+        after_ms: u64,
+    ) -> String {
         self.admin_call(
             "POST",
             "/lock",
-            &json!({"vmid": vmid, "ms": ms, "config_lock": config_lock}),
+            &json!({"vmid": vmid, "ms": ms, "config_lock": config_lock, "set_after_ms": after_ms}),
         )["data"]
             .as_str()
             .unwrap()
