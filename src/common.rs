@@ -10,7 +10,7 @@ use crate::pve::tasks::{TAIL_LINES, TaskReport, WaitError, wait_task};
 use crate::pve::upid::Upid;
 use crate::pve::wait::{Exit, Policy};
 
-use crate::ansible::protocol::{Failure, Invocation};
+use crate::ansible::protocol::{Failure, Invocation, quote};
 use crate::ansible::spec::{Kind, Opt, Spec, parse_duration};
 use crate::pve::client::{Client, Connection, Credentials};
 use crate::pve::tls::{Trust, load_ca, parse_fingerprint};
@@ -83,7 +83,8 @@ pub fn poll_interval(inv: &Invocation) -> Result<Duration, String> {
     let (min, max) = POLL_INTERVAL_RANGE;
     if poll < min || poll > max {
         return Err(format!(
-            "poll_interval must be between 50ms and 60s, got '{text}'"
+            "poll_interval must be between 50ms and 60s, got {text}",
+            text = quote(text)
         ));
     }
     Ok(poll)
@@ -96,13 +97,69 @@ pub fn duration(inv: &Invocation, key: &str) -> Duration {
         .unwrap_or(Duration::from_secs(30))
 }
 
+/// A node name as PVE's `pve-node` format has it (pve-common JSONSchema.pm,
+/// pve_verify_node_name): letters, digits and inner `-`.
+pub fn node_name(option: &str, v: &str) -> Result<String, String> {
+    let b = v.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 63
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-';
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(format!(
+            "{option} must be a PVE node name (letters, digits and '-'), got {}",
+            quote(v)
+        ))
+    }
+}
+
+/// A storage ID as PVE's `pve-storage-id` format has it (pve-common JSONSchema.pm,
+/// parse_storage_id: `[a-z][a-z0-9_-]+`, case-insensitive).
+pub fn storage_id(option: &str, v: &str) -> Result<String, String> {
+    let b = v.as_bytes();
+    let ok = b.len() >= 2
+        && b.len() <= 64
+        && b[0].is_ascii_alphabetic()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_".contains(c));
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(format!(
+            "{option} must be a PVE storage ID such as local-lvm (a letter, then letters, digits, '-' or '_'), got {}",
+            quote(v)
+        ))
+    }
+}
+
+/// Printable ASCII without spaces at either end: what an HTTP header value can carry as is.
+fn header_safe(s: &str) -> bool {
+    !s.is_empty() && s.trim() == s && s.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
 /// Builds the connection from the options, with warnings to pass on.
 pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure> {
     let mut warnings = Vec::new();
     let host = inv.str("api_host").unwrap_or_default().trim().to_string();
-    if host.is_empty() || host.contains(['/', ' ', '\n']) {
+    if let Some((_, port)) = host.rsplit_once(':')
+        && host.matches(':').count() == 1
+        && port.bytes().all(|b| b.is_ascii_digit())
+    {
         return Err(Failure::msg(format!(
-            "api_host must be a host name or address, got '{host}'"
+            "api_host must be a host name or address without a port, got {}: give the port as api_port",
+            quote(&host)
+        )));
+    }
+    if host.is_empty()
+        || host.chars().any(|c| c.is_whitespace() || c.is_control())
+        || host.contains(['/', '?', '#', '@', '%', '\\'])
+    {
+        return Err(Failure::msg(format!(
+            "api_host must be a host name or address, got {host}",
+            host = quote(&host)
         )));
     }
     let trust = if let Some(fp) = inv.str("api_fingerprint") {
@@ -129,9 +186,19 @@ pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure
             } else {
                 format!("{}!{id}", inv.str("api_user").unwrap_or("root@pam"))
             };
-            if id.contains(['=', ' ', '\n']) {
+            if id.contains('=') || !header_safe(&id) {
                 return Err(Failure::msg(
                     "api_token_id must look like USER@REALM!TOKENID (or TOKENID with api_user)",
+                ));
+            }
+            // The secret travels in the Authorization header: a trailing newline (a secret
+            // read from a file) or a non-ASCII character can never be sent, so say so now
+            // instead of retrying until the timeout. The value is not shown.
+            if !header_safe(secret) {
+                return Err(Failure::msg(
+                    "api_token_secret cannot be sent in an HTTP header: it holds a line break, \
+                     a space at either end, a control or a non-ASCII character (a secret read \
+                     from a file keeps its newline: use | trim)",
                 ));
             }
             Credentials::Token {
@@ -154,6 +221,7 @@ pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure
         port: inv.int("api_port").unwrap_or(8006) as u16,
         trust,
         timeout: duration(inv, "api_timeout"),
+        deadline: std::time::Instant::now() + duration(inv, "timeout"),
         credentials,
     };
     Ok((conn, warnings))

@@ -1,6 +1,7 @@
-//! SIGINT and SIGTERM (Ctrl-C on `ansible-playbook`, a killed async job) must not kill the
-//! module silently: the handler only raises a flag, and the waits check it, so the module
-//! stops waiting at once and still prints one failed result naming the task in flight.
+//! SIGINT, SIGTERM, SIGHUP and SIGQUIT (Ctrl-C on `ansible-playbook`, a killed async job, a
+//! closed terminal, Ctrl-\\) must not kill the module silently: the handler only raises a
+//! flag; the waits check it, and no write starts once it is raised (`Client::write`), so the
+//! module stops at once and still prints one failed result naming the task in flight.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -10,13 +11,14 @@ extern "C" fn on_signal(sig: libc::c_int) {
     SIGNAL.store(sig, Ordering::SeqCst);
 }
 
-/// Installs the handlers for SIGINT and SIGTERM.
+/// Installs the handlers for SIGINT, SIGTERM, SIGHUP and SIGQUIT.
 pub fn install() {
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe {
-        libc::signal(libc::SIGINT, handler);
-        libc::signal(libc::SIGTERM, handler);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::signal(sig, handler);
+        }
     }
 }
 
@@ -26,6 +28,8 @@ pub fn received() -> Option<&'static str> {
         0 => None,
         libc::SIGINT => Some("SIGINT"),
         libc::SIGTERM => Some("SIGTERM"),
+        libc::SIGHUP => Some("SIGHUP"),
+        libc::SIGQUIT => Some("SIGQUIT"),
         _ => Some("a signal"),
     }
 }

@@ -4,7 +4,8 @@
 //! * [`ansible`]: Ansible's contract for binary modules (arguments, spec, results).
 //! * [`pve`]: the PVE API client (transport, TLS, auth, errors, UPIDs, task waits).
 //! * [`vm`]: the `vm` module's logic (spec, plan, apply); [`image`]: the `image` module's.
-//! * [`common`]: options every module shares; [`interrupt`]: SIGINT/SIGTERM handling.
+//! * [`common`]: options every module shares; [`interrupt`]: signal handling; [`files`]:
+//!   bounded reads of the files a user names.
 
 // A failed result carries its context (messages, task data); it ends the run, so its size
 // on the error path does not matter and boxing it would only add noise.
@@ -12,6 +13,7 @@
 
 pub mod ansible;
 pub mod common;
+pub mod files;
 pub mod image;
 pub mod interrupt;
 pub mod pve;

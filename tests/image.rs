@@ -175,7 +175,7 @@ fn bad_input_is_refused_before_any_request() {
         (json!({}), "one of the following is required: url, filename"),
         (
             json!({"url": "http://x/a.qcow2", "storage": "local/../x"}),
-            "storage must be a plain identifier",
+            "storage must be a PVE storage ID",
         ),
     ] {
         let r = failed(run_image(args(&sim, extra.clone())));

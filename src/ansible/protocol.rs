@@ -30,7 +30,38 @@ pub const MASK: &str = "********";
 static SECRETS: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
 static PRINTED: AtomicBool = AtomicBool::new(false);
 
-/// Registers a value to mask in all output (a `no_log` option's value, a ticket, …).
+/// Every spelling of a secret that may come back in a message: as is, percent-encoded
+/// (upper- and lower-case hex), form-encoded (`+` for spaces), and JSON-escaped (a server
+/// error that echoes the request as JSON, or quotes the header).
+fn spellings(s: &str) -> Vec<String> {
+    let pct = crate::pve::encode::url_encode(s);
+    let lower = {
+        let mut out = String::with_capacity(pct.len());
+        let mut hex_left = 0;
+        for c in pct.chars() {
+            if c == '%' {
+                hex_left = 2;
+                out.push(c);
+            } else if hex_left > 0 {
+                hex_left -= 1;
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    };
+    let plus = pct.replace("%20", "+");
+    let json = serde_json::to_string(s).unwrap_or_default();
+    let json = json[1..json.len().saturating_sub(1).max(1)].to_string();
+    let mut all = vec![s.to_string(), pct, lower, plus, json];
+    all.sort();
+    all.dedup();
+    all
+}
+
+/// Registers a value to mask in all output (a `no_log` option's value, a ticket, …), in
+/// every spelling the module itself produces or a server may echo.
 pub fn register_secret(s: &str) {
     if s.len() < 2 {
         return;
@@ -39,11 +70,18 @@ pub fn register_secret(s: &str) {
         .get_or_init(|| Mutex::new(Vec::new()))
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    if !v.iter().any(|x| x == s) {
-        v.push(s.to_string());
-        // Longest first, so a secret containing another is masked whole.
-        v.sort_by_key(|x| std::cmp::Reverse(x.len()));
+    for sp in spellings(s) {
+        if sp.len() >= 2 && !v.contains(&sp) {
+            v.push(sp);
+        }
     }
+    // Longest first, so a secret containing another is masked whole.
+    v.sort_by_key(|x| std::cmp::Reverse(x.len()));
+}
+
+/// A value quoted in a message: bounded (see [`bounded`]) and in double quotes.
+pub fn quote(s: impl AsRef<str>) -> String {
+    format!("{:?}", bounded(s.as_ref()))
 }
 
 /// A bad value as a message may quote it: at most 64 characters, then how long it was, so a
@@ -67,11 +105,6 @@ pub fn mask_str(s: &str) -> String {
     for sec in secrets.iter() {
         if out.contains(sec.as_str()) {
             out = out.replace(sec.as_str(), MASK);
-        }
-        // sshkeys and similar travel URL-encoded; mask that spelling too.
-        let enc = crate::pve::encode::url_encode(sec);
-        if enc != *sec && out.contains(&enc) {
-            out = out.replace(&enc, MASK);
         }
     }
     out
@@ -197,13 +230,34 @@ fn collect_raw_no_log(opts: &[super::spec::Opt], raw: &Map<String, Value>) {
     }
 }
 
+/// One of Ansible's `_ansible_*` flags, coerced like any boolean option (`true`, `"yes"`,
+/// `1`, …). A value that is no boolean at all is refused: guessing `false` for
+/// `_ansible_check_mode` would carry out what the user only wanted to see.
+fn flag(key: &str, v: &Value) -> Result<bool, String> {
+    let parsed = match v {
+        Value::Bool(b) => Some(*b),
+        Value::Null => Some(false),
+        Value::Number(n) => match n.as_f64() {
+            Some(0.0) => Some(false),
+            Some(1.0) => Some(true),
+            _ => None,
+        },
+        Value::String(s) => super::spec::parse_bool(s),
+        _ => None,
+    };
+    parsed.ok_or_else(|| format!("{key} must be a boolean, got {}", bounded(&v.to_string())))
+}
+
 /// Reads and validates the args file. Errors are complete user-facing messages.
 pub fn read_invocation(args_path: Option<&str>, spec: &Spec) -> Result<Invocation, String> {
     let path = args_path.ok_or(
         "this is an Ansible module: it expects the path of an arguments file as its only argument",
     )?;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("unable to read the arguments file {path}: {e}"))?;
+    // Ansible's arguments are a few KiB; 16 MiB leaves room for any real playbook.
+    let bytes = crate::files::read_bounded(path, 16 << 20, "the arguments file")
+        .map_err(|e| format!("unable to read {e}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("unable to read the arguments file {path}: not UTF-8"))?;
     let all: Map<String, Value> = match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) => m,
         Ok(_) => return Err("the arguments file must hold a JSON object".into()),
@@ -213,12 +267,17 @@ pub fn read_invocation(args_path: Option<&str>, spec: &Spec) -> Result<Invocatio
     let mut raw = Map::new();
     for (k, v) in all {
         match k.as_str() {
-            "_ansible_check_mode" => ctx.check_mode = v.as_bool().unwrap_or(false),
-            "_ansible_diff" => ctx.diff = v.as_bool().unwrap_or(false),
-            "_ansible_verbosity" => ctx.verbosity = v.as_u64().unwrap_or(0),
-            "_ansible_no_log" => ctx.no_log = v.as_bool().unwrap_or(false),
-            "_ansible_inject_invocation" => ctx.inject_invocation = v.as_bool().unwrap_or(false),
-            "_ansible_ignore_unknown_opts" => ctx.ignore_unknown = v.as_bool().unwrap_or(false),
+            "_ansible_check_mode" => ctx.check_mode = flag(&k, &v)?,
+            "_ansible_diff" => ctx.diff = flag(&k, &v)?,
+            "_ansible_verbosity" => {
+                ctx.verbosity = v
+                    .as_u64()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                    .unwrap_or(0)
+            }
+            "_ansible_no_log" => ctx.no_log = flag(&k, &v)?,
+            "_ansible_inject_invocation" => ctx.inject_invocation = flag(&k, &v)?,
+            "_ansible_ignore_unknown_opts" => ctx.ignore_unknown = flag(&k, &v)?,
             "_ansible_module_name" => ctx.module_name = v.as_str().unwrap_or("").to_string(),
             "_ansible_tracebacks_for" => {
                 ctx.tracebacks = v.as_array().is_some_and(|a| !a.is_empty())
@@ -400,5 +459,25 @@ mod tests {
             "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
         );
         assert_eq!(inv_v["module_args"]["name"], "web");
+    }
+
+    #[test]
+    fn secrets_are_masked_in_every_spelling() {
+        let secret = "pa ss/wörd\"+&=%";
+        register_secret(secret);
+        for echoed in [
+            secret.to_string(),
+            crate::pve::encode::url_encode(secret),
+            crate::pve::encode::url_encode(secret).to_ascii_lowercase(),
+            crate::pve::encode::url_encode(secret).replace("%20", "+"),
+            serde_json::to_string(secret).unwrap(),
+            format!("PVEAPIToken=root@pam!ci={secret}"),
+        ] {
+            let out = mask_str(&format!("server said: {echoed} (end)"));
+            assert!(
+                !out.contains("ss/w") && !out.contains("ss%2F"),
+                "{echoed} -> {out}"
+            );
+        }
     }
 }

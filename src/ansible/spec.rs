@@ -278,7 +278,13 @@ fn type_err(label: &str, v: &Value, ty: &str, why: &str) -> String {
         Value::Object(_) => "dict",
         Value::Null => "NoneType",
     };
-    format!("argument '{label}' is of type {got} and we were unable to convert to {ty}: {why}")
+    let shown = match v {
+        Value::String(s) => format!("{:?}", crate::ansible::protocol::bounded(s)),
+        other => crate::ansible::protocol::bounded(&other.to_string()),
+    };
+    format!(
+        "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why} (got {shown})"
+    )
 }
 
 /// Parses Ansible's boolean spellings.
@@ -290,17 +296,31 @@ pub fn parse_bool(s: &str) -> Option<bool> {
     }
 }
 
-/// Parses a duration: humantime (`15m`, `1h 30m`, `500ms`) or a bare number of seconds.
+/// The longest duration any option takes (ten years): more is a mistake, and every instant
+/// computed from a duration stays far from overflowing.
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 86_400);
+
+/// Parses a duration: humantime (`15m`, `1h 30m`, `500ms`) or a bare number of seconds, at
+/// most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let t = s.trim();
-    if let Ok(secs) = t.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(std::time::Duration::from_secs_f64(secs));
+    let shown = crate::ansible::protocol::bounded(t);
+    let d = if let Ok(secs) = t.parse::<f64>() {
+        if !(secs.is_finite() && secs >= 0.0) {
+            return Err(format!("'{shown}' is not a non-negative duration"));
         }
-        return Err(format!("'{t}' is not a non-negative duration"));
+        if secs > MAX_DURATION.as_secs_f64() {
+            return Err(format!("'{shown}' is longer than 10 years"));
+        }
+        std::time::Duration::from_secs_f64(secs)
+    } else {
+        humantime::parse_duration(t)
+            .map_err(|e| format!("'{shown}' is not a duration like 90s, 15m or 1h 30m ({e})"))?
+    };
+    if d > MAX_DURATION {
+        return Err(format!("'{shown}' is longer than 10 years"));
     }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("'{t}' is not a duration like 90s, 15m or 1h 30m ({e})"))
+    Ok(d)
 }
 
 fn coerce(kind: &Kind, v: &Value, label: &str, ignore_unknown: bool) -> Result<Value, String> {
@@ -321,7 +341,12 @@ fn coerce(kind: &Kind, v: &Value, label: &str, ignore_unknown: bool) -> Result<V
         },
         Kind::Int { min, max } => {
             let n = match v {
-                Value::Number(n) => n.as_i64().or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64)),
+                // Only whole numbers that fit: `1e20` is refused, not saturated to i64::MAX.
+                Value::Number(n) => n.as_i64().or_else(|| {
+                    n.as_f64()
+                        .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                        .map(|f| f as i64)
+                }),
                 Value::String(s) => s.trim().parse::<i64>().ok(),
                 _ => None,
             }

@@ -10,13 +10,19 @@ use super::spec::{Desired, desired};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::common::{self, TaskLog};
 use crate::pve::client::{Client, Method, Params};
+use crate::pve::encode::{node_path, segment};
 use crate::pve::ops::{self, Dispatched, dispatch};
 use crate::pve::tasks::TaskReport;
 use crate::pve::wait::Policy;
 
+/// `/nodes/{node}/storage/{storage}`, encoded.
+fn storage_path(d: &Desired) -> String {
+    format!("{}/storage/{}", node_path(&d.node), segment(&d.storage))
+}
+
 /// The file's entry in the storage's content listing, if it is there.
 fn lookup(client: &Client, d: &Desired, deadline: Instant) -> Result<Option<Value>, Failure> {
-    let path = format!("/nodes/{}/storage/{}/content", d.node, d.storage);
+    let path = format!("{}/content", storage_path(d));
     let params: Params = vec![("content".into(), d.content.clone())];
     let list = ops::read(client, &path, &params, deadline)
         .map_err(|e| Failure::msg(format!("listing {} on {}: {e}", d.storage, d.node)))?;
@@ -73,12 +79,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
             match step {
                 Step::Delete => {
                     // The volume id holds '/' and ':': it travels as one encoded path segment.
-                    let path = format!(
-                        "/nodes/{}/storage/{}/content/{}",
-                        d.node,
-                        d.storage,
-                        crate::pve::encode::url_encode(&d.volid())
-                    );
+                    let path = format!("{}/content/{}", storage_path(&d), segment(&d.volid()));
                     let what = format!("removing {}", d.volid());
                     match dispatch(
                         &client,
@@ -114,7 +115,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
                         params.push(("checksum".into(), sum.clone()));
                         params.push(("checksum-algorithm".into(), algo.clone()));
                     }
-                    let path = format!("/nodes/{}/storage/{}/download-url", d.node, d.storage);
+                    let path = format!("{}/download-url", storage_path(&d));
                     let what = format!("downloading {url} to {}", d.volid());
                     let recover = || {
                         crate::pve::tasks::active_tasks(&client, &d.node, None, Some("download"))

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::ansible::protocol::Invocation;
+use crate::ansible::protocol::{Invocation, quote};
 use crate::ansible::spec::{Kind, Opt, Spec};
 use crate::common;
 
@@ -142,13 +142,6 @@ pub fn filename(given: Option<&str>, url: Option<&str>, content: &str) -> Result
     Ok(name)
 }
 
-fn plain(option: &str, v: &str) -> Result<String, String> {
-    if v.is_empty() || v.contains([',', '=', '\n', '\r', ' ', ':', '/']) {
-        return Err(format!("{option} must be a plain identifier, got {v:?}"));
-    }
-    Ok(v.to_string())
-}
-
 /// Builds the desired image from validated options.
 pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     let content = inv.str("content").unwrap_or("import").to_string();
@@ -157,7 +150,10 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         && (!(u.starts_with("http://") || u.starts_with("https://"))
             || u.contains(['\n', '\r', ' ']))
     {
-        return Err(format!("url must be an http:// or https:// URL, got {u:?}"));
+        return Err(format!(
+            "url must be an http:// or https:// URL, got {u}",
+            u = quote(u)
+        ));
     }
     let checksum = match inv.str("checksum") {
         Some(c) => {
@@ -185,8 +181,8 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     };
     Ok(Desired {
         present: inv.str("state") != Some("absent"),
-        node: plain("node", inv.str("node").unwrap_or_default())?,
-        storage: plain("storage", inv.str("storage").unwrap_or("local"))?,
+        node: crate::common::node_name("node", inv.str("node").unwrap_or_default())?,
+        storage: crate::common::storage_id("storage", inv.str("storage").unwrap_or("local"))?,
         filename: filename(inv.str("filename"), url.as_deref(), &content)?,
         content,
         url,

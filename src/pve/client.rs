@@ -4,7 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 use ureq::Agent;
@@ -21,9 +21,20 @@ pub struct Connection {
     pub host: String,
     pub port: u16,
     pub trust: Trust,
+    /// `api_timeout`: the longest one request may take.
     pub timeout: Duration,
+    /// The run's deadline (`timeout`): no request outlasts it.
+    pub deadline: Instant,
     pub credentials: Credentials,
 }
+
+/// The largest answer read (the biggest legitimate ones, a cluster listing or a page of a
+/// task log, are well under a MiB); a larger one is refused, not buffered.
+const MAX_BODY: u64 = 8 * 1024 * 1024;
+
+/// How long past the run's deadline the requests of a cleanup (stopping a task on timeout,
+/// reading its last log lines) may take: PVE answers a stop after up to 5 s.
+pub const CLEANUP_GRACE: Duration = Duration::from_secs(10);
 
 /// A ticket login or an API token.
 #[derive(Clone)]
@@ -46,6 +57,8 @@ pub struct Client {
     status: Arc<Mutex<StatusLine>>,
     read_only: bool,
     requests: Cell<u64>,
+    timeout: Duration,
+    deadline: Cell<Instant>,
 }
 
 /// HTTP methods the API uses.
@@ -120,8 +133,11 @@ impl Client {
             config,
             status: status.clone(),
         });
+        // PVE's API never redirects: a redirect is not followed (it could lead a pinned
+        // connection to another, unchecked host) but reported.
         let agent_config = Agent::config_builder()
             .http_status_as_error(false)
+            .max_redirects(0)
             .timeout_global(Some(conn.timeout))
             .user_agent(concat!("sankofa.proxmox/", env!("CARGO_PKG_VERSION")))
             .build();
@@ -139,11 +155,21 @@ impl Client {
             status,
             read_only,
             requests: Cell::new(0),
+            timeout: conn.timeout,
+            deadline: Cell::new(conn.deadline),
         };
         if let Credentials::Password { .. } = client.credentials {
             client.login()?;
         }
         Ok(client)
+    }
+
+    /// Allows the requests of a cleanup up to [`CLEANUP_GRACE`] past the run's deadline.
+    pub fn allow_cleanup(&self) {
+        let grace = Instant::now() + CLEANUP_GRACE;
+        if grace > self.deadline.get() {
+            self.deadline.set(grace);
+        }
     }
 
     /// How many HTTP requests this client has sent.
@@ -212,6 +238,7 @@ impl Client {
                 what: format!("{} {path}", method.as_str()),
             });
         }
+
         self.authed(method, path, params)
             .map(|mut v| v["data"].take())
     }
@@ -250,6 +277,34 @@ impl Client {
         params: &Params,
         auth: bool,
     ) -> Result<Value, ApiError> {
+        // After SIGINT/SIGTERM/SIGHUP/SIGQUIT nothing new is sent, above all no write; only
+        // requests about a task (its status, its log, stopping it) may still report or clean up.
+        if let Some(sig) = crate::interrupt::received()
+            && !path.contains("/tasks/")
+        {
+            return Err(ApiError::Transport {
+                detail: format!(
+                    "interrupted by {sig}: {} {path} was not sent",
+                    method.as_str()
+                ),
+                sent: false,
+            });
+        }
+        // Each request is bounded by api_timeout and by what is left of the run.
+        let left = self
+            .deadline
+            .get()
+            .saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ApiError::Transport {
+                detail: format!(
+                    "the run's timeout was reached before {} {path} could be sent",
+                    method.as_str()
+                ),
+                sent: false,
+            });
+        }
+        let limit = self.timeout.min(left);
         self.requests.set(self.requests.get() + 1);
         let mut url = format!("{}{path}", self.base);
         let body = form(params);
@@ -284,7 +339,7 @@ impl Client {
                 for (k, v) in &headers {
                     req = req.header(*k, v);
                 }
-                req.call()
+                req.config().timeout_global(Some(limit)).build().call()
             }
             Method::Post | Method::Put => {
                 let mut req = if method == Method::Post {
@@ -296,17 +351,43 @@ impl Client {
                     req = req.header(*k, v);
                 }
                 req.content_type("application/x-www-form-urlencoded")
+                    .config()
+                    .timeout_global(Some(limit))
+                    .build()
                     .send(body.as_bytes())
             }
         };
         let mut resp = result.map_err(|e| transport_error(e, &self.base))?;
         let status = resp.status().as_u16();
+        if (300..400).contains(&status) {
+            let to = resp
+                .headers()
+                .get("location")
+                .and_then(|l| l.to_str().ok())
+                .map(crate::ansible::protocol::quote)
+                .unwrap_or_else(|| "elsewhere".into());
+            return Err(ApiError::NotPve {
+                detail: format!(
+                    "{} answered {status} (a redirect to {to}), which PVE's API never does; it was not followed: is api_host/api_port a Proxmox VE node?",
+                    self.base
+                ),
+            });
+        }
         let text = resp
             .body_mut()
             .with_config()
-            .limit(64 * 1024 * 1024)
+            .limit(MAX_BODY)
             .read_to_string()
-            .map_err(|e| transport_error(e, &self.base))?;
+            .map_err(|e| match e {
+                ureq::Error::BodyExceedsLimit(_) => ApiError::NotPve {
+                    detail: format!(
+                        "{} sent an answer larger than {} MiB to {path}; a PVE API answer is far smaller",
+                        self.base,
+                        MAX_BODY >> 20
+                    ),
+                },
+                other => transport_error(other, &self.base),
+            })?;
         let reason = self
             .status
             .lock()

@@ -14,6 +14,32 @@ pub fn url_encode(s: &str) -> String {
     out
 }
 
+/// One path segment, percent-encoded where a character would change the URL's structure
+/// (`/`, `?`, `#`, `%`) or is not allowed in a path (spaces, controls, non-ASCII, `"<>\\^`{|}`).
+/// `:`, `@` and `!` stay as they are (UPIDs and token ids are full of them). Every value put
+/// into a request path goes through here: a node or storage named by the user, a UPID or a
+/// node name a server sent.
+pub fn segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        let keep = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b);
+        if keep {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out == "." || out == ".." {
+        return out.replace('.', "%2E");
+    }
+    out
+}
+
+/// `/nodes/{node}` with the node name encoded.
+pub fn node_path(node: &str) -> String {
+    format!("/nodes/{}", segment(node))
+}
+
 /// Encodes key/value pairs as `application/x-www-form-urlencoded`.
 pub fn form(pairs: &[(String, String)]) -> String {
     pairs
@@ -47,6 +73,17 @@ pub fn url_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_segments_keep_their_place() {
+        assert_eq!(
+            segment("UPID:pve1:0000ABCD:00000001:6B000000:qmstart:100:a#b?c@pve!t/x:"),
+            "UPID:pve1:0000ABCD:00000001:6B000000:qmstart:100:a%23b%3Fc@pve!t%2Fx:"
+        );
+        assert_eq!(segment(".."), "%2E%2E");
+        assert_eq!(segment("local-lvm"), "local-lvm");
+        assert_eq!(segment("a b%"), "a%20b%25");
+    }
 
     #[test]
     fn sshkeys_round_trip() {

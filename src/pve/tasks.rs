@@ -26,7 +26,7 @@ pub struct TaskReport {
     pub waited: Duration,
     /// `WARN:` lines of the log.
     pub warnings: Vec<String>,
-    /// The whole log as read.
+    /// The last lines of the log (at most 400).
     pub log: Vec<String>,
     pub polls: u32,
 }
@@ -140,33 +140,100 @@ impl fmt::Display for WaitError {
 impl std::error::Error for WaitError {}
 
 fn task_path(upid: &Upid) -> String {
-    format!("/nodes/{}/tasks/{}", upid.node, upid.text)
+    format!(
+        "{}/tasks/{}",
+        super::encode::node_path(&upid.node),
+        super::encode::segment(&upid.text)
+    )
 }
 
 /// Reads log lines after those already in `log`.
-fn read_log(client: &Client, upid: &Upid, log: &mut Vec<String>) -> Result<(), ApiError> {
+/// Lines asked for per log request.
+const LOG_PAGE: u64 = 500;
+/// Log lines kept (the last ones), and the longest line kept.
+const KEEP_LINES: usize = 400;
+const MAX_LINE: usize = 4096;
+/// `WARN:` lines kept for the result.
+const KEEP_WARNINGS: usize = 50;
+
+/// The part of a task log the module keeps: the last [`KEEP_LINES`] lines, the `WARN:`
+/// lines, and how many lines were seen, so a log of any length costs bounded memory and at
+/// most two requests per read.
+#[derive(Default)]
+struct LogWindow {
+    seen: u64,
+    lines: Vec<String>,
+    warnings: Vec<String>,
+}
+
+impl LogWindow {
+    fn push(&mut self, n: u64, mut t: String) {
+        if n <= self.seen {
+            return;
+        }
+        self.seen = n;
+        if t.len() > MAX_LINE {
+            let mut cut = MAX_LINE;
+            while !t.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            t.truncate(cut);
+            t.push_str(" …");
+        }
+        if t.contains("WARN:") && self.warnings.len() < KEEP_WARNINGS {
+            self.warnings.push(t.clone());
+        }
+        self.lines.push(t);
+        if self.lines.len() > 2 * KEEP_LINES {
+            self.lines.drain(..self.lines.len() - KEEP_LINES);
+        }
+    }
+
+    fn into_lines(mut self) -> Vec<String> {
+        let skip = self.lines.len().saturating_sub(KEEP_LINES);
+        self.lines.drain(..skip);
+        self.lines
+    }
+}
+
+/// A page of a task log: the line count the server reports, and (line number, text) pairs.
+type LogPage = (Option<u64>, Vec<(u64, String)>);
+
+/// One page of the log from line `start` (0-based).
+fn log_page(client: &Client, upid: &Upid, start: u64) -> Result<LogPage, ApiError> {
     let params: Params = vec![
-        ("start".into(), log.len().to_string()),
-        ("limit".into(), "1000".into()),
+        ("start".into(), start.to_string()),
+        ("limit".into(), LOG_PAGE.to_string()),
     ];
     let env = client.get_envelope(&format!("{}/log", task_path(upid)), &params)?;
-    let lines = env["data"].as_array().cloned().unwrap_or_default();
-    let fresh: Vec<(u64, String)> = lines
-        .iter()
+    let lines: Vec<(u64, String)> = env["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
         .filter_map(|l| Some((l["n"].as_u64()?, l["t"].as_str().unwrap_or("").to_string())))
         .collect();
-    // An empty log reads as one "no content" line; it is not part of the log.
-    if log.is_empty()
-        && fresh.len() == 1
-        && fresh[0].1 == "no content"
-        && env["total"].as_u64().unwrap_or(1) <= 1
+    Ok((env["total"].as_u64(), lines))
+}
+
+/// Reads the log lines not seen yet. When more lines came than one page holds, it skips to
+/// the last page, so the window always ends with the log's real last lines, however long the
+/// log and however the server pages it (a server that ignores `limit` sends everything: only
+/// the last lines are kept).
+fn read_log(client: &Client, upid: &Upid, log: &mut LogWindow) -> Result<(), ApiError> {
+    let (total, mut lines) = log_page(client, upid, log.seen)?;
+    if let Some(total) = total
+        && total > log.seen + lines.len() as u64
+        && total > LOG_PAGE
     {
+        lines = log_page(client, upid, total - LOG_PAGE)?.1;
+    }
+    // An empty log reads as one "no content" line; it is not part of the log.
+    if log.seen == 0 && lines.len() == 1 && lines[0].1 == "no content" && total.unwrap_or(1) <= 1 {
         return Ok(());
     }
-    for (n, t) in fresh {
-        if n as usize == log.len() + 1 {
-            log.push(t);
-        }
+    let skip = lines.len().saturating_sub(2 * KEEP_LINES);
+    for (n, t) in lines.into_iter().skip(skip) {
+        log.push(n, t);
     }
     Ok(())
 }
@@ -189,7 +256,7 @@ const PROGRESS_TYPES: &[&str] = &[
 fn observe(
     client: &Client,
     upid: &Upid,
-    log: &mut Vec<String>,
+    log: &mut LogWindow,
     progress: bool,
 ) -> Result<(Observation, Duration), ApiError> {
     let asked = Instant::now();
@@ -210,7 +277,7 @@ fn observe(
                 Observation::Stopped { exitstatus: exit }
             } else {
                 Observation::Running {
-                    progress: progress_in(log),
+                    progress: progress_in(&log.lines),
                 }
             }
         }
@@ -233,7 +300,7 @@ pub fn wait_task(
 ) -> Result<TaskReport, WaitError> {
     let start = Instant::now();
     let mut state = WaitState::new();
-    let mut log = Vec::new();
+    let mut log = LogWindow::default();
     let progress = PROGRESS_TYPES.contains(&upid.task_type.as_str());
     loop {
         if let Some(signal) = interrupt::received() {
@@ -266,18 +333,14 @@ pub fn wait_task(
                     Exit::Warnings(n) => format!("WARNINGS: {n}"),
                     Exit::Failed(s) => s.clone(),
                 };
-                let warnings = log
-                    .iter()
-                    .filter(|l| l.contains("WARN:"))
-                    .cloned()
-                    .collect();
+                let warnings = std::mem::take(&mut log.warnings);
                 let report = TaskReport {
                     upid: upid.clone(),
                     exitstatus,
                     exit: exit.clone(),
                     waited: start.elapsed(),
                     warnings,
-                    log,
+                    log: log.into_lines(),
                     polls: state.polls(),
                 };
                 return if exit.is_success() {
@@ -292,6 +355,9 @@ pub fn wait_task(
             } => {
                 // PVE answers the stop request once the worker has ended (or was killed
                 // after 5 s); its exit status tells which.
+                if stop_on_timeout {
+                    client.allow_cleanup();
+                }
                 let stopped = stop_on_timeout.then(|| {
                     client
                         .write(Method::Delete, &task_path(upid), &Vec::new())
@@ -311,7 +377,7 @@ pub fn wait_task(
                     upid: upid.clone(),
                     elapsed: start.elapsed(),
                     progress,
-                    tail: tail(&log, TAIL_LINES),
+                    tail: tail(&log.lines, TAIL_LINES),
                     last_error,
                     stopped,
                 });
@@ -336,7 +402,10 @@ pub fn active_tasks(
     if let Some(t) = ttype {
         params.push(("typefilter".into(), t.into()));
     }
-    let list = client.get(&format!("/nodes/{node}/tasks"), &params)?;
+    let list = client.get(
+        &format!("{}/tasks", super::encode::node_path(node)),
+        &params,
+    )?;
     Ok(list
         .as_array()
         .into_iter()

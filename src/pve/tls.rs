@@ -57,7 +57,8 @@ fn colon_hex(b: &[u8]) -> String {
 /// Reads the certificates of a PEM file.
 pub fn load_ca(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     use rustls::pki_types::pem::PemObject;
-    let data = std::fs::read(path).map_err(|e| format!("ca_path {path}: {e}"))?;
+    // A CA bundle is a few KiB; even the whole public root store is under 1 MiB.
+    let data = crate::files::read_bounded(path, 1 << 20, "ca_path")?;
     let certs: Vec<_> = CertificateDer::pem_slice_iter(&data)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("ca_path {path}: not a PEM certificate file ({e:?})"))?;

@@ -177,7 +177,8 @@ impl WaitState {
             return None;
         }
         let rate = (p1 - p0) / (t1 - t0).as_secs_f64();
-        Some(t1 + Duration::from_secs_f64(((100.0 - p1) / rate).min(1e7)))
+        let left = ((100.0 - p1) / rate).clamp(0.0, 1e7);
+        Some(t1.saturating_add(Duration::try_from_secs_f64(left).unwrap_or(Duration::ZERO)))
     }
 
     /// Decides the next step from the elapsed time and what was just observed.
@@ -301,7 +302,13 @@ pub fn progress_in(lines: &[String]) -> Option<f64> {
             return None;
         }
         let open = l.rfind('(')?;
-        l[open + 1..].strip_suffix("%)")?.trim().parse::<f64>().ok()
+        // A server's number: only a real percentage counts (no NaN, inf or 1e300).
+        l[open + 1..]
+            .strip_suffix("%)")?
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|p| (0.0..=100.0).contains(p))
     })
 }
 

@@ -11,6 +11,7 @@ use super::spec::{Desired, State, desired, format_size};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::common::{self, TaskLog};
 use crate::pve::client::{Client, Method, Params};
+use crate::pve::encode::node_path;
 use crate::pve::error::task_refused_before_acting;
 use crate::pve::ops::{self, Dispatched, backoff, dispatch};
 use crate::pve::tasks::{TaskReport, active_tasks};
@@ -137,7 +138,7 @@ impl<'a> Runner<'a> {
     fn config_of(&self, vmid: u32, node: &str) -> Result<Option<Value>, Failure> {
         match ops::read(
             self.client,
-            &format!("/nodes/{node}/qemu/{vmid}/config"),
+            &format!("{}/qemu/{vmid}/config", node_path(node)),
             &Vec::new(),
             self.deadline,
         ) {
@@ -159,7 +160,7 @@ impl<'a> Runner<'a> {
         };
         let status = match ops::read(
             self.client,
-            &format!("/nodes/{node}/qemu/{vmid}/status/current"),
+            &format!("{}/qemu/{vmid}/status/current", node_path(node)),
             &Vec::new(),
             self.deadline,
         ) {
@@ -284,7 +285,7 @@ impl<'a> Runner<'a> {
             let result = dispatch(
                 self.client,
                 Method::Post,
-                &format!("/nodes/{node}/qemu"),
+                &format!("{}/qemu", node_path(node)),
                 &req,
                 self.deadline,
                 || self.recover(node, vmid, "qmcreate"),
@@ -296,7 +297,7 @@ impl<'a> Runner<'a> {
                     if let Err(f) = self.wait(upid, &what) {
                         // A failed or stopped create removes its config and volumes: then
                         // nothing changed. A create still running (timeout) did change things.
-                        if !matches!(self.find(), Ok(Some(_))) {
+                        if matches!(self.find(), Ok(None)) {
                             self.changed = before;
                         }
                         return Err(Failure {
@@ -346,7 +347,7 @@ impl<'a> Runner<'a> {
         let result = dispatch(
             self.client,
             method,
-            &format!("/nodes/{node}/qemu/{vmid}{path}"),
+            &format!("{}/qemu/{vmid}{path}", node_path(&node)),
             &params,
             self.deadline,
             || self.recover(&node, vmid, ttype),

@@ -269,18 +269,7 @@ pub fn new_disk_value(d: &Disk) -> String {
     }
     let mut out = match (&d.import_from, d.size) {
         (Some(src), _) => format!("{}:0,import-from={src}", d.storage),
-        (None, Some(bytes)) => {
-            let gib = bytes as f64 / (1u64 << 30) as f64;
-            format!(
-                "{}:{}",
-                d.storage,
-                if gib.fract() == 0.0 {
-                    format!("{gib}")
-                } else {
-                    format!("{gib:.3}")
-                }
-            )
-        }
+        (None, Some(bytes)) => format!("{}:{}", d.storage, exact_gib(bytes)),
         (None, None) => format!("{}:1", d.storage),
     };
     if let Some(f) = &d.format {
@@ -288,6 +277,23 @@ pub fn new_disk_value(d: &Disk) -> String {
     }
     for (k, v) in &d.opts {
         out.push_str(&format!(",{k}={v}"));
+    }
+    out
+}
+
+/// Bytes as GiB in exact decimal (`1.5`, `0.0009765625`): a new disk is asked for as
+/// `storage:<GiB>`, and any whole number of KiB is a finite decimal of GiB.
+pub fn exact_gib(bytes: u64) -> String {
+    let whole = bytes >> 30;
+    let mut frac = bytes & ((1 << 30) - 1);
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let mut out = format!("{whole}.");
+    while frac != 0 {
+        frac *= 10;
+        out.push(char::from(b'0' + (frac >> 30) as u8));
+        frac &= (1 << 30) - 1;
     }
     out
 }
@@ -624,6 +630,14 @@ mod tests {
         );
         assert_eq!(p.before["cores"], "1");
         assert_eq!(p.after["cores"], "2");
+    }
+
+    #[test]
+    fn new_disks_are_asked_for_in_exact_gib() {
+        assert_eq!(exact_gib(20 << 30), "20");
+        assert_eq!(exact_gib(3 << 29), "1.5");
+        assert_eq!(exact_gib(1 << 20), "0.0009765625");
+        assert_eq!(exact_gib((1 << 30) + 1024), "1.00000095367431640625");
     }
 
     #[test]

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::ansible::protocol::Invocation;
+use crate::ansible::protocol::{Invocation, quote};
 use crate::ansible::spec::{Kind, Opt, Spec};
-use crate::common;
+use crate::common::{self, storage_id};
 use crate::pve::encode::url_encode;
 
 /// The power/lifecycle state asked for.
@@ -240,26 +240,11 @@ fn plain(option: &str, v: &str) -> Result<String, String> {
         .find(|c| matches!(c, ',' | '=' | ';' | '\n' | '\r' | '\0') || c.is_whitespace())
     {
         return Err(format!(
-            "{option} must not contain {c:?} (got {v:?}): it would change the meaning of PVE's property string"
+            "{option} must not contain {c:?} (got {v}): it would change the meaning of PVE's property string",
+            v = quote(v)
         ));
     }
     Ok(v.to_string())
-}
-
-fn storage_id(option: &str, v: &str) -> Result<String, String> {
-    let v = plain(option, v)?;
-    let ok = v.len() >= 2
-        && v.as_bytes()[0].is_ascii_alphabetic()
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        && v.as_bytes()[v.len() - 1].is_ascii_alphanumeric();
-    if ok {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{option} must be a PVE storage ID such as local-lvm, got {v:?}"
-        ))
-    }
 }
 
 /// `local:import/noble.qcow2`, `local-lvm:vm-9000-disk-0`, or an absolute path.
@@ -267,7 +252,10 @@ fn import_source(option: &str, v: &str) -> Result<String, String> {
     let v = plain(option, v)?;
     if v.starts_with('/') {
         if v.contains("/../") || v.ends_with("/..") {
-            return Err(format!("{option} must not contain '..', got {v:?}"));
+            return Err(format!(
+                "{option} must not contain '..', got {v}",
+                v = quote(&v)
+            ));
         }
         return Ok(v);
     }
@@ -278,28 +266,67 @@ fn import_source(option: &str, v: &str) -> Result<String, String> {
             Ok(v)
         }
         _ => Err(format!(
-            "{option} must be a volume ID such as local:import/noble.qcow2 (or an absolute path), got {v:?}"
+            "{option} must be a volume ID such as local:import/noble.qcow2 (or an absolute path), got {v}",
+            v = quote(&v)
         )),
     }
 }
 
-/// Parses `20G`, `512M`, `1T`, `10240K`; a bare number means GiB.
+/// The smallest disk size taken: PVE allocates new disks in GiB with decimals, and below a
+/// MiB a value rounds to nothing.
+pub const MIN_DISK_SIZE: u64 = 1 << 20;
+/// The largest: 1024 TiB, beyond any storage PVE manages (and far from overflowing).
+pub const MAX_DISK_SIZE: u64 = 1 << 50;
+
+/// Parses `20G`, `512M`, `1T`, `10240K`, `1.5G` (a bare number means GiB), as PVE's size
+/// grammar has it (`\d+(\.\d+)?[KMGT]?`): whole KiB, from 1 MiB to 1024 TiB.
 pub fn parse_size(option: &str, v: &str) -> Result<u64, String> {
     let t = v.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
-        Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
-        _ => (t, 1 << 30),
+    let bad = || {
+        format!(
+            "{option} must be a size such as 20G, 512M or 1.5T (a number, then K, M, G or T), got {}",
+            quote(v)
+        )
     };
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{option} must be a size such as 20G or 512M, got {v:?}"))?;
-    if n <= 0.0 || !n.is_finite() {
-        return Err(format!("{option} must be a positive size, got {v:?}"));
+    let (num, shift) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 10u32),
+        Some('M' | 'm') => (&t[..t.len() - 1], 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 30),
+        Some('T' | 't') => (&t[..t.len() - 1], 40),
+        _ => (t, 30),
+    };
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(frac) || num.ends_with('.') {
+        return Err(bad());
     }
-    Ok((n * mult as f64).round() as u64)
+    // Exact arithmetic: whole << shift, plus the fraction's share, in u128 so no value wraps.
+    let w: u128 = whole.parse().map_err(|_| bad())?;
+    let frac = &frac[..frac.len().min(30)];
+    let (f, scale): (u128, u128) = if frac.is_empty() {
+        (0, 1)
+    } else {
+        (
+            frac.parse().map_err(|_| bad())?,
+            10u128.pow(frac.len() as u32),
+        )
+    };
+    let bytes = w
+        .checked_shl(shift)
+        .filter(|b| *b >> shift == w)
+        .and_then(|b| b.checked_add((f << shift) / scale))
+        .filter(|b| *b <= MAX_DISK_SIZE as u128)
+        .ok_or_else(|| format!("{option} must be at most 1024T, got {}", quote(v)))?;
+    if (f << shift) % scale != 0 || bytes % 1024 != 0 {
+        return Err(format!(
+            "{option} must be a whole number of KiB, got {}",
+            quote(v)
+        ));
+    }
+    if bytes < MIN_DISK_SIZE as u128 {
+        return Err(format!("{option} must be at least 1M, got {}", quote(v)));
+    }
+    Ok(bytes as u64)
 }
 
 /// Formats bytes as PVE writes sizes (`2G`, `3584M`).
@@ -330,7 +357,8 @@ fn dns_name(option: &str, v: &str) -> Result<String, String> {
         Ok(v.to_string())
     } else {
         Err(format!(
-            "{option} must be a valid DNS name (letters, digits, '-' and '.'), got {v:?}"
+            "{option} must be a valid DNS name (letters, digits, '-' and '.'), got {v}",
+            v = quote(v)
         ))
     }
 }
@@ -345,7 +373,8 @@ fn mac(option: &str, v: &str) -> Result<String, String> {
         Ok(v.to_ascii_uppercase())
     } else {
         Err(format!(
-            "{option} must be a MAC address such as BC:24:11:00:00:01, got {v:?}"
+            "{option} must be a MAC address such as BC:24:11:00:00:01, got {v}",
+            v = quote(v)
         ))
     }
 }
@@ -371,8 +400,13 @@ fn net_value(i: usize, n: &Map<String, Value>) -> Result<String, String> {
     }
     if let Some(r) = n["rate"].as_str() {
         let r = plain(&o("rate"), r)?;
-        r.parse::<f64>()
-            .map_err(|_| format!("{} must be a number (MB/s), got {r:?}", o("rate")))?;
+        r.parse::<f64>().map_err(|_| {
+            format!(
+                "{} must be a number (MB/s), got {r}",
+                o("rate"),
+                r = quote(&r)
+            )
+        })?;
         kv.insert("rate", r);
     }
     let head = match n["macaddr"].as_str() {
@@ -398,7 +432,8 @@ fn ipconfig_value(i: usize, m: &Map<String, Value>) -> Result<String, String> {
             };
             if !valid {
                 return Err(format!(
-                    "ipconfig[{i}].{k} is not valid: {v:?} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)"
+                    "ipconfig[{i}].{k} is not valid: {v} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)",
+                    v = quote(&v)
                 ));
             }
             parts.push(format!("{k}={v}"));
@@ -423,6 +458,121 @@ fn cidr(v: &str, six: bool) -> bool {
     } else {
         a.parse::<std::net::Ipv4Addr>().is_ok() && l <= 32
     }
+}
+
+/// The VM config keys of PVE's schema (`PUT /nodes/{node}/qemu/{vmid}/config`, PVE 9.1),
+/// `[n]` for the numbered ones. Only these may go through `extra_config`.
+const PVE_CONFIG_KEYS: &[&str] = &[
+    "acpi",
+    "affinity",
+    "agent",
+    "allow-ksm",
+    "amd-sev",
+    "arch",
+    "args",
+    "audio0",
+    "autostart",
+    "balloon",
+    "bios",
+    "boot",
+    "bootdisk",
+    "cicustom",
+    "cipassword",
+    "citype",
+    "ciupgrade",
+    "ciuser",
+    "cores",
+    "cpu",
+    "cpulimit",
+    "cpuunits",
+    "description",
+    "efidisk0",
+    "freeze",
+    "hookscript",
+    "hostpci[n]",
+    "hotplug",
+    "hugepages",
+    "ide[n]",
+    "intel-tdx",
+    "ipconfig[n]",
+    "ivshmem",
+    "keephugepages",
+    "keyboard",
+    "kvm",
+    "localtime",
+    "machine",
+    "memory",
+    "migrate_downtime",
+    "migrate_speed",
+    "name",
+    "nameserver",
+    "net[n]",
+    "numa",
+    "numa[n]",
+    "onboot",
+    "ostype",
+    "parallel[n]",
+    "protection",
+    "reboot",
+    "rng0",
+    "sata[n]",
+    "scsi[n]",
+    "scsihw",
+    "searchdomain",
+    "serial[n]",
+    "shares",
+    "smbios1",
+    "smp",
+    "sockets",
+    "spice_enhancements",
+    "sshkeys",
+    "startdate",
+    "startup",
+    "tablet",
+    "tags",
+    "tdf",
+    "tpmstate0",
+    "unused[n]",
+    "usb[n]",
+    "vcpus",
+    "vga",
+    "virtio[n]",
+    "virtiofs[n]",
+    "vmgenid",
+    "vmstatestorage",
+    "watchdog",
+];
+
+/// Why `k` cannot be set as VM config (`None` when it can). Request parameters such as
+/// `start` or `unique` would act on the create (start the VM although `state: present`)
+/// and then fail every update with `property is not defined in schema`.
+fn not_a_config_key(k: &str) -> Option<&'static str> {
+    let known = PVE_CONFIG_KEYS.iter().any(|c| match c.strip_suffix("[n]") {
+        Some(prefix) => k
+            .strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+        None => *c == k,
+    });
+    if known {
+        return None;
+    }
+    Some(match k {
+        "start"
+        | "unique"
+        | "archive"
+        | "storage"
+        | "pool"
+        | "force"
+        | "live-restore"
+        | "bwlimit"
+        | "ha-managed"
+        | "import-working-storage" => {
+            "is a parameter of the create request, not a VM config key (use the module's options: state, pool)"
+        }
+        "lock" | "template" | "digest" | "delete" | "revert" | "skiplock" | "node" | "vmid"
+        | "background_delay" => "is not a config key the module may set",
+        _ => "is not a VM config key in PVE's schema",
+    })
 }
 
 /// Keys the module manages through its own options; `extra_config` may not set them.
@@ -497,7 +647,10 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     for k in ["cpu", "machine", "vga", "boot"] {
         if let Some(v) = inv.str(k) {
             if v.contains(['\n', '\r']) || v.trim().is_empty() {
-                return Err(format!("{k} must be a single non-empty line, got {v:?}"));
+                return Err(format!(
+                    "{k} must be a single non-empty line, got {v}",
+                    v = quote(v)
+                ));
             }
             config.insert(k.into(), v.to_string());
         }
@@ -531,6 +684,20 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
             .map(|k| k.trim().to_string())
             .filter(|k| !k.is_empty())
             .collect();
+        // A private key pasted by mistake: refused, never quoted, and masked from all output.
+        if let Some(i) = keys
+            .iter()
+            .position(|k| k.contains("PRIVATE KEY") || k.starts_with("PuTTY-User-Key-File"))
+        {
+            crate::ansible::protocol::register_secret(&keys[i]);
+            for line in keys[i].lines().filter(|l| l.len() >= 16) {
+                crate::ansible::protocol::register_secret(line);
+            }
+            return Err(format!(
+                "sshkeys[{i}] is a private key: give the public key (the .pub file, one line \
+                 starting with ssh-ed25519, ssh-rsa, ecdsa-sha2-… or sk-…); the value is not shown"
+            ));
+        }
         if let Some(k) = keys.iter().find(|k| k.contains(['\n', '\r'])) {
             return Err(format!(
                 "sshkeys: give one key per list item; this one spans lines: {:?}",
@@ -546,8 +713,12 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     {
         let mut out = Vec::new();
         for (i, n) in ns.iter().filter_map(Value::as_str).enumerate() {
-            n.parse::<std::net::IpAddr>()
-                .map_err(|_| format!("nameserver[{i}] must be an IP address, got {n:?}"))?;
+            n.parse::<std::net::IpAddr>().map_err(|_| {
+                format!(
+                    "nameserver[{i}] must be an IP address, got {n}",
+                    n = quote(n)
+                )
+            })?;
             out.push(n.to_string());
         }
         config.insert("nameserver".into(), out.join(" "));
@@ -568,7 +739,8 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
                 && !t.starts_with(['-', '_', '+', '.']);
             if !ok {
                 return Err(format!(
-                    "tags[{i}] must use letters, digits and - _ + . (not first), got {t:?}"
+                    "tags[{i}] must use letters, digits and - _ + . (not first), got {t}",
+                    t = quote(t)
                 ));
             }
             out.push(t.to_ascii_lowercase());
@@ -615,7 +787,8 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         }
         if !(s == "socket" || (s.starts_with("/dev/") && !s.contains(['\n', ',', ' ']))) {
             return Err(format!(
-                "serial[{i}] must be 'socket' or a /dev/ path, got {s:?}"
+                "serial[{i}] must be 'socket' or a /dev/ path, got {s}",
+                s = quote(s)
             ));
         }
         config.insert(format!("serial{i}"), s.to_string());
@@ -629,7 +802,13 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
                     c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-'
                 });
             if !key_ok {
-                return Err(format!("extra_config: {k:?} is not a PVE config key"));
+                return Err(format!(
+                    "extra_config: {} is not a PVE config key",
+                    quote(k)
+                ));
+            }
+            if let Some(why) = not_a_config_key(k) {
+                return Err(format!("extra_config: {k} {why}"));
             }
             if managed_key(k) {
                 return Err(format!(
@@ -656,8 +835,9 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         let slot = d["slot"].as_str().unwrap_or_default().to_string();
         if !is_drive_slot(&slot) {
             return Err(format!(
-                "{} must be a drive slot such as scsi0, virtio0, sata0, ide0 or efidisk0, got {slot:?}",
-                o("slot")
+                "{} must be a drive slot such as scsi0, virtio0, sata0, ide0 or efidisk0, got {slot}",
+                o("slot"),
+                slot = quote(&slot)
             ));
         }
         if disks.iter().any(|x: &Disk| x.slot == slot) {
@@ -733,7 +913,8 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         let slot = inv.str("cloudinit_slot").unwrap_or("ide2").to_string();
         if !is_drive_slot(&slot) || disks.iter().any(|d| d.slot == slot) {
             return Err(format!(
-                "cloudinit_slot must be a free drive slot such as ide2, got {slot:?}"
+                "cloudinit_slot must be a free drive slot such as ide2, got {slot}",
+                slot = quote(&slot)
             ));
         }
         disks.push(Disk {
@@ -757,7 +938,10 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         create_only.insert("boot".into(), format!("order={}", first.slot));
     }
     let pool = inv.str("pool").map(|s| plain("pool", s)).transpose()?;
-    let node = inv.str("node").map(|n| dns_name("node", n)).transpose()?;
+    let node = inv
+        .str("node")
+        .map(|n| common::node_name("node", n))
+        .transpose()?;
     Ok(Desired {
         state,
         vmid: inv.int("vmid").map(|v| v as u32),
@@ -816,6 +1000,26 @@ mod tests {
         assert_eq!(parse_size("size", "10").unwrap(), 10 << 30);
         assert!(parse_size("size", "-1G").is_err());
         assert!(parse_size("size", "big").is_err());
+        assert_eq!(parse_size("size", "1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_size("size", "2050M").unwrap(), 2050 << 20);
+        for (bad, why) in [
+            ("1K", "at least 1M"),
+            ("0", "at least 1M"),
+            ("99999999999999999999999T", "at most 1024T"),
+            ("1025T", "at most 1024T"),
+            ("1e3G", "must be a size"),
+            ("0.0000001K", "whole number of KiB"),
+            ("1.G", "must be a size"),
+            (".5G", "must be a size"),
+            ("NaNG", "must be a size"),
+            ("infM", "must be a size"),
+        ] {
+            let e = parse_size("disks[0].size", bad).unwrap_err();
+            assert!(
+                e.contains(why) && e.starts_with("disks[0].size"),
+                "{bad}: {e}"
+            );
+        }
         assert_eq!(format_size(20 << 30), "20G");
         assert_eq!(format_size(3584 << 20), "3584M");
     }
