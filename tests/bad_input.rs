@@ -43,11 +43,11 @@ fn cases(sim: &Sim) -> Vec<(Value, String)> {
         ),
         c(
             json!({"poll_interval": "10ms"}),
-            "poll_interval must be between 50ms and 60s, got '10ms'",
+            "poll_interval must be between 50ms and 60s, got \"10ms\"",
         ),
         c(
             json!({"poll_interval": "5m"}),
-            "poll_interval must be between 50ms and 60s, got '5m'",
+            "poll_interval must be between 50ms and 60s, got \"5m\"",
         ),
         c(
             json!({"api_timeout": "-3"}),
@@ -100,7 +100,7 @@ fn cases(sim: &Sim) -> Vec<(Value, String)> {
         ),
         c(
             json!({"disks": disk(json!({"storage": "local-lvm=x"}))}),
-            "disks[0].storage must not contain '='",
+            "disks[0].storage must be a PVE storage ID",
         ),
         c(
             json!({"disks": disk(json!({"size": "huge"}))}),
@@ -108,7 +108,7 @@ fn cases(sim: &Sim) -> Vec<(Value, String)> {
         ),
         c(
             json!({"disks": disk(json!({"size": "-1G"}))}),
-            "disks[0].size must be a positive size",
+            "disks[0].size must be a size such as 20G",
         ),
         c(
             json!({"disks": disk(json!({"format": "iso"}))}),
@@ -225,6 +225,86 @@ fn cases(sim: &Sim) -> Vec<(Value, String)> {
             json!({"disks": disk(json!({"import_from": "local:iso/noble.img"}))}),
             "local:iso/noble.img has wrong type 'iso' - needs to be 'images' or 'import'",
         ),
+        // Numbers, durations and sizes that would overflow or wrap.
+        c(
+            json!({"timeout": "1e20"}),
+            "value of timeout is not a valid duration: '1e20' is longer than 10 years",
+        ),
+        c(
+            json!({"api_timeout": "1e20"}),
+            "value of api_timeout is not a valid duration",
+        ),
+        c(json!({"poll_interval": "1e20"}), "poll_interval"),
+        c(
+            json!({"timeout": "99999999999999999h"}),
+            "value of timeout is not a valid duration",
+        ),
+        c(
+            json!({"vmid": 1e20}),
+            "argument 'vmid' is of type float and we were unable to convert to int",
+        ),
+        c(json!({"cores": "18446744073709551617"}), "argument 'cores'"),
+        c(
+            json!({"disks": disk(json!({"size": "1K"}))}),
+            "disks[0].size must be at least 1M",
+        ),
+        c(
+            json!({"disks": disk(json!({"size": "99999999999999T"}))}),
+            "disks[0].size must be at most 1024T",
+        ),
+        c(
+            json!({"disks": disk(json!({"size": "1e3G"}))}),
+            "disks[0].size must be a size",
+        ),
+        // Values that would land in a URL path.
+        c(json!({"node": ".."}), "node must be a PVE node name"),
+        c(json!({"node": "pve1/../x"}), "node must be a PVE node name"),
+        c(
+            json!({"disks": disk(json!({"storage": ".."}))}),
+            "disks[0].storage must be a PVE storage ID",
+        ),
+        c(
+            json!({"api_host": "127.0.0.1:8006"}),
+            "give the port as api_port",
+        ),
+        c(
+            json!({"api_host": "https://pve1"}),
+            "api_host must be a host name or address",
+        ),
+        // Request parameters smuggled in as config.
+        c(
+            json!({"extra_config": {"start": "1"}}),
+            "extra_config: start is a parameter of the create request",
+        ),
+        c(
+            json!({"extra_config": {"unique": "1"}}),
+            "extra_config: unique is a parameter of the create request",
+        ),
+        c(
+            json!({"extra_config": {"lock": "backup"}}),
+            "extra_config: lock is not a config key",
+        ),
+        c(
+            json!({"extra_config": {"frobnicate": "1"}}),
+            "is not a VM config key in PVE's schema",
+        ),
+        // Credentials no HTTP header can carry, a private key for a public one.
+        c(
+            json!({"api_password": null, "api_token_id": "root@pam!ci", "api_token_secret": "tok-secret\n"}),
+            "api_token_secret cannot be sent in an HTTP header",
+        ),
+        c(
+            json!({"api_password": null, "api_token_id": "root@pam!ci", "api_token_secret": "tök"}),
+            "api_token_secret cannot be sent in an HTTP header",
+        ),
+        c(
+            json!({"sshkeys": ["-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"]}),
+            "sshkeys[0] is a private key",
+        ),
+        c(
+            json!({"_ansible_check_mode": "maybe"}),
+            "_ansible_check_mode must be a boolean",
+        ),
         c(
             json!({"api_port": sim.info["admin"].as_str().unwrap().rsplit(':').next().unwrap().parse::<u16>().unwrap()}),
             "connecting to the Proxmox VE API at 127.0.0.1:",
@@ -241,7 +321,7 @@ fn invalid_inputs_fail_clearly_and_change_nothing() {
         json!({"node": "pve1", "vmid": 100, "disks": disk(json!({}))}),
     ]);
     let all = cases(&sim);
-    assert!(all.len() >= 40);
+    assert!(all.len() >= 60);
     let mut report = Vec::new();
     for (change, want) in &all {
         let mut args = merge(&[base.clone(), change.clone()]);

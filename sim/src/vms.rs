@@ -1029,13 +1029,14 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
     Ok(json!(upid))
 }
 
-/// `GET /nodes/{node}/qemu`.
+/// `GET /nodes/{node}/qemu`: read from each VM's config at once (qemu-server
+/// QemuServer.pm, vmstatus), so a VM without a name is listed as `VM <vmid>`.
 pub fn vm_list(sim: &Sim, node: &str) -> Value {
     let st = sim.lock();
     json!(st.vms.iter().filter(|(_, v)| v.node == node).map(|(id, v)| {
         let mut o = json!({"vmid": id, "status": if v.running { "running" } else { "stopped" },
                            "maxmem": v.config.get("memory").and_then(|m| m.parse::<u64>().ok()).unwrap_or(512) * 1048576});
-        if let Some(n) = v.config.get("name") { o["name"] = json!(n); }
+        o["name"] = json!(v.config.get("name").cloned().unwrap_or_else(|| format!("VM {id}")));
         if let Some(l) = v.config.get("lock") { o["lock"] = json!(l); }
         o
     }).collect::<Vec<_>>())

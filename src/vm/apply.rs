@@ -18,6 +18,21 @@ use crate::pve::tasks::{TaskReport, active_tasks};
 use crate::pve::upid::Upid;
 use crate::pve::wait::Policy;
 
+/// Seconds since the epoch, as UPIDs count them.
+fn epoch_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// VMs by name: those that carry it, and creates in progress whose name shows at their end.
+#[derive(Default)]
+struct Named {
+    carriers: Vec<(u32, String)>,
+    in_flight: Vec<(u32, String)>,
+}
+
 /// What a step led to.
 enum Done {
     /// The VM exists as (vmid, node).
@@ -79,6 +94,34 @@ impl<'a> Runner<'a> {
                 .replace(Some((id, node.to_string(), config)));
             return Ok(Some((id, node.to_string())));
         }
+        let vms = self.listing()?;
+        if let Some(id) = self.d.vmid {
+            return Ok(vms.into_iter().find(|v| v.0 == id).map(|v| (v.0, v.1)));
+        }
+        let name = self.d.name.as_deref().unwrap_or_default();
+        let hits = match self.named(name, vms)? {
+            n if n.carriers.is_empty() && !n.in_flight.is_empty() => {
+                // A create of this user still running may be an earlier run's VM of this
+                // name (interrupted mid-import): wait for it rather than create another.
+                self.settled_named(name, None)?.carriers
+            }
+            n => n.carriers,
+        };
+        match hits.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some((one.0, one.1.clone()))),
+            many => Err(self.fail(format!(
+                "name '{name}' is ambiguous: VMs {} carry it; give vmid",
+                many.iter()
+                    .map(|v| format!("{} (on {})", v.0, v.1))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
+    /// The cluster's VMs from `/cluster/resources`: (vmid, node, name as pvestatd last saw it).
+    fn listing(&self) -> Result<Vec<(u32, String, String)>, Failure> {
         let list = ops::read(
             self.client,
             "/cluster/resources",
@@ -86,7 +129,7 @@ impl<'a> Runner<'a> {
             self.deadline,
         )
         .map_err(|e| self.fail(format!("listing the cluster's VMs: {e}")))?;
-        let vms: Vec<(u32, String, String)> = list
+        Ok(list
             .as_array()
             .into_iter()
             .flatten()
@@ -101,36 +144,73 @@ impl<'a> Runner<'a> {
                     r["name"].as_str().unwrap_or("").to_string(),
                 ))
             })
+            .collect())
+    }
+
+    /// The VMs that carry `name`, and the creates in flight whose name is not known yet.
+    ///
+    /// `listed` is `/cluster/resources` as (vmid, node, name). Its names come from pvestatd
+    /// and lag up to 10 s (pve-manager API2Tools.pm, extract_vm_stats): on every node that
+    /// has a VM listed without a name, `GET /nodes/{node}/qemu` is asked, which reads the
+    /// configs at once (qemu-server QemuServer.pm, vmstatus: a VM without a name there is
+    /// `VM <vmid>`, a create in progress also has `lock: create`).
+    fn named(&self, name: &str, listed: Vec<(u32, String, String)>) -> Result<Named, Failure> {
+        let mut fresh: std::collections::BTreeMap<u32, (String, bool)> = Default::default();
+        let mut nodes: Vec<&str> = listed
+            .iter()
+            .filter(|v| v.2.is_empty())
+            .map(|v| v.1.as_str())
             .collect();
-        if let Some(id) = self.d.vmid {
-            return Ok(vms.into_iter().find(|v| v.0 == id).map(|v| (v.0, v.1)));
-        }
-        let name = self.d.name.as_deref().unwrap_or_default();
-        let mut hits = Vec::new();
-        for v in vms {
-            if v.2 == name {
-                hits.push(v);
-            } else if v.2.is_empty() {
-                // Listed without a name: pvestatd has not seen this VM yet (a VM created a
-                // moment ago, by this module's last run, say). Its config tells.
-                if let Some(config) = self.config_of(v.0, &v.1)?
-                    && config["name"].as_str() == Some(name)
-                {
-                    self.prefetched.replace(Some((v.0, v.1.clone(), config)));
-                    hits.push(v);
+        nodes.sort();
+        nodes.dedup();
+        for node in nodes {
+            let list = ops::read(
+                self.client,
+                &format!("{}/qemu", node_path(node)),
+                &Vec::new(),
+                self.deadline,
+            )
+            .map_err(|e| self.fail(format!("listing the VMs on {node}: {e}")))?;
+            for v in list.as_array().into_iter().flatten() {
+                if let Some(id) = v["vmid"].as_u64().and_then(|i| u32::try_from(i).ok()) {
+                    let n = v["name"].as_str().unwrap_or("").to_string();
+                    fresh.insert(id, (n, v["lock"] == "create"));
                 }
             }
         }
-        match hits.as_slice() {
-            [] => Ok(None),
-            [one] => Ok(Some((one.0, one.1.clone()))),
-            many => Err(self.fail(format!(
-                "name '{name}' is ambiguous: VMs {} carry it; give vmid",
-                many.iter()
-                    .map(|v| format!("{} (on {})", v.0, v.1))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))),
+        let mut out = Named::default();
+        for (id, node, listed_name) in listed {
+            let (n, creating) = match fresh.get(&id) {
+                Some((n, c)) => (n.as_str(), *c),
+                None => (listed_name.as_str(), false),
+            };
+            if n == name {
+                out.carriers.push((id, node));
+            } else if creating && n == format!("VM {id}") {
+                out.in_flight.push((id, node));
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Runner::named`] once the creates in flight that this user started (the tasks it can
+    /// see) have ended, or the deadline has come; `own` is this run's VM, not waited for.
+    fn settled_named(&self, name: &str, own: Option<u32>) -> Result<Named, Failure> {
+        loop {
+            let named = self.named(name, self.listing()?)?;
+            let waiting = named
+                .in_flight
+                .iter()
+                .any(|(id, n)| Some(*id) != own && self.recover(n, *id, "qmcreate").is_some());
+            if !waiting || Instant::now() >= self.deadline {
+                return Ok(named);
+            }
+            if !crate::interrupt::sleep(Duration::from_millis(500)) {
+                return Err(self.fail(format!(
+                    "interrupted by {} while looking for the VM named '{name}'",
+                    crate::interrupt::received().unwrap_or("a signal")
+                )));
+            }
         }
     }
 
@@ -274,6 +354,7 @@ impl<'a> Runner<'a> {
 
     fn create(&mut self, node: &str, params: &[(String, String)]) -> Result<Done, Failure> {
         let mut attempt = 0;
+        let sent_at = epoch_secs();
         loop {
             let vmid = match self.d.vmid {
                 Some(v) => v,
@@ -305,6 +386,9 @@ impl<'a> Runner<'a> {
                             ..f
                         });
                     }
+                    if self.d.vmid.is_none() {
+                        return self.claim_name(vmid, node);
+                    }
                     return Ok(Done::Vm(vmid, node.to_string()));
                 }
                 Ok(Dispatched::Done) => {
@@ -313,7 +397,12 @@ impl<'a> Runner<'a> {
                 }
                 Err(e) if e.to_string().contains("already exists") => {
                     if self.d.vmid.is_some() {
-                        // Created meanwhile (a parallel run?): converge what is there.
+                        // Created meanwhile: by this run, when an answer was lost and the
+                        // request sent again (a qmcreate of this vmid started since this run
+                        // first sent it), or by a parallel run. Converge what is there.
+                        if self.created_since(node, vmid, sent_at) {
+                            self.changed = true;
+                        }
                         return match self.find()? {
                             Some((id, n)) => Ok(Done::Vm(id, n)),
                             None => Err(self.fail(format!("{what}: {e}"))),
@@ -331,6 +420,83 @@ impl<'a> Runner<'a> {
                 Err(e) => return Err(self.fail(format!("{what}: {e}"))),
             }
         }
+    }
+
+    /// Whether a `qmcreate` of `vmid` started on `node` since `since` (epoch seconds, with
+    /// a little slack for the node's clock).
+    fn created_since(&self, node: &str, vmid: u32, since: u64) -> bool {
+        let params = p(&[
+            ("source", "all".into()),
+            ("vmid", vmid.to_string()),
+            ("typefilter", "qmcreate".into()),
+        ]);
+        ops::read(
+            self.client,
+            &format!("{}/tasks", node_path(node)),
+            &params,
+            self.deadline,
+        )
+        .ok()
+        .and_then(|v| v.as_array().cloned())
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Upid::parse(t["upid"].as_str()?).ok())
+        .any(|u| u.starttime + 5 >= since)
+    }
+
+    /// After a create by name alone, makes sure the name is carried by one VM. PVE has no
+    /// unique names, so two runs (or a run whose create answer was lost and that tried again)
+    /// can each create one. The VM that carries the name and was created first (`meta:
+    /// ctime`, then the lower vmid) is kept; a run whose VM lost removes it and converges the
+    /// winner. Creates still running for this user are waited for first: their config shows
+    /// the name only at their end (qemu-server Qemu.pm create_vm writes it last).
+    fn claim_name(&mut self, vmid: u32, node: &str) -> Result<Done, Failure> {
+        let name = self.d.name.clone().unwrap_or_default();
+        let named = self.settled_named(&name, Some(vmid))?;
+        let mut carriers: Vec<(u64, u32, String)> = Vec::new();
+        for (id, n) in named.carriers {
+            let ctime = self
+                .config_of(id, &n)?
+                .and_then(|c| {
+                    c["meta"]
+                        .as_str()?
+                        .split(',')
+                        .find_map(|kv| kv.strip_prefix("ctime="))?
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(u64::MAX);
+            carriers.push((ctime, id, n));
+        }
+        let Some((_, win, win_node)) = carriers.iter().min().cloned() else {
+            return Ok(Done::Vm(vmid, node.to_string()));
+        };
+        if win == vmid {
+            return Ok(Done::Vm(vmid, node.to_string()));
+        }
+        let what = format!(
+            "removing VM {vmid} on {node}, which this run created: VM {win} on {win_node} carries the name '{name}' too and was created first (a parallel run)"
+        );
+        let params = p(&[
+            ("purge", "1".into()),
+            ("destroy-unreferenced-disks", "1".into()),
+        ]);
+        match dispatch(
+            self.client,
+            Method::Delete,
+            &format!("{}/qemu/{vmid}", node_path(node)),
+            &params,
+            self.deadline,
+            || self.recover(node, vmid, "qmdestroy"),
+        ) {
+            Ok(Dispatched::Task(upid)) => self.wait(upid, &what)?,
+            Ok(Dispatched::Done) => {}
+            Err(e) => return Err(self.fail(format!("{what}: {e}"))),
+        }
+        self.log.warnings.push(format!(
+            "VM {win} on {win_node} and VM {vmid} were created with the name '{name}' at the same time; VM {vmid} (this run's) was removed and VM {win} is the one converged"
+        ));
+        Ok(Done::Vm(win, win_node))
     }
 
     /// Dispatches a task-starting request for the VM and waits on it.
