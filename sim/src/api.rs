@@ -117,6 +117,8 @@ impl Handler for Api {
         let mut after: Option<ApiErr> = None;
         let mut drop = false;
         let mut null_upid = false;
+        let mut drip = None;
+        let mut pad = 0usize;
         let mut before: Option<ApiErr> = None;
         for a in actions {
             match a {
@@ -145,6 +147,8 @@ impl Handler for Api {
                 }
                 Action::Drop => drop = true,
                 Action::NullUpid => null_upid = true,
+                Action::SlowBody(gap) => drip = Some(gap),
+                Action::BigBody(n) => pad = n,
             }
         }
         let result = match before {
@@ -172,6 +176,10 @@ impl Handler for Api {
         };
         if drop {
             resp.drop_after = Some(resp.body.len() / 2);
+        }
+        resp.drip = drip;
+        if resp.body.len() < pad {
+            resp.body.resize(pad, b' ');
         }
         let masked: serde_json::Map<String, Value> = params
             .iter()

@@ -8,6 +8,9 @@
 //! * `null_upid`: carry the request out but answer `{"data":null}` instead of the UPID.
 //! * `task`: the next tasks of `task_type` end with `outcome` `fail` (`message`) or `warnings` (`warnings`).
 //! * `hide_task`: the next tasks of `task_type` answer `no such task` for `ms` after dispatch.
+//! * `slow_body`: send the answer's bytes `ms` apart (a server or proxy that drips).
+//! * `big_body`: pad the (JSON) answer with spaces to `bytes` (an answer far larger than PVE's).
+//! * `task` may add `log_lines`: that many lines logged before the task ends (a huge log).
 //! * `deaf_task`: the next tasks of `task_type` ignore a stop request (SIGTERM), as a worker
 //!   stuck in I/O does, so `DELETE …/tasks/{upid}` kills them after 5 s.
 //!
@@ -20,7 +23,8 @@ use serde_json::Value;
 
 /// How a task is forced to end.
 pub enum TaskOutcome {
-    Fail(String),
+    /// Fail with this message after logging this many filler lines.
+    Fail(String, u64),
     Warnings(u32),
 }
 
@@ -45,6 +49,8 @@ pub enum Action {
     Drop,
     Latency(Duration),
     NullUpid,
+    SlowBody(Duration),
+    BigBody(usize),
 }
 
 struct TaskFault {
@@ -54,7 +60,7 @@ struct TaskFault {
 }
 
 enum TaskFaultKind {
-    Fail(String),
+    Fail(String, u64),
     Warnings(u32),
     Hide(Duration),
     Deaf,
@@ -104,6 +110,12 @@ impl Faults {
             "drop" => Some(Action::Drop),
             "latency" => Some(Action::Latency(ms("ms"))),
             "null_upid" => Some(Action::NullUpid),
+            "slow_body" => Some(Action::SlowBody(ms("ms"))),
+            "big_body" => Some(Action::BigBody(
+                v["bytes"]
+                    .as_u64()
+                    .ok_or("'big_body' fault needs 'bytes'")? as usize,
+            )),
             "task" => {
                 let k = match v["outcome"].as_str() {
                     Some("fail") => TaskFaultKind::Fail(
@@ -111,6 +123,7 @@ impl Faults {
                             .as_str()
                             .unwrap_or("simulated failure")
                             .to_string(),
+                        v["log_lines"].as_u64().unwrap_or(0),
                     ),
                     Some("warnings") => {
                         TaskFaultKind::Warnings(v["warnings"].as_u64().unwrap_or(1) as u32)
@@ -211,7 +224,7 @@ impl Faults {
                 continue;
             }
             let outcome = match &f.kind {
-                TaskFaultKind::Fail(m) => TaskOutcome::Fail(m.clone()),
+                TaskFaultKind::Fail(m, n) => TaskOutcome::Fail(m.clone(), *n),
                 TaskFaultKind::Warnings(n) => TaskOutcome::Warnings(*n),
                 TaskFaultKind::Hide(_) | TaskFaultKind::Deaf => continue,
             };

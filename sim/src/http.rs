@@ -33,6 +33,8 @@ pub struct Response {
     pub reason: String,
     pub body: Vec<u8>,
     pub drop_after: Option<usize>,
+    /// Send the bytes this far apart (a dripping server).
+    pub drip: Option<std::time::Duration>,
 }
 
 impl Response {
@@ -44,6 +46,7 @@ impl Response {
             reason,
             body,
             drop_after: None,
+            drip: None,
         }
     }
 }
@@ -247,6 +250,14 @@ fn write_response(w: &mut Conn, resp: &Response, head: bool) -> std::io::Result<
             Some(n) => out.extend_from_slice(&resp.body[..n.min(resp.body.len())]),
             None => out.extend_from_slice(&resp.body),
         }
+    }
+    if let Some(gap) = resp.drip {
+        for b in out {
+            w.write_all(&[b])?;
+            w.flush()?;
+            std::thread::sleep(gap);
+        }
+        return Ok(());
     }
     w.write_all(&out)?;
     w.flush()

@@ -201,7 +201,14 @@ where
             .unwrap_or_else(|e| e.into_inner())
             .take_task_outcome(&ttype);
         let result = match (result, forced) {
-            (Ok(_), Some(crate::faults::TaskOutcome::Fail(msg))) => {
+            (Ok(_), Some(crate::faults::TaskOutcome::Fail(msg, lines))) => {
+                {
+                    let mut st = ctx.sim.lock();
+                    if let Some(t) = st.tasks.iter_mut().find(|t| t.upid == ctx.upid) {
+                        t.log
+                            .extend((1..=lines).map(|i| format!("filler line {i} of {lines}")));
+                    }
+                }
                 ctx.log(msg.clone());
                 Err(msg)
             }

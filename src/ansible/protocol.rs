@@ -52,9 +52,10 @@ fn spellings(s: &str) -> Vec<String> {
         out
     };
     let plus = pct.replace("%20", "+");
+    let lower_plus = lower.replace("%20", "+");
     let json = serde_json::to_string(s).unwrap_or_default();
     let json = json[1..json.len().saturating_sub(1).max(1)].to_string();
-    let mut all = vec![s.to_string(), pct, lower, plus, json];
+    let mut all = vec![s.to_string(), pct, lower, plus, lower_plus, json];
     all.sort();
     all.dedup();
     all

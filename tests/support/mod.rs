@@ -478,6 +478,11 @@ pub fn run(args: Value) -> Run {
     run_module_raw(&args, None)
 }
 
+/// Runs the module and sends it `signal` (`-HUP`, `-QUIT`, …) after `after`.
+pub fn run_and_signal(args: Value, after: Duration, signal: &str) -> Run {
+    run_binary(env!("CARGO_BIN_EXE_vm"), &args, Some((after, signal)))
+}
+
 /// Runs the module and sends it SIGTERM after `after`.
 pub fn run_and_term(args: Value, after: Duration) -> Run {
     run_module_raw(&args, Some(after))
