@@ -212,15 +212,25 @@ fn collect_no_log(opts: &[super::spec::Opt], params: &Map<String, Value>) {
     }
 }
 
+/// Registers every scalar inside a value (a `no_log` option given as a list or a dict by
+/// mistake still holds the secret).
+fn register_all(v: &Value) {
+    match v {
+        Value::String(s) => register_secret(s),
+        Value::Number(n) => register_secret(&n.to_string()),
+        Value::Array(a) => a.iter().for_each(register_all),
+        Value::Object(m) => m.values().for_each(register_all),
+        _ => {}
+    }
+}
+
 /// Registers raw values of `no_log` options before validation, so that even a type error
 /// quoting the value cannot leak it.
 fn collect_raw_no_log(opts: &[super::spec::Opt], raw: &Map<String, Value>) {
     for o in opts.iter().filter(|o| o.no_log) {
         for k in std::iter::once(o.name).chain(o.aliases.iter().copied()) {
-            match raw.get(k) {
-                Some(Value::String(s)) => register_secret(s),
-                Some(Value::Number(n)) => register_secret(&n.to_string()),
-                _ => {}
+            if let Some(v) = raw.get(k) {
+                register_all(v);
             }
         }
         for e in o.env {

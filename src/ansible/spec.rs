@@ -278,13 +278,20 @@ fn type_err(label: &str, v: &Value, ty: &str, why: &str) -> String {
         Value::Object(_) => "dict",
         Value::Null => "NoneType",
     };
-    let shown = match v {
-        Value::String(s) => format!("{:?}", crate::ansible::protocol::bounded(s)),
-        other => crate::ansible::protocol::bounded(&other.to_string()),
-    };
-    format!(
-        "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why} (got {shown})"
-    )
+    // Scalars are quoted (bounded); a list or dict is named by its type only.
+    match v {
+        Value::String(s) => format!(
+            "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why} (got {})",
+            crate::ansible::protocol::quote(s)
+        ),
+        Value::Number(_) | Value::Bool(_) => format!(
+            "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why} (got {})",
+            crate::ansible::protocol::bounded(&v.to_string())
+        ),
+        _ => format!(
+            "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why}"
+        ),
+    }
 }
 
 /// Parses Ansible's boolean spellings.
