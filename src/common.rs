@@ -45,6 +45,7 @@ pub fn connection_options() -> Vec<Opt> {
             .env(&["PROXMOX_VALIDATE_CERTS"]),
         Opt::new("ca_path", Kind::Str).env(&["PROXMOX_CA_PATH"]),
         Opt::new("api_fingerprint", Kind::Str).env(&["PROXMOX_FINGERPRINT"]),
+        Opt::new("proxy", Kind::Str),
         Opt::new("api_timeout", Kind::Duration)
             .default(json!("30s"))
             .env(&["PROXMOX_API_TIMEOUT"]),
@@ -216,12 +217,15 @@ pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure
             ));
         }
     };
+    let proxy = crate::pve::proxy::choose(&host, inv.str("proxy"), |k| std::env::var(k).ok())
+        .map_err(Failure::msg)?;
     let conn = Connection {
         host,
         port: inv.int("api_port").unwrap_or(8006) as u16,
         trust,
         timeout: duration(inv, "api_timeout"),
         deadline: std::time::Instant::now() + duration(inv, "timeout"),
+        proxy,
         credentials,
     };
     Ok((conn, warnings))

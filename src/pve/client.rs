@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use ureq::Agent;
 use ureq::unversioned::resolver::DefaultResolver;
-use ureq::unversioned::transport::{Connector, TcpConnector};
+use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
 
 use super::encode::{form, url_encode};
 use super::error::ApiError;
@@ -25,6 +25,8 @@ pub struct Connection {
     pub timeout: Duration,
     /// The run's deadline (`timeout`): no request outlasts it.
     pub deadline: Instant,
+    /// The HTTP proxy to tunnel through, if any.
+    pub proxy: Option<super::proxy::ProxyChoice>,
     pub credentials: Credentials,
 }
 
@@ -59,6 +61,7 @@ pub struct Client {
     requests: Cell<u64>,
     timeout: Duration,
     deadline: Cell<Instant>,
+    proxy: Option<super::proxy::ProxyChoice>,
 }
 
 /// HTTP methods the API uses.
@@ -84,10 +87,39 @@ impl Method {
 /// Request parameters, in order.
 pub type Params = Vec<(String, String)>;
 
-fn transport_error(e: ureq::Error, base: &str) -> ApiError {
+fn transport_error(
+    e: ureq::Error,
+    base: &str,
+    proxy: Option<&super::proxy::ProxyChoice>,
+) -> ApiError {
     use std::io::ErrorKind as K;
     use ureq::Error as E;
     let text = e.to_string();
+    // Through a proxy, a failed connection is a failed connection to the proxy, and a
+    // refused CONNECT is the proxy's answer: neither heals by trying again.
+    if let Some(p) = proxy {
+        let refused_tunnel = matches!(e, E::ConnectProxyFailed(_));
+        let unreachable = matches!(&e, E::Io(io) if matches!(io.kind(), K::ConnectionRefused | K::AddrNotAvailable | K::HostUnreachable | K::NetworkUnreachable))
+            || matches!(
+                e,
+                E::ConnectionFailed
+                    | E::HostNotFound
+                    | E::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve)
+            );
+        if refused_tunnel || unreachable {
+            let what = if refused_tunnel {
+                "refused to open a tunnel (CONNECT) to"
+            } else {
+                "cannot be reached to connect to"
+            };
+            return ApiError::Proxy {
+                detail: format!(
+                    "the proxy {} (from {}) {what} {base}: {text}; set the proxy option, add the host to NO_PROXY, or give proxy: '' to connect directly",
+                    p.shown, p.source
+                ),
+            };
+        }
+    }
     let refused = matches!(&e, E::Io(io) if matches!(io.kind(), K::ConnectionRefused | K::AddrNotAvailable | K::HostUnreachable | K::NetworkUnreachable));
     let connect = refused
         || matches!(
@@ -129,15 +161,30 @@ impl Client {
             detail: e,
             sent: false,
         })?;
-        let connector = ().chain(TcpConnector::default()).chain(PveTls {
-            config,
-            status: status.clone(),
-        });
+        let proxy = match &conn.proxy {
+            Some(p) => {
+                if let Some(pw) = &p.password {
+                    crate::ansible::protocol::register_secret(pw);
+                }
+                Some(ureq::Proxy::new(&p.url).map_err(|e| ApiError::Proxy {
+                    detail: format!("{} {}: {e}", p.source, p.shown),
+                })?)
+            }
+            None => None,
+        };
+        let connector =
+            ().chain(ConnectProxyConnector::default())
+                .chain(TcpConnector::default())
+                .chain(PveTls {
+                    config,
+                    status: status.clone(),
+                });
         // PVE's API never redirects: a redirect is not followed (it could lead a pinned
         // connection to another, unchecked host) but reported.
         let agent_config = Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
+            .proxy(proxy)
             .timeout_global(Some(conn.timeout))
             .user_agent(concat!("sankofa.proxmox/", env!("CARGO_PKG_VERSION")))
             .build();
@@ -157,6 +204,7 @@ impl Client {
             requests: Cell::new(0),
             timeout: conn.timeout,
             deadline: Cell::new(conn.deadline),
+            proxy: conn.proxy.clone(),
         };
         if let Credentials::Password { .. } = client.credentials {
             client.login()?;
@@ -357,7 +405,7 @@ impl Client {
                     .send(body.as_bytes())
             }
         };
-        let mut resp = result.map_err(|e| transport_error(e, &self.base))?;
+        let mut resp = result.map_err(|e| transport_error(e, &self.base, self.proxy.as_ref()))?;
         let status = resp.status().as_u16();
         if (300..400).contains(&status) {
             let to = resp
@@ -386,7 +434,7 @@ impl Client {
                         MAX_BODY >> 20
                     ),
                 },
-                other => transport_error(other, &self.base),
+                other => transport_error(other, &self.base, self.proxy.as_ref()),
             })?;
         let reason = self
             .status

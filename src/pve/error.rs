@@ -21,6 +21,8 @@ pub enum ApiError {
     NotPve { detail: String },
     /// A write attempted in check mode; the client layer refuses it.
     CheckMode { what: String },
+    /// The proxy cannot be reached or refused the tunnel: a setting to fix, not to retry.
+    Proxy { detail: String },
 }
 
 impl fmt::Display for ApiError {
@@ -51,6 +53,7 @@ impl fmt::Display for ApiError {
             } => write!(f, "{status} {}", message.trim()),
             ApiError::NotPve { detail } => write!(f, "{detail}"),
             ApiError::CheckMode { what } => write!(f, "check mode: refusing to send {what}"),
+            ApiError::Proxy { detail } => write!(f, "{detail}"),
         }
     }
 }
@@ -68,7 +71,9 @@ impl ApiError {
     fn message(&self) -> &str {
         match self {
             ApiError::Http { message, .. } => message,
-            ApiError::Transport { detail, .. } | ApiError::NotPve { detail } => detail,
+            ApiError::Transport { detail, .. }
+            | ApiError::NotPve { detail }
+            | ApiError::Proxy { detail } => detail,
             ApiError::CheckMode { .. } => "",
         }
     }
@@ -100,7 +105,7 @@ impl ApiError {
         match self {
             ApiError::Transport { .. } => true,
             ApiError::Http { status, .. } => matches!(status, 502..=504 | 595..=599),
-            ApiError::NotPve { .. } | ApiError::CheckMode { .. } => false,
+            ApiError::NotPve { .. } | ApiError::CheckMode { .. } | ApiError::Proxy { .. } => false,
         }
     }
 
@@ -137,7 +142,7 @@ impl ApiError {
                 matches!(status, 400..=499 | 595) || self.is_lock_contention()
             }
             ApiError::NotPve { .. } => false,
-            ApiError::CheckMode { .. } => true,
+            ApiError::CheckMode { .. } | ApiError::Proxy { .. } => true,
         }
     }
 

@@ -408,15 +408,33 @@ pub fn run_image(args: Value) -> Run {
     run_binary(env!("CARGO_BIN_EXE_image"), &args, None)
 }
 
+/// Runs the `vm` module with these environment variables added.
+pub fn run_with_env(args: Value, env: &[(&str, &str)]) -> Run {
+    run_binary_env(env!("CARGO_BIN_EXE_vm"), &args, None, env)
+}
+
 fn run_binary(bin: &str, args: &Value, signal_after: Option<(Duration, &str)>) -> Run {
+    run_binary_env(bin, args, signal_after, &[])
+}
+
+fn run_binary_env(
+    bin: &str,
+    args: &Value,
+    signal_after: Option<(Duration, &str)>,
+    env: &[(&str, &str)],
+) -> Run {
     let dir = scratch("args");
     let path = dir.join("args");
     std::fs::write(&path, args.to_string()).unwrap();
     let mut cmd = Command::new(bin);
     // Only the options given count: no PROXMOX_* fallback from the test's environment.
-    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("PROXMOX_")) {
+    // Nor a proxy of the machine running the tests: the simulator is on loopback.
+    for (k, _) in std::env::vars()
+        .filter(|(k, _)| k.starts_with("PROXMOX_") || k.to_ascii_lowercase().ends_with("_proxy"))
+    {
         cmd.env_remove(k);
     }
+    cmd.envs(env.iter().copied());
     let mut child = cmd
         .arg(&path)
         .stdout(Stdio::piped())
