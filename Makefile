@@ -15,7 +15,7 @@ export PATH := $(BIN):$(PATH)
 # `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
 export PYTHON
 
-.PHONY: all build venv collection demo test fmt-check clippy cargo-test lint sanity playbooks molecule galaxy-smoke bench bench-full clean
+.PHONY: all build venv collection demo test fmt-check clippy cargo-test lint sanity playbooks molecule galaxy-smoke dist bench bench-full clean
 
 all: build
 
@@ -30,6 +30,27 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: tests/requirements.txt
 	py=$$(tests/find-python.sh) && "$$py" -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+## dist: the collection users install, build/sankofa-proxmox-<version>.tar.gz, with release
+## binaries that need at most glibc 2.17 (cargo-zigbuild with Zig from PyPI as the linker)
+VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
+DIST_TOOLS := $(WORK)/dist-tools
+ZIGBUILD_VERSION := 0.24.1
+GLIBC_TARGET := x86_64-unknown-linux-gnu.2.17
+dist: venv $(DIST_TOOLS)/.installed
+	PATH="$(DIST_TOOLS)/bin:$(DIST_TOOLS)/venv/bin:$$PATH" cargo zigbuild --release --locked \
+	  -p sankofa-proxmox --target $(GLIBC_TARGET) --target-dir target/dist
+	install -m 0755 target/dist/x86_64-unknown-linux-gnu/release/vm plugins/modules/vm
+	install -m 0755 target/dist/x86_64-unknown-linux-gnu/release/image plugins/modules/image
+	mkdir -p build
+	ansible-galaxy collection build --force --output-path build .
+	@echo "dist: build/sankofa-proxmox-$(VERSION).tar.gz"
+$(DIST_TOOLS)/.installed: tests/requirements-dist.txt
+	mkdir -p $(DIST_TOOLS)
+	python3 -m venv $(DIST_TOOLS)/venv
+	$(DIST_TOOLS)/venv/bin/pip install --quiet --disable-pip-version-check -r tests/requirements-dist.txt
+	cargo install --quiet --locked cargo-zigbuild --version $(ZIGBUILD_VERSION) --root $(DIST_TOOLS)
 	touch $@
 
 ## collection: make this checkout importable as sankofa.proxmox
@@ -67,8 +88,8 @@ playbooks: build venv collection
 molecule: build venv collection
 	CI=true molecule test --all < /dev/null
 
-galaxy-smoke: build venv
-	tests/galaxy-smoke.sh
+galaxy-smoke: dist
+	tests/galaxy-smoke.sh build/sankofa-proxmox-$(VERSION).tar.gz
 
 ## bench: benchmarks against community.proxmox on the same pve-sim (bench/results/latest.md
 ## and PNG plots beside it; about 20 minutes)

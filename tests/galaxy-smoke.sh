@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# Builds the collection tarball, installs it into a temp dir, and runs one ad-hoc
-# `ansible localhost -m sankofa.proxmox.vm` call against the installed copy.
+# Installs the collection tarball `make dist` wrote (argument 1) into a temp dir, checks that
+# its binaries need at most glibc 2.17, and runs one ad-hoc `ansible localhost -m
+# sankofa.proxmox.vm` call against the installed copy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/env.sh
+tarball=${1:?usage: tests/galaxy-smoke.sh build/sankofa-proxmox-VERSION.tar.gz (make dist writes it)}
 dir=.work/galaxy
-rm -rf "$dir/build" "$dir/installed" && mkdir -p "$dir/build" "$dir/installed"
-ansible-galaxy collection build --force --output-path "$dir/build" . > /dev/null
-tarball=$(ls "$dir"/build/sankofa-proxmox-*.tar.gz)
+rm -rf "$dir/installed" && mkdir -p "$dir/installed"
 listing=$(tar tvzf "$tarball")
 for m in vm image; do
   grep -q -- "-rwxr-xr-x .* plugins/modules/$m\$" <<< "$listing" || { echo "the tarball lacks an executable plugins/modules/$m" >&2; exit 1; }
 done
 if grep -Eq ' (target|\.venv|\.work|bench)/' <<< "$listing"; then echo "the tarball carries build outputs" >&2; exit 1; fi
 ansible-galaxy collection install --force "$tarball" -p "$dir/installed" > /dev/null 2>&1
+# Older controllers (RHEL 8, Ubuntu 20.04, Debian 11) have glibc 2.28-2.31: the binaries users
+# install must not need more than 2.17.
+for m in vm image; do
+  bin="$dir/installed/ansible_collections/sankofa/proxmox/plugins/modules/$m"
+  need=$(objdump -T "$bin" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -V | tail -1)
+  if [ "$(printf '%s\n2.17\n' "$need" | sort -V | tail -1)" != "2.17" ]; then
+    echo "plugins/modules/$m needs glibc $need (more than 2.17)" >&2; exit 1
+  fi
+  echo "plugins/modules/$m: needs glibc $need"
+done
 tests/sim-ctl.sh stop "$dir" 2>/dev/null || true
 trap 'tests/sim-ctl.sh stop "$dir"' EXIT
 tests/sim-ctl.sh start "$dir" > /dev/null
