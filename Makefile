@@ -15,7 +15,7 @@ export PATH := $(BIN):$(PATH)
 # `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
 export PYTHON
 
-.PHONY: all build venv collection demo test fmt-check clippy cargo-test lint sanity playbooks molecule galaxy-smoke dist bench bench-full clean
+.PHONY: all build venv collection demo test fmt-check clippy cargo-test lint sanity playbooks molecule oldest-ansible galaxy-smoke changelog ee dist bench bench-full clean
 
 all: build
 
@@ -63,7 +63,7 @@ demo: build venv collection
 	tests/demo.sh
 
 ## test: everything: format, lint, unit and integration tests, sanity, molecule, a galaxy install
-test: fmt-check clippy build venv collection cargo-test lint sanity playbooks molecule galaxy-smoke
+test: fmt-check clippy build venv collection cargo-test lint changelog sanity playbooks molecule oldest-ansible galaxy-smoke ee
 	@echo "make test: all suites passed"
 
 fmt-check:
@@ -86,10 +86,33 @@ playbooks: build venv collection
 	tests/playbooks.sh
 
 molecule: build venv collection
+	rm -rf $(ANSIBLE_HOME)/tmp/molecule.*  # a previous run's state would skip `prepare`
 	CI=true molecule test --all < /dev/null
+
+## oldest-ansible: the playbooks, molecule default and sanity again on ansible-core 2.16, the
+## oldest version meta/runtime.yml claims (its own venv, Python 3.10-3.12)
+OLD_VENV := $(WORK)/venv-ansible-2.16
+$(OLD_VENV)/.installed: tests/requirements-2.16.txt
+	py=$$(tests/find-python.sh 3.10 3.12) && "$$py" -m venv $(OLD_VENV)
+	$(OLD_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements-2.16.txt
+	touch $@
+oldest-ansible: build collection $(OLD_VENV)/.installed
+	ANSIBLE_VENV=$(OLD_VENV) tests/playbooks.sh
+	rm -rf $(ANSIBLE_HOME)/tmp/molecule.*
+	PATH="$(OLD_VENV)/bin:$$PATH" CI=true molecule test -s default < /dev/null
+	ANSIBLE_VENV=$(OLD_VENV) tests/sanity.sh
+	@echo "oldest-ansible: ansible-core $$($(OLD_VENV)/bin/python -c 'import ansible; print(ansible.__version__)') passed"
 
 galaxy-smoke: dist
 	tests/galaxy-smoke.sh build/sankofa-proxmox-$(VERSION).tar.gz
+
+## changelog: antsibull-changelog lint, and CHANGELOG.md generated from changelogs/
+changelog: venv
+	tests/changelog.sh
+
+## ee: the execution-environment metadata, through ansible-builder introspect and create
+ee: dist
+	tests/ee.sh build/sankofa-proxmox-$(VERSION).tar.gz
 
 ## bench: benchmarks against community.proxmox on the same pve-sim (bench/results/latest.md
 ## and PNG plots beside it; about 20 minutes)

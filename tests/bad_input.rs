@@ -393,6 +393,20 @@ fn unreachable_hosts_and_non_pve_servers_fail_with_the_cause() {
         )),
         "{msg}"
     );
+    // With a token the first request is a read: a port that never answered fails it at once
+    // too, instead of being retried until the 30-minute default timeout.
+    let t = std::time::Instant::now();
+    let r = failed(run(
+        json!({"api_host": "127.0.0.1", "api_port": port, "api_token_id": "root@pam!ci", "api_token_secret": "x",
+               "vmid": 100, "node": "pve1", "validate_certs": false}),
+    ));
+    let msg = r["msg"].as_str().unwrap();
+    assert!(msg.contains("unable to connect"), "{msg}");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
 
     // An HTTPS server that is not PVE (openssl's test server answers HTML).
     let dir = scratch("nonpve");

@@ -12,8 +12,11 @@ ansible-galaxy collection install --force . -p "$dir/root" > /dev/null
 coll="$dir/root/ansible_collections/sankofa/proxmox"
 export HOME="$dir/home"
 mkdir -p "$HOME/.ansible/test/cache"
-# ansible-core 2.21 bootstraps pip 25.2 in its test venvs (python_requirements.get_venv_packages).
-cp tests/sanity/get_pip_shim.py "$HOME/.ansible/test/cache/get_pip_25_2.py"
+# ansible-test bootstraps pip in its test venvs (python_requirements.get_venv_packages):
+# 25.2 for ansible-core 2.21, 23.1.2 for 2.16.
+for v in 25_2 23_1_2; do
+  cp tests/sanity/get_pip_shim.py "$HOME/.ansible/test/cache/get_pip_$v.py"
+done
 cd "$coll"
 # ansible-test lists the collection's files through git: the built binaries are ignored by
 # the checkout's .gitignore, so drop it in this copy, or they would not count as present.

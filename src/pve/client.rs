@@ -62,6 +62,8 @@ pub struct Client {
     timeout: Duration,
     deadline: Cell<Instant>,
     proxy: Option<super::proxy::ProxyChoice>,
+    /// Whether the server has answered at all in this run.
+    answered: Cell<bool>,
 }
 
 /// HTTP methods the API uses.
@@ -112,7 +114,7 @@ fn transport_error(
             } else {
                 "cannot be reached to connect to"
             };
-            return ApiError::Proxy {
+            return ApiError::Unreachable {
                 detail: format!(
                     "the proxy {} (from {}) {what} {base}: {text}; set the proxy option, add the host to NO_PROXY, or give proxy: '' to connect directly",
                     p.shown, p.source
@@ -166,7 +168,7 @@ impl Client {
                 if let Some(pw) = &p.password {
                     crate::ansible::protocol::register_secret(pw);
                 }
-                Some(ureq::Proxy::new(&p.url).map_err(|e| ApiError::Proxy {
+                Some(ureq::Proxy::new(&p.url).map_err(|e| ApiError::Unreachable {
                     detail: format!("{} {}: {e}", p.source, p.shown),
                 })?)
             }
@@ -205,6 +207,7 @@ impl Client {
             timeout: conn.timeout,
             deadline: Cell::new(conn.deadline),
             proxy: conn.proxy.clone(),
+            answered: Cell::new(false),
         };
         if let Credentials::Password { .. } = client.credentials {
             client.login()?;
@@ -405,7 +408,18 @@ impl Client {
                     .send(body.as_bytes())
             }
         };
-        let mut resp = result.map_err(|e| transport_error(e, &self.base, self.proxy.as_ref()))?;
+        let mut resp = result.map_err(|e| {
+            match transport_error(e, &self.base, self.proxy.as_ref()) {
+                // Nothing has ever answered: a wrong host, port or certificate setting, not a
+                // restart to wait out.
+                ApiError::Transport {
+                    detail,
+                    sent: false,
+                } if !self.answered.get() => ApiError::Unreachable { detail },
+                other => other,
+            }
+        })?;
+        self.answered.set(true);
         let status = resp.status().as_u16();
         if (300..400).contains(&status) {
             let to = resp

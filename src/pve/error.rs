@@ -21,8 +21,10 @@ pub enum ApiError {
     NotPve { detail: String },
     /// A write attempted in check mode; the client layer refuses it.
     CheckMode { what: String },
-    /// The proxy cannot be reached or refused the tunnel: a setting to fix, not to retry.
-    Proxy { detail: String },
+    /// PVE (on the run's first request) or the proxy cannot be reached, or the proxy refused
+    /// the tunnel: a setting to fix (host, port, proxy), not a blip to retry. Once the server
+    /// has answered, a refused connection is a [`ApiError::Transport`] (pveproxy restarting).
+    Unreachable { detail: String },
 }
 
 impl fmt::Display for ApiError {
@@ -53,7 +55,7 @@ impl fmt::Display for ApiError {
             } => write!(f, "{status} {}", message.trim()),
             ApiError::NotPve { detail } => write!(f, "{detail}"),
             ApiError::CheckMode { what } => write!(f, "check mode: refusing to send {what}"),
-            ApiError::Proxy { detail } => write!(f, "{detail}"),
+            ApiError::Unreachable { detail } => write!(f, "{detail}"),
         }
     }
 }
@@ -73,7 +75,7 @@ impl ApiError {
             ApiError::Http { message, .. } => message,
             ApiError::Transport { detail, .. }
             | ApiError::NotPve { detail }
-            | ApiError::Proxy { detail } => detail,
+            | ApiError::Unreachable { detail } => detail,
             ApiError::CheckMode { .. } => "",
         }
     }
@@ -105,7 +107,9 @@ impl ApiError {
         match self {
             ApiError::Transport { .. } => true,
             ApiError::Http { status, .. } => matches!(status, 502..=504 | 595..=599),
-            ApiError::NotPve { .. } | ApiError::CheckMode { .. } | ApiError::Proxy { .. } => false,
+            ApiError::NotPve { .. } | ApiError::CheckMode { .. } | ApiError::Unreachable { .. } => {
+                false
+            }
         }
     }
 
@@ -142,7 +146,7 @@ impl ApiError {
                 matches!(status, 400..=499 | 595) || self.is_lock_contention()
             }
             ApiError::NotPve { .. } => false,
-            ApiError::CheckMode { .. } | ApiError::Proxy { .. } => true,
+            ApiError::CheckMode { .. } | ApiError::Unreachable { .. } => true,
         }
     }
 
