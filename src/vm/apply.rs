@@ -99,7 +99,7 @@ impl<'a> Runner<'a> {
             return Ok(vms.into_iter().find(|v| v.0 == id).map(|v| (v.0, v.1)));
         }
         let name = self.d.name.as_deref().unwrap_or_default();
-        let hits = match self.named(name, vms)? {
+        let mut hits = match self.named(name, vms)? {
             n if n.carriers.is_empty() && !n.in_flight.is_empty() => {
                 // A create of this user still running may be an earlier run's VM of this
                 // name (interrupted mid-import): wait for it rather than create another.
@@ -107,6 +107,15 @@ impl<'a> Runner<'a> {
             }
             n => n.carriers,
         };
+        // Several VMs with the name: parallel runs that created one each are removing all but
+        // the first (see `claim_name`); give them a moment before calling the name ambiguous.
+        let settle_until = (Instant::now() + Duration::from_secs(30)).min(self.deadline);
+        while hits.len() > 1 && Instant::now() < settle_until {
+            if !crate::interrupt::sleep(Duration::from_secs(1)) {
+                break;
+            }
+            hits = self.named(name, self.listing()?)?.carriers;
+        }
         match hits.as_slice() {
             [] => Ok(None),
             [one] => Ok(Some((one.0, one.1.clone()))),
