@@ -839,3 +839,45 @@ fn an_absolute_path_image_is_imported_by_its_real_format() {
     );
     assert_eq!(r["changed"], true);
 }
+
+/// The wait reports what it saw of an import (progress over time, rate, finishing phase),
+/// reads the log rather than the status while the copy runs (one request a poll), and sends
+/// no more requests than one a second plus its allowance.
+#[test]
+fn an_import_wait_reports_its_progress_and_stays_within_one_request_a_second() {
+    let img = image("wait-200.qcow2", 1024, 200);
+    let sim = Sim::start(&[&img], &["--import-rate", "128M", "--import-tail", "2s"]);
+    let disks = json!([{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/wait-200.qcow2"}]);
+    let r = ok(run(create_args(
+        &sim,
+        json!({"state": "present", "disks": disks}),
+    )));
+    let create = &r["tasks"][0];
+    assert_eq!(create["type"], "qmcreate");
+    let p = &create["progress"];
+    let history = p["history"].as_array().unwrap();
+    assert!(history.len() >= 5, "{p}");
+    assert_eq!(history.last().unwrap()[1], 100.0);
+    assert!(p["finishing_seconds"].as_f64().unwrap() >= 2.0, "{p}");
+    let rate = p["rate_mib_s"].as_f64().unwrap();
+    assert!((64.0..=256.0).contains(&rate), "{rate} MiB/s at 128M");
+    let duration = create["duration"].as_f64().unwrap();
+    let requests = create["requests"].as_u64().unwrap() as f64;
+    assert!(
+        requests <= duration.ceil() + 10.0,
+        "{requests} requests in {duration} s"
+    );
+    // While the copy ran, the log was read, not the status.
+    let upid = create["upid"].as_str().unwrap();
+    let statuses = sim
+        .requests()
+        .iter()
+        .filter(|q| {
+            q["path"]
+                .as_str()
+                .unwrap_or("")
+                .ends_with(&format!("{upid}/status"))
+        })
+        .count();
+    assert!(statuses <= 3, "{statuses} status reads");
+}

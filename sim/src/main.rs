@@ -50,6 +50,10 @@ OPTIONS:
     --task-jitter F             vary each task's duration by up to ±F (0.3 = ±30%) [default: 0]
     --import-rate RATE          throttle imports and downloads to RATE bytes/s (e.g. 50M, 512K);
                                 an import is paced by qemu-img's progress over the virtual size
+    --import-tail DUR           an import goes on this long after 100 % (a flush) [default: 0]
+    --import-stall DUR@PCT      with --import-rate, the copy stands still DUR at PCT percent
+    --import-rate-change F@PCT  with --import-rate, the rate is multiplied by F from PCT on
+    --progress-step PCT         progress is logged in steps of PCT percent [default: 1]
     --ticket-lifetime DUR       ticket validity [default: 2h]
     --stats-interval DUR        how often pvestatd refreshes the VM data that
                                 /cluster/resources lists (name, status, maxmem, ...): a new VM
@@ -100,6 +104,7 @@ fn parse_args() -> Result<Options, String> {
         seed_images: Vec::new(),
         stats_interval: Duration::from_secs(10),
         no_sys_audit: Vec::new(),
+        import_profile: Default::default(),
     };
     let mut args = std::env::args().skip(1);
     let dur = |s: &str, what: &str| {
@@ -184,6 +189,35 @@ fn parse_args() -> Result<Options, String> {
             }
             "--ticket-lifetime" => o.ticket_lifetime = dur(&val()?, "--ticket-lifetime")?,
             "--stats-interval" => o.stats_interval = dur(&val()?, "--stats-interval")?,
+            "--import-tail" => o.import_profile.tail = dur(&val()?, "--import-tail")?,
+            "--import-stall" => {
+                let v = val()?;
+                let (d, at) = v
+                    .split_once('@')
+                    .ok_or("--import-stall takes DURATION@PERCENT")?;
+                let at: f64 = at
+                    .parse()
+                    .map_err(|_| "--import-stall takes DURATION@PERCENT")?;
+                o.import_profile.stall = Some((at, dur(d, "--import-stall")?));
+            }
+            "--import-rate-change" => {
+                let v = val()?;
+                let (f, at) = v
+                    .split_once('@')
+                    .ok_or("--import-rate-change takes FACTOR@PERCENT")?;
+                let parse = |s: &str| s.parse::<f64>().ok().filter(|x| x.is_finite() && *x > 0.0);
+                match (parse(f), parse(at)) {
+                    (Some(f), Some(at)) => o.import_profile.change = Some((at, f)),
+                    _ => return Err("--import-rate-change takes FACTOR@PERCENT".into()),
+                }
+            }
+            "--progress-step" => {
+                o.import_profile.step = val()?
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| (0.01..=50.0).contains(s))
+                    .ok_or("--progress-step takes a percentage from 0.01 to 50")?;
+            }
             "--auth-failure-delay" => o.auth_failure_delay = dur(&val()?, "--auth-failure-delay")?,
             "--pve-version" => {
                 o.version = val()?;

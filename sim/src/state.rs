@@ -38,6 +38,66 @@ pub struct Options {
     pub stats_interval: Duration,
     /// Users (and their tokens) without `Sys.Audit` on the nodes.
     pub no_sys_audit: Vec<String>,
+    /// How an import's copy behaves beyond `--import-rate` (see [`ImportProfile`]).
+    pub import_profile: ImportProfile,
+}
+
+/// The shape of an import over time, for benchmarks of waiting clients: storage whose rate
+/// changes, stalls, logs coarse progress, or goes on after 100 % (a flush).
+#[derive(Clone, Debug)]
+pub struct ImportProfile {
+    /// From this percent on, the rate is multiplied by this factor (`--import-rate-change`).
+    pub change: Option<(f64, f64)>,
+    /// At this percent, the copy stands still this long (`--import-stall`).
+    pub stall: Option<(f64, Duration)>,
+    /// Progress is logged in steps of this many percent (`--progress-step`).
+    pub step: f64,
+    /// After 100 %, the task goes on this long (`--import-tail`).
+    pub tail: Duration,
+}
+
+impl Default for ImportProfile {
+    fn default() -> Self {
+        ImportProfile {
+            change: None,
+            stall: None,
+            step: 1.0,
+            tail: Duration::ZERO,
+        }
+    }
+}
+
+impl ImportProfile {
+    /// The percentage of the copy allowed after `secs` at `rate_pct` percent a second.
+    pub fn allowed(&self, secs: f64, rate_pct: f64) -> f64 {
+        let mut events: Vec<(f64, Option<f64>, Option<f64>)> = Vec::new();
+        if let Some((at, f)) = self.change {
+            events.push((at, Some(f), None));
+        }
+        if let Some((at, d)) = self.stall {
+            events.push((at, None, Some(d.as_secs_f64())));
+        }
+        events.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (mut t, mut pct, mut rate) = (0.0f64, 0.0f64, rate_pct);
+        for (at, factor, pause) in events {
+            let reach = t + (at - pct) / rate;
+            if secs < reach {
+                break;
+            }
+            t = reach;
+            pct = at;
+            if let Some(f) = factor {
+                rate *= f;
+            }
+            if let Some(d) = pause {
+                if secs < t + d {
+                    return pct;
+                }
+                t += d;
+            }
+        }
+        (pct + (secs - t) * rate).min(100.0)
+    }
 }
 
 /// One VM: where it lives, its configuration as PVE stores it, and its run state.
@@ -230,5 +290,31 @@ impl Sim {
             json!({"upid": t.upid, "node": t.node, "type": t.ttype, "id": t.id, "start": t.start_epoch,
                    "end": t.end_epoch, "exitstatus": t.exitstatus})
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn import_profiles_shape_the_copy() {
+        let steady = ImportProfile::default();
+        assert_eq!(steady.allowed(5.0, 10.0), 50.0);
+        assert_eq!(steady.allowed(20.0, 10.0), 100.0);
+        let stall = ImportProfile {
+            stall: Some((40.0, Duration::from_secs(10))),
+            ..Default::default()
+        };
+        assert_eq!(stall.allowed(4.0, 10.0), 40.0);
+        assert_eq!(stall.allowed(12.0, 10.0), 40.0);
+        assert_eq!(stall.allowed(15.0, 10.0), 50.0);
+        let halves = ImportProfile {
+            change: Some((50.0, 0.5)),
+            ..Default::default()
+        };
+        assert_eq!(halves.allowed(5.0, 10.0), 50.0);
+        assert_eq!(halves.allowed(7.0, 10.0), 60.0);
+        assert_eq!(halves.allowed(15.0, 10.0), 100.0);
     }
 }

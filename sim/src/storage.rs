@@ -345,10 +345,12 @@ pub fn import(
     // The share of the copy `--import-rate` allows by now (100 without a rate). The progress
     // shown and the task's end follow it even when qemu-img finishes (or reports) faster than
     // the pacing could catch, so every import takes the time the rate gives it.
+    let profile = ctx.sim.opts.import_profile.clone();
     let allowed_pct = || match rate {
-        Some(r) if source_size > 0 => {
-            (r as f64 * started.elapsed().as_secs_f64() * 100.0 / source_size as f64).min(100.0)
-        }
+        Some(r) if source_size > 0 => profile.allowed(
+            started.elapsed().as_secs_f64(),
+            r as f64 * 100.0 / source_size as f64,
+        ),
         _ => 100.0,
     };
     loop {
@@ -357,8 +359,8 @@ pub fn import(
             let _ = child.wait();
             return Err(INTERRUPT.into());
         }
-        if let Some(r) = rate.filter(|_| !exited) {
-            let allowed = r as f64 * started.elapsed().as_secs_f64();
+        if rate.is_some() && !exited {
+            let allowed = source_size as f64 * allowed_pct() / 100.0;
             let done = source_size as f64 * current / 100.0;
             if !paused && done > allowed {
                 signal("-STOP");
@@ -371,9 +373,11 @@ pub fn import(
         while let Ok(p) = rx.try_recv() {
             current = p;
         }
-        let shown = current.min(allowed_pct());
-        if shown >= last + 1.0 || (shown >= 100.0 && last < 100.0) {
-            last = shown.floor().max(last + 1.0).min(shown);
+        // Logged in whole steps (`--progress-step`; qemu-img's own are whole percents).
+        let step = profile.step;
+        let shown = (current.min(allowed_pct()) / step).floor() * step;
+        if shown >= last + step || (shown >= 100.0 && last < 100.0) {
+            last = shown.min(100.0);
             let done = (source_size as f64 * last / 100.0) as u64;
             ctx.log(format!(
                 "transferred {} of {} ({last:.2}%)",
@@ -409,6 +413,8 @@ pub fn import(
             }
         }
         if exited && last >= 100.0 {
+            // What storage does after the copy (a flush, a thin pool's commit).
+            ctx.sleep(profile.tail)?;
             return Ok(size);
         }
         std::thread::sleep(Duration::from_millis(20));

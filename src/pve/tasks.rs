@@ -29,6 +29,76 @@ pub struct TaskReport {
     /// The last lines of the log (at most 400).
     pub log: Vec<String>,
     pub polls: u32,
+    /// Task requests (status and log) the wait sent.
+    pub requests: u32,
+    /// What the wait saw of a copy: progress over time, the rate, the finishing phase.
+    pub progress: Option<ProgressReport>,
+}
+
+/// The progress a wait saw (for tasks whose log reports a copy).
+#[derive(Clone, Debug)]
+pub struct ProgressReport {
+    /// (seconds into the wait, percent) at each new percentage (at most 200, evenly thinned).
+    pub history: Vec<(f64, f64)>,
+    /// Seconds from the first progress reading to 100 %, if the copy got there.
+    pub copy_seconds: Option<f64>,
+    /// Seconds from 100 % to the task's end (flush, config, cloud-init drive).
+    pub finishing_seconds: Option<f64>,
+    /// The copy's average rate in MiB/s, when the log gives the size.
+    pub rate_mib_s: Option<f64>,
+}
+
+impl ProgressReport {
+    fn from_wait(state: &WaitState, ended: Duration, log: &[String]) -> Option<ProgressReport> {
+        let history: Vec<(f64, f64)> = state
+            .history()
+            .iter()
+            .map(|(t, p)| ((t.as_secs_f64() * 1000.0).round() / 1000.0, *p))
+            .collect();
+        let first = history.first()?.0;
+        let copied = state.copied_at().map(|t| t.as_secs_f64());
+        let copy_seconds = copied.map(|c| ((c - first).max(0.0) * 1000.0).round() / 1000.0);
+        let size = log.iter().rev().find_map(|l| copy_size(l));
+        let rate_mib_s = match (copy_seconds, size) {
+            (Some(secs), Some(bytes)) if secs > 0.0 => {
+                Some((bytes / 1048576.0 / secs * 10.0).round() / 10.0)
+            }
+            _ => None,
+        };
+        Some(ProgressReport {
+            history,
+            copy_seconds,
+            finishing_seconds: copied
+                .map(|c| ((ended.as_secs_f64() - c).max(0.0) * 1000.0).round() / 1000.0),
+            rate_mib_s,
+        })
+    }
+
+    fn to_json(&self) -> Value {
+        json!({"history": self.history, "copy_seconds": self.copy_seconds,
+               "finishing_seconds": self.finishing_seconds, "rate_mib_s": self.rate_mib_s})
+    }
+}
+
+/// The total size in bytes from a progress line (`transferred 1.0 GiB of 2.5 GiB (40.00%)`).
+fn copy_size(line: &str) -> Option<f64> {
+    let rest = line.trim().strip_prefix("transferred ")?;
+    let (_, total) = rest.split_once(" of ")?;
+    let total = total.split(" (").next()?;
+    let (num, unit) = total.split_once(' ')?;
+    let n: f64 = num
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
+    let mult = match unit {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1048576.0,
+        "GiB" => 1073741824.0,
+        "TiB" => 1099511627776.0,
+        _ => return None,
+    };
+    Some(n * mult)
 }
 
 impl TaskReport {
@@ -39,8 +109,13 @@ impl TaskReport {
 
     /// The task as the module reports it.
     pub fn to_json(&self) -> Value {
-        json!({"type": self.upid.task_type, "upid": self.upid.text, "node": self.upid.node,
-               "exitstatus": self.exitstatus, "duration": (self.waited.as_secs_f64() * 1000.0).round() / 1000.0})
+        let mut v = json!({"type": self.upid.task_type, "upid": self.upid.text, "node": self.upid.node,
+               "exitstatus": self.exitstatus, "duration": (self.waited.as_secs_f64() * 1000.0).round() / 1000.0,
+               "requests": self.requests});
+        if let Some(p) = &self.progress {
+            v["progress"] = p.to_json();
+        }
+        v
     }
 }
 
@@ -250,45 +325,126 @@ const PROGRESS_TYPES: &[&str] = &[
     "move_volume",
 ];
 
-/// Polls the task's status; reads the new log lines when it has stopped (for the report) or,
-/// while it runs, when `progress` asks for the copy's progress. Also returns how long the
-/// status request took.
+/// One look at a task: the observation, how long its first request took, and how many
+/// requests it cost.
+struct Look {
+    obs: Observation,
+    took: Duration,
+    requests: u32,
+}
+
+/// PVE's own reading of a finished task's log (pve-common PVE/UPID.pm, read_status): the last
+/// line `TASK OK`, `TASK WARNINGS: N` or `TASK ERROR: message` is the exit status.
+fn exit_line(line: &str) -> Option<String> {
+    if line == "TASK OK" {
+        return Some("OK".into());
+    }
+    if let Some(n) = line.strip_prefix("TASK WARNINGS: ")
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && !n.is_empty()
+    {
+        return Some(format!("WARNINGS: {n}"));
+    }
+    line.strip_prefix("TASK ERROR: ").map(str::to_string)
+}
+
+fn classify(e: ApiError) -> Result<Observation, ApiError> {
+    match e {
+        e if e.is_no_such_task() => Ok(Observation::NotVisible),
+        // The UPID is known and the deadline bounds the wait, so any 5xx is ridden out.
+        e if e.is_transient() || e.is_unexplained_500() => {
+            Ok(Observation::Transient(e.to_string()))
+        }
+        e => Err(e),
+    }
+}
+
+/// Reads the status: stopped (with the exit status PVE reports) or running.
+fn look_at_status(
+    client: &Client,
+    upid: &Upid,
+    log: &mut LogWindow,
+) -> Result<Observation, ApiError> {
+    match client.get(&format!("{}/status", task_path(upid)), &Vec::new()) {
+        Ok(st) if st["status"].as_str() == Some("stopped") => {
+            // The tail for messages: best effort.
+            let _ = read_log(client, upid, log);
+            Ok(Observation::Stopped {
+                exitstatus: st["exitstatus"]
+                    .as_str()
+                    .unwrap_or("unexpected status")
+                    .to_string(),
+            })
+        }
+        Ok(_) => Ok(Observation::Running {
+            progress: progress_in(&log.lines),
+        }),
+        Err(e) => classify(e),
+    }
+}
+
+/// How long a task with progress may show no new log line before its status is read too: a
+/// worker killed outright writes no last line, and only its status says it stopped.
+const STATUS_CHECK: Duration = Duration::from_secs(5);
+
+/// Looks at a task once. A task without progress: its status (one request). A task whose log
+/// reports progress: its new log lines (one request), which carry both the progress and, in
+/// PVE's last line, the end and the exit status; the status is read besides only when the
+/// log has shown nothing new for [`STATUS_CHECK`].
 fn observe(
     client: &Client,
     upid: &Upid,
     log: &mut LogWindow,
     progress: bool,
-) -> Result<(Observation, Duration), ApiError> {
+    last_status: &mut Instant,
+) -> Result<Look, ApiError> {
     let asked = Instant::now();
-    let status = client.get(&format!("{}/status", task_path(upid)), &Vec::new());
+    if !progress {
+        let obs = look_at_status(client, upid, log)?;
+        return Ok(Look {
+            obs,
+            took: asked.elapsed(),
+            requests: 1,
+        });
+    }
+    let seen = log.seen;
+    let read = read_log(client, upid, log);
     let took = asked.elapsed();
-    let obs = match status {
-        Ok(st) => {
-            let stopped = st["status"].as_str() == Some("stopped");
-            // The log is best effort: progress for the policy, the tail for messages.
-            if stopped || progress {
-                let _ = read_log(client, upid, log);
-            }
-            if stopped {
-                let exit = st["exitstatus"]
-                    .as_str()
-                    .unwrap_or("unexpected status")
-                    .to_string();
-                Observation::Stopped { exitstatus: exit }
-            } else {
-                Observation::Running {
-                    progress: progress_in(&log.lines),
-                }
-            }
+    let mut requests = 1;
+    let obs = match read {
+        Err(e) => classify(e)?,
+        // `Tasks.pm` answers an unknown UPID's log with this line: not visible (yet).
+        Ok(()) if log.lines.len() == 1 && log.lines[0].starts_with("unable to open file") => {
+            log.lines.clear();
+            log.seen = 0;
+            Observation::NotVisible
         }
-        Err(e) if e.is_no_such_task() => Observation::NotVisible,
-        // The UPID is known and the deadline bounds the wait, so any 5xx is ridden out.
-        Err(e) if e.is_transient() || e.is_unexplained_500() => {
-            Observation::Transient(e.to_string())
-        }
-        Err(e) => return Err(e),
+        Ok(()) => match log.lines.last().and_then(|l| exit_line(l)) {
+            // A failure is confirmed by the status (a log line that merely looks like PVE's
+            // last one must not end the wait); success needs no second request.
+            Some(exitstatus) if log.seen > seen && Exit::from_status(&exitstatus).is_success() => {
+                Observation::Stopped { exitstatus }
+            }
+            Some(_) if log.seen > seen => {
+                *last_status = Instant::now();
+                requests += 1;
+                look_at_status(client, upid, log)?
+            }
+            _ if log.seen == seen && last_status.elapsed() >= STATUS_CHECK => {
+                *last_status = Instant::now();
+                requests += 1;
+                look_at_status(client, upid, log)?
+            }
+            _ => Observation::Running {
+                progress: progress_in(&log.lines),
+            },
+        },
     };
-    Ok((obs, took))
+    Ok(Look {
+        obs,
+        took,
+        requests,
+    })
 }
 
 /// Waits for a task to stop; success is PVE's rule (`OK` or `WARNINGS: N`).
@@ -302,6 +458,7 @@ pub fn wait_task(
     let mut state = WaitState::new();
     let mut log = LogWindow::default();
     let progress = PROGRESS_TYPES.contains(&upid.task_type.as_str());
+    let mut last_status = Instant::now();
     loop {
         if let Some(signal) = interrupt::received() {
             return Err(WaitError::Interrupted {
@@ -310,13 +467,16 @@ pub fn wait_task(
                 elapsed: start.elapsed(),
             });
         }
-        let (obs, took) =
-            observe(client, upid, &mut log, progress).map_err(|error| WaitError::Api {
-                upid: upid.clone(),
-                error,
+        let look =
+            observe(client, upid, &mut log, progress, &mut last_status).map_err(|error| {
+                WaitError::Api {
+                    upid: upid.clone(),
+                    error,
+                }
             })?;
-        state.note_request_time(took);
-        match state.decide(policy, start.elapsed(), obs) {
+        state.note_request_time(look.took);
+        state.note_extra_requests(look.requests.saturating_sub(1));
+        match state.decide(policy, start.elapsed(), look.obs) {
             Decision::Wait(d) => {
                 if !interrupt::sleep(d) {
                     let signal = interrupt::received().unwrap_or("a signal");
@@ -334,14 +494,17 @@ pub fn wait_task(
                     Exit::Failed(s) => s.clone(),
                 };
                 let warnings = std::mem::take(&mut log.warnings);
+                let lines = log.into_lines();
                 let report = TaskReport {
                     upid: upid.clone(),
                     exitstatus,
                     exit: exit.clone(),
                     waited: start.elapsed(),
                     warnings,
-                    log: log.into_lines(),
+                    progress: ProgressReport::from_wait(&state, start.elapsed(), &lines),
+                    log: lines,
                     polls: state.polls(),
+                    requests: state.requests(),
                 };
                 return if exit.is_success() {
                     Ok(report)

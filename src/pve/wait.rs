@@ -3,9 +3,15 @@
 //!
 //! Polls start short (a quick task is noticed within a fraction of a second) and grow to a
 //! 150 ms cap, so the end of any task is noticed within about 75 ms on average. When the task
-//! log reports progress (`transferred X of Y (Z%)`), each poll halves the distance to the
-//! predicted end, so a 5-minute import costs about 30 polls, not 300 or 2000. When the server
-//! answers slowly, polls are spaced further apart (`Policy::busy_factor`).
+//! log reports progress (`transferred X of Y (Z%)`), the copy rate (from the recent samples)
+//! predicts the end, and each poll halves the distance to the *earliest* end the samples allow
+//! (a sample is dated only to within its poll gap, and a percentage stands for anything up to
+//! the next step), so the polls are dense exactly when the end can come: a 5-minute import costs
+//! about 30 polls, not 300. After 100 % the task is finishing (a flush, the config): it is
+//! polled at the dense interval. Two limits hold throughout: a waiting module keeps its share
+//! of one pveproxy worker under about 2 % (`Policy::busy_factor` times the status request's
+//! duration), and a wait with progress never sends more than one request per second on average
+//! (plus [`Policy::allowance`]), as a plain one-second poll would.
 
 use std::time::Duration;
 
@@ -46,9 +52,14 @@ pub struct Policy {
     /// The longest interval without a progress-based prediction. Detection latency is about
     /// half of it on average; 150 ms keeps it under 100 ms at a cost of under 7 polls a second.
     pub cap: Duration,
-    /// A poll is spaced at least this many times the last status request's duration: when
-    /// `pveproxy` is busy (slow answers), waiting clients back off instead of adding load.
+    /// A poll is spaced at least this many times the (smoothed) duration of a request: 50
+    /// keeps a waiting module under 2 % of one pveproxy worker, so when `pveproxy` is busy
+    /// (slow answers), waiting clients back off instead of adding load.
     pub busy_factor: f64,
+    /// The interval near a predicted end and while a copied task finishes.
+    pub dense: Duration,
+    /// A wait with progress may send this many requests more than one per second elapsed.
+    pub allowance: u32,
     /// The longest sleep a prediction may ask for.
     pub long_cap: Duration,
     /// How long a fresh task may answer `no such task` before that is an error.
@@ -66,8 +77,10 @@ impl Policy {
             first: Duration::from_millis(50),
             growth: 1.5,
             cap: Duration::from_millis(150),
-            long_cap: Duration::from_secs(60),
-            busy_factor: 4.0,
+            long_cap: Duration::from_secs(30),
+            busy_factor: 50.0,
+            dense: Duration::from_millis(130),
+            allowance: 10,
             invisible_grace: Duration::from_secs(10),
             retry_first: Duration::from_millis(200),
             retry_cap: Duration::from_secs(5),
@@ -76,7 +89,11 @@ impl Policy {
 
     /// The same policy with another cap (the `poll_interval` option).
     pub fn with_cap(self, cap: Duration) -> Policy {
-        Policy { cap, ..self }
+        Policy {
+            cap,
+            dense: self.dense.max(cap),
+            ..self
+        }
     }
 }
 
@@ -116,9 +133,11 @@ pub enum Decision {
 #[derive(Clone, Debug, Default)]
 pub struct WaitState {
     interval: Option<Duration>,
-    /// (elapsed, percent) samples, oldest first, at most a few. A new percentage is dated
+    /// Progress samples, oldest first (at most [`MAX_SAMPLES`]). A new percentage is dated
     /// halfway between the poll that first saw it and the one before, which did not.
-    samples: Vec<(Duration, f64)>,
+    samples: Vec<Sample>,
+    /// The smallest step between two percentages seen (how coarse the log's progress is).
+    step: Option<f64>,
     /// When the previous observation was made.
     previous: Option<Duration>,
     /// When the log first said 100 %: the copy is done and the task is finishing.
@@ -127,9 +146,32 @@ pub struct WaitState {
     last_error: Option<String>,
     seen: bool,
     polls: u32,
-    /// How long the latest status request took.
+    /// The smoothed duration of the task requests (an EWMA).
     request_time: Duration,
+    /// Task requests made (status and log).
+    requests: u32,
+    /// The progress history for the report: (elapsed, percent) at each new percentage.
+    history: Vec<(Duration, f64)>,
+    /// The copy stood still at the last look: the rate before it says nothing of the rate
+    /// after it.
+    was_stalled: bool,
+    /// The fastest rate measured so far in this copy (percent per second), and whether the
+    /// copy has stalled at all: after a stall it may go back to that rate.
+    fastest: f64,
+    had_stall: bool,
 }
+
+/// One progress reading: when (the midpoint of the poll gap it was first seen in), how far
+/// either way that date may be off, and the percentage.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    at: Duration,
+    slack: Duration,
+    pct: f64,
+}
+
+const MAX_SAMPLES: usize = 64;
+const MAX_HISTORY: usize = 200;
 
 impl WaitState {
     pub fn new() -> Self {
@@ -141,14 +183,39 @@ impl WaitState {
         self.polls
     }
 
-    /// Records how long the latest status request took (see [`Policy::busy_factor`]).
+    /// Records how long the latest task request took (see [`Policy::busy_factor`]).
     pub fn note_request_time(&mut self, took: Duration) {
-        self.request_time = took;
+        self.request_time = if self.request_time.is_zero() {
+            took
+        } else {
+            self.request_time.mul_f64(0.7) + took.mul_f64(0.3)
+        };
+    }
+
+    /// Records task requests beyond the one each observation counts (a status read beside a
+    /// log read, say).
+    pub fn note_extra_requests(&mut self, n: u32) {
+        self.requests = self.requests.saturating_add(n);
+    }
+
+    /// Task requests made so far.
+    pub fn requests(&self) -> u32 {
+        self.requests
     }
 
     /// The latest reported progress, in percent.
     pub fn progress(&self) -> Option<f64> {
-        self.samples.last().map(|s| s.1)
+        self.samples.last().map(|s| s.pct)
+    }
+
+    /// (elapsed, percent) for each new percentage seen, at most 200 (thinned evenly).
+    pub fn history(&self) -> &[(Duration, f64)] {
+        &self.history
+    }
+
+    /// When the log first said 100 %, if it did.
+    pub fn copied_at(&self) -> Option<Duration> {
+        self.copied_at
     }
 
     fn short_interval(&mut self, p: &Policy) -> Duration {
@@ -160,25 +227,135 @@ impl WaitState {
         next
     }
 
-    /// From the progress samples: when (in elapsed time) the copy is predicted to reach
-    /// 100 %. PVE logs progress in steps (whole percents at best, bigger ones when the copy
-    /// is bursty), so the latest reading lags the truth: the real end is at or before the
-    /// predicted one, and every new sample moves the prediction closer.
-    fn prediction(&self) -> Option<Duration> {
-        let (t1, p1) = *self.samples.last()?;
-        // A copy often starts with a burst (caches, the first chunk): once there is a later
-        // sample, the first one is left out of the rate.
-        let (t0, p0) = if self.samples.len() >= 3 {
-            self.samples[1]
-        } else {
-            self.samples[0]
+    /// The copy rate in percent per second, from the recent samples: against the newest
+    /// earlier sample that is at least a quarter of the copy so far (and 5 s) back, and far
+    /// enough back that the samples' dating errors are small beside the time between them, so
+    /// a rate that halves or doubles is followed within a few samples. The very first sample
+    /// (often a burst) is left out once there are others.
+    fn rate(&self) -> Option<f64> {
+        let last = *self.samples.last()?;
+        let first_at = self.samples.first()?.at;
+        let window = (last.at.saturating_sub(first_at) / 4).max(Duration::from_secs(3));
+        let skip_first = usize::from(self.samples.len() >= 3);
+        let usable: Vec<&Sample> = self
+            .samples
+            .iter()
+            .skip(skip_first)
+            .filter(|s| s.pct < last.pct)
+            .collect();
+        let far_enough = |s: &&&Sample| {
+            let dt = last.at.saturating_sub(s.at);
+            dt >= window && dt >= (s.slack + last.slack).saturating_mul(4)
         };
-        if p1 >= 100.0 || p1 <= p0 || t1 <= t0 {
+        // Else the oldest sample whose distance still dwarfs the dating errors; none (a copy
+        // just begun, or just resumed after a stall): no rate to trust.
+        // With four samples or more, twice the dating errors is distance enough: the early
+        // polls of a short copy grow apart as fast as the copy goes.
+        let factor = if self.samples.len() >= 4 { 2 } else { 4 };
+        let base = usable.iter().rev().find(far_enough).or_else(|| {
+            usable.iter().find(|s| {
+                last.at.saturating_sub(s.at) >= (s.slack + last.slack).saturating_mul(factor)
+            })
+        })?;
+        let dt = last.at.saturating_sub(base.at).as_secs_f64();
+        (dt > 0.0).then(|| (last.pct - base.pct) / dt)
+    }
+
+    /// When (in elapsed time) the copy is predicted to reach 100 %, and the earliest it may.
+    /// The last new percentage `p` was crossed between the poll that first saw it and the one
+    /// before, so at that poll the copy stood at `p` plus up to the lesser of one step and
+    /// what the rate covers in that gap: the end lies in a window of that width.
+    fn prediction(&self) -> Option<(Duration, Duration)> {
+        let last = *self.samples.last()?;
+        if last.pct >= 100.0 {
             return None;
         }
-        let rate = (p1 - p0) / (t1 - t0).as_secs_f64();
-        let left = ((100.0 - p1) / rate).clamp(0.0, 1e7);
-        Some(t1.saturating_add(Duration::try_from_secs_f64(left).unwrap_or(Duration::ZERO)))
+        let rate = self.rate().filter(|r| r.is_finite() && *r > 0.0)?;
+        let secs = |pct: f64| Duration::try_from_secs_f64((pct / rate).clamp(0.0, 1e7)).ok();
+        let seen_at = last.at + last.slack;
+        let left = 100.0 - last.pct;
+        let ahead = self
+            .step
+            .unwrap_or(1.0)
+            .min(rate * last.slack.as_secs_f64() * 2.0)
+            .min(left);
+        let latest = seen_at.saturating_add(secs(left)?);
+        // The rate itself is known to a few percent: start looking that much earlier.
+        let earliest = seen_at.saturating_add(secs(left - ahead)?.mul_f64(0.96));
+        // After a stall or a slow stretch, the copy may go back to the fastest rate it has
+        // shown.
+        let fast = if self.had_stall {
+            self.fastest.max(rate)
+        } else {
+            rate
+        };
+        let earliest_fast = Duration::try_from_secs_f64(((left - ahead) / fast).clamp(0.0, 1e7))
+            .map_or(earliest, |d| seen_at.saturating_add(d));
+        Some((latest, earliest.min(earliest_fast)))
+    }
+
+    /// Whether the progress has stopped moving: no new percentage for three times the usual
+    /// gap between two (and at least 3 s).
+    fn stalled(&self, elapsed: Duration) -> bool {
+        let Some(last) = self.samples.last() else {
+            return false;
+        };
+        let n = self.samples.len();
+        let gap = if n >= 2 {
+            last.at.saturating_sub(self.samples[0].at) / (n as u32 - 1)
+        } else {
+            Duration::ZERO
+        };
+        elapsed.saturating_sub(last.at) > gap.saturating_mul(3).max(Duration::from_secs(3))
+    }
+
+    fn record(&mut self, elapsed: Duration, pct: f64) {
+        // Progress going back means the next copy has begun (a VM with several imported
+        // disks): what was learnt about the previous one is dropped.
+        if self.samples.last().is_some_and(|s| pct < s.pct) {
+            self.samples.clear();
+            self.copied_at = None;
+            self.interval = None;
+            self.fastest = 0.0;
+            self.had_stall = false;
+        }
+        if self.samples.last().is_some_and(|s| pct <= s.pct) {
+            return;
+        }
+        if let Some(prev) = self.samples.last() {
+            let d = pct - prev.pct;
+            self.step = Some(self.step.map_or(d, |s| s.min(d)));
+        }
+        if std::mem::take(&mut self.was_stalled) {
+            self.samples.clear();
+        }
+        let since = self.previous.unwrap_or(elapsed);
+        let half = elapsed.saturating_sub(since) / 2;
+        self.samples.push(Sample {
+            at: since + half,
+            slack: half,
+            pct,
+        });
+        if self.samples.len() > MAX_SAMPLES {
+            self.samples.remove(1);
+        }
+        if self.history.len() >= MAX_HISTORY {
+            // Keep every other point: the history stays evenly spread and bounded.
+            let kept: Vec<_> = self.history.iter().copied().step_by(2).collect();
+            self.history = kept;
+        }
+        self.history.push((elapsed, pct));
+        if pct >= 100.0 && self.copied_at.is_none() {
+            self.copied_at = Some(elapsed);
+        }
+        if let Some(r) = self.rate().filter(|r| r.is_finite()) {
+            // A rate well below the fastest seen: the copy slowed down or stood still in
+            // between, unseen between two polls; it may speed up again.
+            if r < self.fastest * 0.6 {
+                self.had_stall = true;
+            }
+            self.fastest = self.fastest.max(r);
+        }
     }
 
     /// Decides the next step from the elapsed time and what was just observed.
@@ -190,13 +367,22 @@ impl WaitState {
 
     fn decide_inner(&mut self, p: &Policy, elapsed: Duration, obs: Observation) -> Decision {
         self.polls += 1;
+        self.requests = self.requests.saturating_add(1);
         let left = p.timeout.saturating_sub(elapsed);
         // Slow answers space the polls (a failed request's time says nothing about load: the
         // back-off handles those), up to the longest back-off.
-        let floor = match obs {
+        let mut floor = match obs {
             Observation::Transient(_) => Duration::ZERO,
             _ => self.request_time.mul_f64(p.busy_factor).min(p.retry_cap),
         };
+        // With progress, never more than one request a second on average (the allowance
+        // aside): the next request waits until the budget has it.
+        if !self.samples.is_empty() {
+            let due = Duration::from_secs(
+                u64::from(self.requests.saturating_add(1)).saturating_sub(u64::from(p.allowance)),
+            );
+            floor = floor.max(due.saturating_sub(elapsed));
+        }
         let wait = |d: Duration| Decision::Wait(d.max(floor).min(left));
         match obs {
             Observation::Stopped { exitstatus } => Decision::Done(Exit::from_status(&exitstatus)),
@@ -224,71 +410,50 @@ impl WaitState {
                 self.seen = true;
                 self.errors = 0;
                 if let Some(pct) = progress {
-                    // Progress going back means the next copy has begun (a VM with several
-                    // imported disks): what was learnt about the previous one is dropped.
-                    if self.samples.last().is_some_and(|(_, last)| pct < *last) {
-                        self.samples.clear();
-                        self.copied_at = None;
-                        self.interval = None;
-                    }
-                    let new = self.samples.last().is_none_or(|(_, last)| pct > *last);
-                    if new {
-                        let since = self.previous.unwrap_or(elapsed);
-                        self.samples
-                            .push((since + (elapsed.saturating_sub(since)) / 2, pct));
-                        if self.samples.len() > 8 {
-                            self.samples.remove(0);
-                        }
-                    }
+                    self.record(elapsed, pct);
                 }
-                match self.prediction() {
-                    Some(end) if end > elapsed => {
+                let d = match self.prediction() {
+                    // Halve the distance to the earliest end the samples allow: minutes cost a
+                    // dozen polls, each refines the rate, and from the earliest possible end
+                    // on, the polls come at the dense interval. A sleep is never longer than
+                    // twice the time waited so far, nor than `long_cap`.
+                    Some((_, earliest)) if earliest > elapsed && !self.stalled(elapsed) => {
                         self.interval = None;
-                        // Halve the distance to the predicted end at each poll: minutes cost a
-                        // dozen polls, each one refines the rate, and the last ones come at
-                        // the short interval. A prediction is only as good as its samples, so
-                        // a sleep is never longer than twice the time waited so far.
-                        let half = (end - elapsed).div_f64(2.0);
-                        wait(
-                            half.min(p.long_cap)
-                                .min(elapsed.saturating_mul(2))
-                                .max(p.cap),
-                        )
+                        (earliest - elapsed)
+                            .div_f64(2.0)
+                            .min(p.long_cap)
+                            .min(elapsed.saturating_mul(2))
+                            .max(p.dense)
                     }
-                    // Past the predicted end (the rate was overestimated): look at the short
-                    // interval at first, then less often the longer the copy overruns.
-                    Some(end) => {
-                        self.interval = None;
-                        wait(
-                            elapsed
-                                .saturating_sub(end)
-                                .div_f64(4.0)
-                                .min(elapsed)
-                                .max(p.cap),
-                        )
+                    // The copy stands still (a thin pool stalls, a throttle waits): look less
+                    // often the longer it stands, up to once a second.
+                    Some(_) if self.stalled(elapsed) => {
+                        self.was_stalled = true;
+                        self.had_stall = true;
+                        let since =
+                            elapsed.saturating_sub(self.samples.last().map_or(elapsed, |s| s.at));
+                        since.div_f64(4.0).clamp(p.dense, Duration::from_secs(1))
                     }
-                    // Progress reported but no rate yet: a long copy has begun; look less and
-                    // less often, but never sleep longer than the time waited so far.
-                    None if self.progress().is_some_and(|x| x < 100.0) => {
-                        let next = self
-                            .interval
-                            .map_or(p.first, |i| i.saturating_mul(2).min(elapsed.max(p.cap)));
-                        self.interval = Some(next);
-                        wait(next)
-                    }
-                    // The copy is done and the task is finishing (a flush, the config, a
-                    // throttle catching up): short polls at first, then less often the longer
-                    // it takes.
+                    // The end may come any moment.
+                    Some(_) => p.dense,
+                    // The copy is done and the task is finishing (a flush, the config): the
+                    // end may come any moment, so the dense interval (the budget spaces it
+                    // if the finishing takes long).
+                    None if self.progress().is_some_and(|x| x >= 100.0) => p.dense,
+                    // Progress reported but no rate yet: a long copy has begun; look less
+                    // and less often, but never sleep longer than the time waited so far.
                     None if self.progress().is_some() => {
-                        let since = elapsed.saturating_sub(*self.copied_at.get_or_insert(elapsed));
-                        let d = self.short_interval(p);
-                        wait(d.max(since.div_f64(4.0)))
+                        let next = self.interval.map_or(p.first, |i| {
+                            i.saturating_mul(2)
+                                .min(elapsed.max(p.cap))
+                                .min(Duration::from_secs(5))
+                        });
+                        self.interval = Some(next);
+                        next
                     }
-                    None => {
-                        let d = self.short_interval(p);
-                        wait(d)
-                    }
-                }
+                    None => self.short_interval(p),
+                };
+                wait(d)
             }
         }
     }
@@ -513,7 +678,7 @@ mod tests {
         held: bool,
         /// The log reports progress in steps of this many percent (1 = qemu-img's whole
         /// percents; bursty copies report bigger jumps).
-        step: f64,
+        pub(super) step: f64,
         progress: bool,
     }
 
@@ -650,13 +815,9 @@ mod tests {
             );
             eprintln!("{row}");
             // The task goes on for 2.1 s after 100 % (5.5x that when stretched to 5 minutes),
-            // and that tail is polled less and less often: fewer polls, a later notice.
-            let (max_polls, max_late) = match target as u32 {
-                54 => (32, ms(400)),
-                120 => (40, ms(600)),
-                _ => (45, ms(1300)),
-            };
-            if polls > max_polls || late > max_late || worst > Duration::from_secs(3) {
+            // polled at the dense interval: no more than one request a second (plus the
+            // allowance), noticed within 100 ms (median) and 300 ms (worst).
+            if f64::from(most) > target + 10.0 || late > ms(100) || worst > ms(300) {
                 failures.push(row);
             }
         }
@@ -710,20 +871,202 @@ mod tests {
                     "{base} s import, step {step} %, burst {burst} % (held {held}), tail {tail} s: {polls} polls (median), {most} at most; noticed {late:?} late (median), {worst:?} at worst"
                 );
                 eprintln!("{row}");
-                // qemu-img's own whole percents: the targets (<= 30 polls, noticed within
-                // 100 ms). Coarser steps blur the prediction: fewer polls means sleeping
-                // through more of the end, so those get looser bounds.
-                let (max_polls, max_late) = if step == 1.0 {
-                    (30, ms(100))
-                } else {
-                    (35, ms(160))
-                };
-                if polls > max_polls
-                    || most > 45
-                    || late > max_late
-                    || worst > Duration::from_secs(2)
+                // Noticed within 100 ms (median) and 300 ms (worst), with no more than one
+                // request a second (plus the allowance); whole percents over 5 minutes in at
+                // most 40 requests (median).
+                let budget = base + 10.0;
+                if f64::from(most) > budget
+                    || (step == 1.0 && burst == 0.0 && base == 300.0 && polls > 40)
+                    || late > ms(100)
+                    || worst > ms(300)
                 {
                     failures.push(row);
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{failures:#?}");
+    }
+
+    /// An import as the policy sees it: a copy at a base rate that may change, stall, report
+    /// progress in coarse steps, and a finishing phase after 100 %.
+    pub(super) struct Import {
+        pub(super) copy: f64,
+        pub(super) tail: f64,
+        pub(super) step: f64,
+        /// From this percent on, the rate is multiplied by this factor.
+        pub(super) change: Option<(f64, f64)>,
+        /// At this percent, the copy stands still for this many seconds.
+        pub(super) stall: Option<(f64, f64)>,
+    }
+
+    impl Import {
+        pub(super) fn steady(copy: f64) -> Import {
+            Import {
+                copy,
+                tail: 0.3,
+                step: 1.0,
+                change: None,
+                stall: None,
+            }
+        }
+
+        /// (time, percent) breakpoints of the copy, and when the task ends.
+        pub(super) fn timeline(&self) -> (Vec<(f64, f64)>, f64) {
+            let mut rate = 100.0 / self.copy;
+            let (mut t, mut pct) = (0.0, 0.0);
+            let mut points = vec![(0.0, 0.0)];
+            let mut events: Vec<(f64, bool, f64)> = Vec::new();
+            if let Some((at, f)) = self.change {
+                events.push((at, true, f));
+            }
+            if let Some((at, d)) = self.stall {
+                events.push((at, false, d));
+            }
+            events.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for (at, is_change, v) in events {
+                t += (at - pct) / rate;
+                pct = at;
+                points.push((t, pct));
+                if is_change {
+                    rate *= v;
+                } else {
+                    t += v;
+                    points.push((t, pct));
+                }
+            }
+            t += (100.0 - pct) / rate;
+            points.push((t, 100.0));
+            (points, t + self.tail)
+        }
+
+        /// Runs the policy against this import: (requests, how late the end was noticed, end).
+        pub(super) fn run(&self) -> (u32, Duration, f64) {
+            let (points, end) = self.timeline();
+            let step = self.step;
+            let (polls, late) = run_policy(Duration::from_secs_f64(end), |t| {
+                let t = t.as_secs_f64();
+                if t >= end {
+                    return Observation::Stopped {
+                        exitstatus: "OK".into(),
+                    };
+                }
+                let truth = points.windows(2).find(|w| t < w[1].0).map_or(100.0, |w| {
+                    let f = (t - w[0].0) / (w[1].0 - w[0].0).max(1e-9);
+                    w[0].1 + f * (w[1].1 - w[0].1)
+                });
+                Observation::Running {
+                    progress: Some(((truth / step).floor() * step).min(100.0)),
+                }
+            });
+            (polls, late, end)
+        }
+    }
+
+    fn percentile(mut xs: Vec<Duration>, p: f64) -> Duration {
+        xs.sort();
+        xs[((xs.len() - 1) as f64 * p).round() as usize]
+    }
+
+    /// The targets of the import wait, over imports of 30 s to 10 minutes with steady,
+    /// changing, stalling and coarse progress and finishing phases of up to 30 s: the end is
+    /// noticed within 100 ms (median) and 300 ms (p95) of each row of 12 imports, a task sends
+    /// no more requests than one a second (plus the allowance), and a steady 5-minute import
+    /// costs at most 40 requests. Rows that cannot meet the latency within that request budget
+    /// are listed with their figures (see README, Performance).
+    #[test]
+    fn imports_meet_the_latency_and_request_targets() {
+        let mut rows = Vec::new();
+        let mut failures = Vec::new();
+        type Scenario = (&'static str, Box<dyn Fn(f64) -> Import>);
+        let scenarios: Vec<Scenario> = vec![
+            ("steady", Box::new(Import::steady)),
+            (
+                "finishing 5 s",
+                Box::new(|c| Import {
+                    tail: 5.0,
+                    ..Import::steady(c)
+                }),
+            ),
+            (
+                "finishing 30 s",
+                Box::new(|c| Import {
+                    tail: 30.0,
+                    ..Import::steady(c)
+                }),
+            ),
+            (
+                "rate halves at 50 %",
+                Box::new(|c| Import {
+                    change: Some((50.0, 0.5)),
+                    ..Import::steady(c)
+                }),
+            ),
+            (
+                "rate doubles at 50 %",
+                Box::new(|c| Import {
+                    change: Some((50.0, 2.0)),
+                    ..Import::steady(c)
+                }),
+            ),
+            (
+                "stalls 10 s at 40 %",
+                Box::new(|c| Import {
+                    stall: Some((40.0, 10.0)),
+                    ..Import::steady(c)
+                }),
+            ),
+            (
+                "5 % steps",
+                Box::new(|c| Import {
+                    step: 5.0,
+                    ..Import::steady(c)
+                }),
+            ),
+            (
+                "10 % steps",
+                Box::new(|c| Import {
+                    step: 10.0,
+                    ..Import::steady(c)
+                }),
+            ),
+        ];
+        for (name, make) in &scenarios {
+            for base in [30.0, 60.0, 120.0, 300.0, 600.0] {
+                // Lengths spread irregularly, so the ends fall at any phase of the polls.
+                let runs: Vec<(u32, Duration, f64)> = (0..20)
+                    .map(|i| {
+                        let i = i as f64;
+                        make(base * (1.0 + i * 0.0071) + i * 0.37 + i * i * 0.013).run()
+                    })
+                    .collect();
+                let lates: Vec<Duration> = runs.iter().map(|r| r.1).collect();
+                let (p50, p95) = (percentile(lates.clone(), 0.5), percentile(lates, 0.95));
+                let reqs = median(runs.iter().map(|r| r.0).collect());
+                let over_budget = runs
+                    .iter()
+                    .filter(|(n, _, end)| f64::from(*n) > end.ceil() + 10.0)
+                    .count();
+                let row = format!(
+                    "{name}, {base} s: {reqs} requests (median), end noticed {p50:?} (p50) / {p95:?} (p95) late"
+                );
+                eprintln!("{row}");
+                rows.push(row.clone());
+                if over_budget > 0 {
+                    failures.push(format!(
+                        "{row}: {over_budget} runs over one request a second"
+                    ));
+                }
+                let latency_ok = p50 <= ms(100) && p95 <= ms(300);
+                // A finishing phase longer than about a sixth of the copy cannot be polled at
+                // the dense interval within one request a second: there, the end is noticed
+                // within a second (the budget's pace).
+                let tail = make(base).tail;
+                let budget_bound = tail * 6.0 > base - 10.0;
+                if !(latency_ok || (budget_bound && p95 <= Duration::from_secs(1))) {
+                    failures.push(row.clone());
+                }
+                if *name == "steady" && base == 300.0 && reqs > 40 {
+                    failures.push(format!("{row}: more than 40 requests"));
                 }
             }
         }
@@ -769,11 +1112,13 @@ mod tests {
     fn a_busy_server_is_polled_less_often() {
         let p = Policy::with_timeout(Duration::from_secs(600));
         let mut s = WaitState::new();
-        s.note_request_time(ms(400));
+        // 20 ms a request: one poll a second keeps the module under 2 % of a worker.
+        s.note_request_time(ms(20));
         assert_eq!(
             s.decide(&p, ms(10_000), Observation::Running { progress: None }),
-            Decision::Wait(ms(1600))
+            Decision::Wait(ms(1000))
         );
+        s.note_request_time(ms(400));
         // A request that hung until its timeout is not a measure of load.
         s.note_request_time(Duration::from_secs(30));
         assert_eq!(
@@ -784,7 +1129,10 @@ mod tests {
             s.decide(&p, ms(11_500), Observation::Running { progress: None }),
             Decision::Wait(p.retry_cap)
         );
-        s.note_request_time(ms(2));
+        // Quick answers again: the smoothed duration comes down within a few of them.
+        for _ in 0..30 {
+            s.note_request_time(ms(2));
+        }
         assert!(matches!(
             s.decide(&p, ms(12_000), Observation::Running { progress: None }),
             Decision::Wait(d) if d <= p.cap
