@@ -211,6 +211,85 @@ def import_experiment(minutes_list):
     return rows
 
 
+# The import scenarios of the wait (issue: the import wait must beat the peer on any server):
+# (name, extra pve-sim options). Each imports a 1 GiB-disk image at IMPORT_RATE_MB MiB/s.
+WAIT_SCENARIOS = [
+    ("steady", []),
+    ("finishing 5 s after 100 %", ["--import-tail", "5s"]),
+    ("rate halves at 50 %", ["--import-rate-change", "0.5@50"]),
+    ("rate doubles at 50 %", ["--import-rate-change", "2@50"]),
+    ("stalls 10 s at 40 %", ["--import-stall", "10s@40"]),
+    ("progress in 10 % steps", ["--progress-step", "10"]),
+]
+IMPORT_RATE_MB = 48
+
+
+def task_requests(sim, upid):
+    """Every request about a task (status and log), with pve-sim's answer times."""
+    return [r for r in sim.requests() if f"/tasks/{upid}/" in r["path"]]
+
+
+def noticed(sim, upid):
+    """(latency s, task requests) for a task: latency from its end in pve-sim's task log to the
+    first answer about it (status, or a log read, which then carries PVE's last line) after
+    that end; None if it never ended or was never looked at after its end."""
+    end = next((t["end"] for t in sim.tasks() if t["upid"] == upid), None)
+    reqs = task_requests(sim, upid)
+    after = [r["ts"] for r in reqs if r["status"] == 200 and end is not None and r["ts"] >= end]
+    if end is None or not after:
+        return None
+    return min(after) - end, len(reqs)
+
+
+def stats(xs):
+    """p50/p95 from 10 samples or more; min/median/max below that (no p95 from few)."""
+    if len(xs) >= 10:
+        return f"p50 {percentile(xs, 50):.0f}, p95 {percentile(xs, 95):.0f}"
+    if not xs:
+        return "-"
+    return f"min {min(xs):.0f}, median {statistics.median(xs):.0f}, max {max(xs):.0f} (n={len(xs)})"
+
+
+def waits_experiment(have_peer, runs, scenarios):
+    """The import wait, ours against the peer's best one-task create (`proxmox_kvm` with
+    `scsi0: local-lvm:0,import-from=…`, waiting on the create task at its 1 s poll): the same
+    pve-sim per scenario, runs interleaved (ours, peer, ours, …), every task request counted."""
+    img = make_image(200, 1024)
+    vol = f"local:import/{os.path.basename(img)}"
+    rows = []
+    for name, extra in scenarios:
+        sim = Sim(f"wait-{name.split()[0]}", ["--seed-image", img, "--import-rate", f"{IMPORT_RATE_MB}M"] + extra)
+        got = {"ours": [], "peer": []}
+        try:
+            for i in range(runs):
+                for who in ("ours", "peer") if have_peer else ("ours",):
+                    vmid = 300 + 2 * i + (who == "peer")
+                    before = {t["upid"] for t in sim.tasks()}
+                    if who == "ours":
+                        r = ours(sim, {"node": "pve1", "vmid": vmid, "timeout": "30m",
+                                       "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": vol}]})
+                        ok = not r.get("failed")
+                    else:
+                        r, _ = peer(sim, "proxmox_kvm", {"node": "pve1", "vmid": vmid, "name": f"w{vmid}",
+                                                          "scsi": {"scsi0": f"local-lvm:0,import-from={vol}"},
+                                                          "timeout": 1800})
+                        ok = not r.get("failed")
+                    new = [t for t in sim.tasks() if t["upid"] not in before and t["type"] == "qmcreate"]
+                    if not ok or not new:
+                        print(f"wait {name} {who} run {i} failed: {r.get('msg')}", file=sys.stderr)
+                        continue
+                    m = noticed(sim, new[0]["upid"])
+                    if m:
+                        got[who].append((m[0] * 1000, m[1], new[0]["end"] - new[0]["start"]))
+        finally:
+            sim.stop()
+        for who, ms in got.items():
+            if ms:
+                rows.append({"scenario": name, "who": who, "n": len(ms), "latency_ms": [x[0] for x in ms],
+                             "requests": [x[1] for x in ms], "task_s": statistics.median(x[2] for x in ms)})
+    return rows
+
+
 def noop_experiment(have_peer, runs):
     sim = Sim("noop", [])
     res = {}
@@ -394,13 +473,14 @@ def scale_experiment(n, have_peer):
     return out
 
 
-def write_report(args, lat, imports, noop, e2e, scale, path):
+def write_report(args, lat, imports, noop, e2e, scale, path, waits=()):
     size = {b: os.path.getsize(os.path.join(ROOT, "target", "release", b)) for b in ("vm", "image", "pve-sim")}
     lines = [
         "# Benchmark results",
         "",
         f"Run: `bench/run.sh{' --full' if args.full else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"{os.cpu_count()} cores, against pve-sim (release build), both clients on the same simulator in the same run.",
+        f"{os.cpu_count()} cores, against pve-sim (release build), both clients on the same simulator in the same run; "
+        f"commit {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, cwd=ROOT).stdout.strip() or 'unknown'}.",
         "Peer: `ansible` 14.5.0 from PyPI (community.proxmox `proxmox_kvm`, `proxmox_disk`) with proxmoxer 2.3.0.",
         "",
         "## 1–2. End-detection latency and status requests per task (qmstart of the given length)",
@@ -418,6 +498,19 @@ def write_report(args, lat, imports, noop, e2e, scale, path):
                   "| import length | detection latency ms | status requests | API requests in the run |", "|---|---|---|---|"]
         for secs, lat_ms, polls, reqs in imports:
             lines.append(f"| {secs} s | {lat_ms:.0f} | {polls} | {reqs} |")
+    if waits:
+        lines += ["", f"### The import wait, ours against the peer ({IMPORT_RATE_MB} MiB/s, a 1 GiB disk)", "",
+                  "The peer: `proxmox_kvm` creating the VM with `scsi0: local-lvm:0,import-from=…` in one task "
+                  "(its best one-task create), waiting on the create task. Both clients on the same pve-sim per "
+                  "scenario, interleaved run by run. Latency: from the task's end (pve-sim's task log) to the first "
+                  "answer about the task after it (a status, or a log read, which then holds PVE's last line). "
+                  "Requests: every request about the task, status and log.", "",
+                  "| scenario | client | runs | task s (median) | end noticed, ms | task requests (median, max) |",
+                  "|---|---|---|---|---|---|"]
+        for w in waits:
+            name = "sankofa.proxmox.vm" if w["who"] == "ours" else "proxmox_kvm (one task)"
+            lines.append(f"| {w['scenario']} | {name} | {w['n']} | {w['task_s']:.1f} | {stats(w['latency_ms'])} | "
+                         f"{statistics.median(w['requests']):.0f}, {max(w['requests'])} |")
     lines += ["", "## 3. A no-op call (VM exists, nothing to change)", "",
               "| client | module process wall ms (median) | module peak RSS MiB | API requests | whole `ansible localhost -m` ms (median) |",
               "|---|---|---|---|---|"]
@@ -456,20 +549,26 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="also 2- and 5-minute tasks and imports")
     ap.add_argument("--no-peer", action="store_true")
-    ap.add_argument("--only", default="latency,imports,noop,e2e,scale",
+    ap.add_argument("--only", default="latency,imports,waits,noop,e2e,scale",
                     help="comma-separated experiments to run (default: all)")
+    ap.add_argument("--wait-runs", type=int, default=10, help="runs per client and import scenario")
+    ap.add_argument("--wait-scenarios", default="",
+                    help="comma-separated scenario names to run (default: all), e.g. steady,stalls")
     args = ap.parse_args()
     only = set(args.only.split(","))
     have_peer = not args.no_peer and os.path.exists(os.path.join(PEER_BIN, "ansible"))
     durations = [0.2, 1, 5, 30] + ([120, 300] if args.full else [])
     lat = latency_experiment(durations, runs=20, have_peer=have_peer) if "latency" in only else []
     imports = import_experiment([1] + ([2, 5] if args.full else [])) if "imports" in only else []
+    picked = [sc for sc in WAIT_SCENARIOS
+              if not args.wait_scenarios or sc[0].split()[0] in args.wait_scenarios.split(",")]
+    waits = waits_experiment(have_peer, args.wait_runs, picked) if "waits" in only else []
     noop = noop_experiment(have_peer, runs=20) if "noop" in only else {}
     e2e = e2e_experiment(have_peer) if "e2e" in only else []
     scale = scale_experiment(50, have_peer) if "scale" in only else {}
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
-    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"))
+    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits)
     with open(os.path.join(WORK, "results.json"), "w") as f:
         json.dump({"latency": lat, "imports": imports, "e2e": e2e}, f)
     plot = os.path.join(WORK, "plot-venv", "bin", "python")
