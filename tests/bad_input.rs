@@ -305,6 +305,11 @@ fn cases(sim: &Sim) -> Vec<(Value, String)> {
             json!({"_ansible_check_mode": "maybe"}),
             "_ansible_check_mode must be a boolean",
         ),
+        // Files that are no files: read until killed, or hung, before.
+        c(
+            json!({"api_fingerprint": null, "ca_path": "/dev/zero"}),
+            "ca_path /dev/zero: not a regular file",
+        ),
         c(
             json!({"api_port": sim.info["admin"].as_str().unwrap().rsplit(':').next().unwrap().parse::<u16>().unwrap()}),
             "connecting to the Proxmox VE API at 127.0.0.1:",

@@ -283,3 +283,20 @@ fn parallel_runs_by_name_leave_one_vm_per_name() {
     a.as_object_mut().unwrap().remove("vmid");
     assert_eq!(ok(run(a))["changed"], false);
 }
+
+/// A create with `vmid` whose answer is lost, while the task list fails the first look for
+/// the task it may have started: the request is sent again, PVE says the VM exists, and the
+/// run still reports that it created it (its `qmcreate` started after the run's request).
+#[test]
+fn a_lost_create_answer_with_a_vmid_is_reported_as_this_runs_change() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[]);
+    sim.fault(json!([
+        {"kind": "drop", "method": "POST", "path": "/nodes/pve1/qemu", "count": 1},
+        {"kind": "http", "method": "GET", "path": "/nodes/pve1/tasks", "status": 500, "message": "Internal Server Error", "count": 1}
+    ]));
+    let r = ok(run(vm(&sim, json!({"state": "present"}))));
+    assert_eq!(r["changed"], true, "{r}");
+    assert_eq!(sim.task_count("qmcreate"), 1);
+    assert_eq!(r["vmid"], 100);
+}
