@@ -250,7 +250,7 @@ def stats(xs):
     return f"min {min(xs):.0f}, median {statistics.median(xs):.0f}, max {max(xs):.0f} (n={len(xs)})"
 
 
-def waits_experiment(have_peer, runs, scenarios):
+def waits_experiment(have_peer, runs, scenarios, runs_others=None):
     """The import wait, ours against the peer's best one-task create (`proxmox_kvm` with
     `scsi0: local-lvm:0,import-from=…`, waiting on the create task at its 1 s poll): the same
     pve-sim per scenario, runs interleaved (ours, peer, ours, …), every task request counted."""
@@ -258,10 +258,11 @@ def waits_experiment(have_peer, runs, scenarios):
     vol = f"local:import/{os.path.basename(img)}"
     rows = []
     for name, extra in scenarios:
+        n_runs = runs if name == "steady" or runs_others is None else runs_others
         sim = Sim(f"wait-{name.split()[0]}", ["--seed-image", img, "--import-rate", f"{IMPORT_RATE_MB}M"] + extra)
         got = {"ours": [], "peer": []}
         try:
-            for i in range(runs):
+            for i in range(n_runs):
                 for who in ("ours", "peer") if have_peer else ("ours",):
                     vmid = 300 + 2 * i + (who == "peer")
                     before = {t["upid"] for t in sim.tasks()}
@@ -557,6 +558,8 @@ def main():
     ap.add_argument("--only", default="latency,imports,waits,noop,e2e,scale",
                     help="comma-separated experiments to run (default: all)")
     ap.add_argument("--wait-runs", type=int, default=10, help="runs per client and import scenario")
+    ap.add_argument("--wait-runs-others", type=int, default=None,
+                    help="runs per client for the scenarios other than steady (default: --wait-runs)")
     ap.add_argument("--wait-scenarios", default="",
                     help="comma-separated scenario names to run (default: all), e.g. steady,stalls")
     args = ap.parse_args()
@@ -567,7 +570,7 @@ def main():
     imports = import_experiment([1] + ([2, 5] if args.full else [])) if "imports" in only else []
     picked = [sc for sc in WAIT_SCENARIOS
               if not args.wait_scenarios or sc[0].split()[0] in args.wait_scenarios.split(",")]
-    waits = waits_experiment(have_peer, args.wait_runs, picked) if "waits" in only else []
+    waits = waits_experiment(have_peer, args.wait_runs, picked, args.wait_runs_others) if "waits" in only else []
     noop = noop_experiment(have_peer, runs=20) if "noop" in only else {}
     e2e = e2e_experiment(have_peer) if "e2e" in only else []
     scale = scale_experiment(50, have_peer) if "scale" in only else {}
