@@ -300,6 +300,15 @@ pub fn import(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // qemu-img dies with pve-sim: a simulator killed mid-import (as tests kill it) must not
+    // leave a copy behind, least of all one paused by SIGSTOP.
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("unable to run qemu-img: {e}"))?;

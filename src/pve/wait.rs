@@ -150,6 +150,9 @@ pub struct WaitState {
     request_time: Duration,
     /// Task requests made (status and log).
     requests: u32,
+    /// Requests made and time elapsed when the first progress sample came: the budget of one
+    /// request a second counts from there (before, the task is polled like any other).
+    budget_from: Option<(u32, Duration)>,
     /// The progress history for the report: (elapsed, percent) at each new percentage.
     history: Vec<(Duration, f64)>,
     /// The copy stood still at the last look: the rate before it says nothing of the rate
@@ -256,9 +259,24 @@ impl WaitState {
             usable.iter().find(|s| {
                 last.at.saturating_sub(s.at) >= (s.slack + last.slack).saturating_mul(factor)
             })
-        })?;
-        let dt = last.at.saturating_sub(base.at).as_secs_f64();
-        (dt > 0.0).then(|| (last.pct - base.pct) / dt)
+        });
+        match base {
+            Some(base) => {
+                let dt = last.at.saturating_sub(base.at).as_secs_f64();
+                (dt > 0.0).then(|| (last.pct - base.pct) / dt)
+            }
+            // Polls far apart (coarse steps, a paced start): the dates of the crossings are
+            // vague, but at the moment each poll saw its percentage the copy stood within one
+            // step above it; across three steps or more that bounds the rate well enough.
+            None => {
+                let base = usable.first()?;
+                let step = self.step.unwrap_or(1.0);
+                let dt = (last.at + last.slack)
+                    .saturating_sub(base.at + base.slack)
+                    .as_secs_f64();
+                (dt > 0.0 && last.pct - base.pct >= 3.0 * step).then(|| (last.pct - base.pct) / dt)
+            }
+        }
     }
 
     /// When (in elapsed time) the copy is predicted to reach 100 %, and the earliest it may.
@@ -326,6 +344,9 @@ impl WaitState {
             let d = pct - prev.pct;
             self.step = Some(self.step.map_or(d, |s| s.min(d)));
         }
+        if self.budget_from.is_none() {
+            self.budget_from = Some((self.requests.saturating_sub(1), elapsed));
+        }
         if std::mem::take(&mut self.was_stalled) {
             self.samples.clear();
         }
@@ -377,10 +398,11 @@ impl WaitState {
         };
         // With progress, never more than one request a second on average (the allowance
         // aside): the next request waits until the budget has it.
-        if !self.samples.is_empty() {
-            let due = Duration::from_secs(
-                u64::from(self.requests.saturating_add(1)).saturating_sub(u64::from(p.allowance)),
-            );
+        if let Some((at_requests, at)) = self.budget_from {
+            let used = self.requests.saturating_sub(at_requests);
+            let due = at.saturating_add(Duration::from_secs(
+                u64::from(used.saturating_add(1)).saturating_sub(u64::from(p.allowance)),
+            ));
             floor = floor.max(due.saturating_sub(elapsed));
         }
         let wait = |d: Duration| Decision::Wait(d.max(floor).min(left));
