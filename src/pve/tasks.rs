@@ -419,26 +419,36 @@ fn observe(
             log.seen = 0;
             Observation::NotVisible
         }
-        Ok(()) => match log.lines.last().and_then(|l| exit_line(l)) {
-            // A failure is confirmed by the status (a log line that merely looks like PVE's
-            // last one must not end the wait); success needs no second request.
-            Some(exitstatus) if log.seen > seen && Exit::from_status(&exitstatus).is_success() => {
-                Observation::Stopped { exitstatus }
+        Ok(()) => {
+            let fresh = log.seen > seen;
+            let exit = log
+                .lines
+                .last()
+                .and_then(|l| exit_line(l))
+                .filter(|_| fresh);
+            match exit {
+                // Success needs no second request.
+                Some(exitstatus) if Exit::from_status(&exitstatus).is_success() => {
+                    Observation::Stopped { exitstatus }
+                }
+                // A failure is confirmed by the status (a log line that merely looks like
+                // PVE's last one must not end the wait), and a log silent for a while is
+                // checked against it (a killed worker writes no last line).
+                Some(_) => {
+                    *last_status = Instant::now();
+                    requests += 1;
+                    look_at_status(client, upid, log)?
+                }
+                None if !fresh && last_status.elapsed() >= STATUS_CHECK => {
+                    *last_status = Instant::now();
+                    requests += 1;
+                    look_at_status(client, upid, log)?
+                }
+                None => Observation::Running {
+                    progress: progress_in(&log.lines),
+                },
             }
-            Some(_) if log.seen > seen => {
-                *last_status = Instant::now();
-                requests += 1;
-                look_at_status(client, upid, log)?
-            }
-            _ if log.seen == seen && last_status.elapsed() >= STATUS_CHECK => {
-                *last_status = Instant::now();
-                requests += 1;
-                look_at_status(client, upid, log)?
-            }
-            _ => Observation::Running {
-                progress: progress_in(&log.lines),
-            },
-        },
+        }
     };
     Ok(Look {
         obs,

@@ -434,12 +434,13 @@ impl WaitState {
                 if let Some(pct) = progress {
                     self.record(elapsed, pct);
                 }
+                let stalled = self.stalled(elapsed);
                 let d = match self.prediction() {
                     // Halve the distance to the earliest end the samples allow: minutes cost a
                     // dozen polls, each refines the rate, and from the earliest possible end
                     // on, the polls come at the dense interval. A sleep is never longer than
                     // twice the time waited so far, nor than `long_cap`.
-                    Some((_, earliest)) if earliest > elapsed && !self.stalled(elapsed) => {
+                    Some((_, earliest)) if earliest > elapsed && !stalled => {
                         self.interval = None;
                         (earliest - elapsed)
                             .div_f64(2.0)
@@ -449,7 +450,7 @@ impl WaitState {
                     }
                     // The copy stands still (a thin pool stalls, a throttle waits): look less
                     // often the longer it stands, up to once a second.
-                    Some(_) if self.stalled(elapsed) => {
+                    Some(_) if stalled => {
                         self.was_stalled = true;
                         self.had_stall = true;
                         let since =
