@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -221,7 +222,8 @@ WAIT_SCENARIOS = [
     ("stalls 10 s at 40 %", ["--import-stall", "10s@40"]),
     ("progress in 10 % steps", ["--progress-step", "10"]),
 ]
-IMPORT_RATE_MB = 48
+# 34 MiB/s: a 30 s import, the shortest length the targets name.
+IMPORT_RATE_MB = 34
 
 
 def task_requests(sim, upid):
@@ -288,6 +290,92 @@ def waits_experiment(have_peer, runs, scenarios, runs_others=None):
             if ms:
                 rows.append({"scenario": name, "who": who, "n": len(ms), "latency_ms": [x[0] for x in ms],
                              "requests": [x[1] for x in ms], "task_s": statistics.median(x[2] for x in ms)})
+    return rows
+
+
+class Prober:
+    """An unrelated client: `GET /version` every 100 ms on one ticket, timing each answer."""
+
+    def __init__(self, sim):
+        import ssl
+        import urllib.parse
+        import urllib.request
+        self.ctx = ssl.create_default_context(cafile=sim.info["ca"])
+        self.base = f"https://127.0.0.1:{sim.port}/api2/json"
+        body = urllib.parse.urlencode({"username": "root@pam", "password": PASSWORD}).encode()
+        with urllib.request.urlopen(self.base + "/access/ticket", data=body, context=self.ctx) as r:
+            self.ticket = json.load(r)["data"]["ticket"]
+        self.samples = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        import urllib.request
+        while not self.stop.is_set():
+            req = urllib.request.Request(self.base + "/version",
+                                         headers={"Cookie": f"PVEAuthCookie={self.ticket}"})
+            t = time.monotonic()
+            try:
+                with urllib.request.urlopen(req, context=self.ctx) as r:
+                    r.read()
+                self.samples.append((time.time(), time.monotonic() - t))
+            except OSError:
+                pass
+            self.stop.wait(0.1)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join()
+
+
+def load_experiment(have_peer, n=20, task_s=40, cost_ms=20):
+    """n modules waiting at once on qmstart tasks of task_s seconds, on a pve-sim whose task
+    requests (status and log) cost cost_ms each in one of its 3 workers (as a busy pveproxy):
+    the task requests per second at the server, and an unrelated GET /version's latency, while
+    all n wait. Ours and the peer's `proxmox_kvm` (state=started) on the same simulator, one
+    after the other."""
+    scen = os.path.join(WORK, "load-scenario.json")
+    with open(scen, "w") as f:
+        json.dump([{"kind": "latency", "method": "GET", "path": "/tasks/", "ms": cost_ms}], f)
+    sim = Sim("load", ["--task-duration", f"qmstart={task_s}s", "--scenario", scen])
+    rows = []
+    try:
+        for i in range(2 * n):
+            r = ours(sim, {"node": "pve1", "vmid": 500 + i, "name": f"load{500 + i}", "state": "stopped"})
+            assert not r.get("failed"), r
+        for k, who in enumerate(("ours", "peer") if have_peer else ("ours",)):
+            ids = range(500 + k * n, 500 + (k + 1) * n)
+            start = time.time()
+            prober = Prober(sim)
+
+            def one(vmid):
+                if who == "ours":
+                    ours(sim, {"node": "pve1", "vmid": vmid, "state": "started", "timeout": "10m"})
+                else:
+                    peer(sim, "proxmox_kvm", {"node": "pve1", "vmid": vmid, "state": "started", "timeout": 600})
+
+            threads = [threading.Thread(target=one, args=(v,)) for v in ids]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            prober.finish()
+            tasks = [t for t in sim.tasks() if t["type"] == "qmstart" and t["start"] >= start - 1]
+            if len(tasks) < n:
+                print(f"load {who}: {len(tasks)} of {n} tasks", file=sys.stderr)
+                continue
+            # The window in which all n wait: from the last start (plus 2 s for the modules
+            # to settle) to the first end.
+            w0, w1 = max(t["start"] for t in tasks) + 2, min(t["end"] for t in tasks)
+            reqs = [r for r in sim.requests() if "/tasks/" in r["path"] and w0 <= r["ts"] <= w1]
+            lat = [d * 1000 for ts, d in prober.samples if w0 <= ts <= w1]
+            ends = [noticed(sim, t["upid"]) for t in tasks]
+            late = [e[0] * 1000 for e in ends if e]
+            rows.append({"who": who, "window_s": w1 - w0, "rps": len(reqs) / max(w1 - w0, 1e-9),
+                         "version_ms": lat, "late_ms": late})
+    finally:
+        sim.stop()
     return rows
 
 
@@ -474,7 +562,7 @@ def scale_experiment(n, have_peer):
     return out
 
 
-def write_report(args, lat, imports, noop, e2e, scale, path, waits=()):
+def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=()):
     size = {b: os.path.getsize(os.path.join(ROOT, "target", "release", b)) for b in ("vm", "image", "pve-sim")}
     lines = [
         "# Benchmark results",
@@ -515,6 +603,18 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=()):
             name = "sankofa.proxmox.vm" if w["who"] == "ours" else "proxmox_kvm (one task)"
             lines.append(f"| {w['scenario']} | {name} | {w['n']} | {w['task_s']:.1f} | {stats(w['latency_ms'])} | "
                          f"{statistics.median(w['requests']):.0f}, {max(w['requests'])} |")
+    if load:
+        lines += ["", "### Load: 20 modules waiting at once, task requests costing 20 ms each", "",
+                  "20 `state: started` runs at once on 40 s qmstart tasks (no progress), on a pve-sim whose task "
+                  "requests (status and log) take 20 ms in one of its 3 workers. Measured while all 20 wait: task "
+                  "requests per second at the server, and an unrelated client's `GET /version` every 100 ms. "
+                  "End noticed: from each task's end to the first answer about it.", "",
+                  "| client | window s | task requests/s | GET /version, ms | end noticed, ms |",
+                  "|---|---|---|---|---|"]
+        for r in load:
+            name = "sankofa.proxmox.vm" if r["who"] == "ours" else "proxmox_kvm"
+            lines.append(f"| {name} | {r['window_s']:.0f} | {r['rps']:.1f} | {stats(r['version_ms'])} | "
+                         f"{stats(r['late_ms'])} |")
     if noop:
         lines += ["", "## 3. A no-op call (VM exists, nothing to change)", "",
                   "| client | module process wall ms (median) | module peak RSS MiB | API requests | whole `ansible localhost -m` ms (median) |",
@@ -555,7 +655,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="also 2- and 5-minute tasks and imports")
     ap.add_argument("--no-peer", action="store_true")
-    ap.add_argument("--only", default="latency,imports,waits,noop,e2e,scale",
+    ap.add_argument("--only", default="latency,imports,waits,load,noop,e2e,scale",
                     help="comma-separated experiments to run (default: all)")
     ap.add_argument("--wait-runs", type=int, default=10, help="runs per client and import scenario")
     ap.add_argument("--wait-runs-others", type=int, default=None,
@@ -571,16 +671,17 @@ def main():
     picked = [sc for sc in WAIT_SCENARIOS
               if not args.wait_scenarios or sc[0].split()[0] in args.wait_scenarios.split(",")]
     waits = waits_experiment(have_peer, args.wait_runs, picked, args.wait_runs_others) if "waits" in only else []
+    load = load_experiment(have_peer) if "load" in only else []
     noop = noop_experiment(have_peer, runs=20) if "noop" in only else {}
     e2e = e2e_experiment(have_peer) if "e2e" in only else []
     scale = scale_experiment(50, have_peer) if "scale" in only else {}
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
-    if only == {"waits"}:
-        # A waits-only run keeps the full report and writes its own.
-        write_report(args, [], [], {}, [], {}, os.path.join(out, "waits.md"), waits)
+    if only <= {"waits", "load"}:
+        # A run of the wait experiments alone keeps the full report and writes its own.
+        write_report(args, [], [], {}, [], {}, os.path.join(out, "waits.md"), waits, load)
         return
-    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits)
+    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits, load)
     with open(os.path.join(WORK, "results.json"), "w") as f:
         json.dump({"latency": lat, "imports": imports, "e2e": e2e}, f)
     plot = os.path.join(WORK, "plot-venv", "bin", "python")

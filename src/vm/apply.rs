@@ -65,6 +65,11 @@ fn p(pairs: &[(&str, String)]) -> Params {
         .collect()
 }
 
+/// Whether a create or config request imports a disk (its task copies and reports progress).
+fn imports(params: &[(String, String)]) -> bool {
+    params.iter().any(|(_, v)| v.contains("import-from="))
+}
+
 impl<'a> Runner<'a> {
     fn fail(&self, msg: impl Into<String>) -> Failure {
         Failure {
@@ -264,7 +269,12 @@ impl<'a> Runner<'a> {
 
     /// Waits for a task; every way it can end badly becomes a failed result with context.
     fn wait(&mut self, upid: Upid, what: &str) -> Result<(), Failure> {
-        let policy = self.policy();
+        self.wait_copy(upid, what, false)
+    }
+
+    /// [`Runner::wait`] for a task that may copy a disk (`copies`: it imports one).
+    fn wait_copy(&mut self, upid: Upid, what: &str, copies: bool) -> Result<(), Failure> {
+        let policy = self.policy().expecting_progress(copies);
         self.log
             .wait(self.client, &upid, &policy, self.stop_on_timeout, what)
             .map(|_| ())
@@ -384,7 +394,7 @@ impl<'a> Runner<'a> {
                 Ok(Dispatched::Task(upid)) => {
                     let before = self.changed;
                     self.changed = true;
-                    if let Err(f) = self.wait(upid, &what) {
+                    if let Err(f) = self.wait_copy(upid, &what, imports(params)) {
                         // A failed or stopped create removes its config and volumes: then
                         // nothing changed. A create still running (timeout) did change things.
                         if matches!(self.find(), Ok(None)) {
@@ -519,6 +529,7 @@ impl<'a> Runner<'a> {
         what: &str,
     ) -> Result<Done, Failure> {
         let (node, vmid) = (cur.node.clone(), cur.vmid);
+        let copies = imports(&params);
         let result = dispatch(
             self.client,
             method,
@@ -531,7 +542,7 @@ impl<'a> Runner<'a> {
             Ok(Dispatched::Task(upid)) => {
                 let before = self.changed;
                 self.changed = true;
-                match self.wait(upid, what) {
+                match self.wait_copy(upid, what, copies) {
                     Ok(()) => Ok(Done::Vm(vmid, node)),
                     // The worker re-checked the VM under its file lock and refused before
                     // changing anything (another run changed the config, another operation
