@@ -12,8 +12,9 @@ use crate::pve::wait::{Exit, Policy};
 
 use crate::ansible::protocol::{Failure, Invocation, quote};
 use crate::ansible::spec::{Kind, Opt, Spec, parse_duration};
+use crate::pve::client::Hints;
 use crate::pve::client::{Client, Connection, Credentials};
-use crate::pve::tls::{Trust, load_ca, parse_fingerprint};
+use crate::pve::tls::{Trust, parse_ca_pem, parse_fingerprint};
 
 /// The connection options.
 pub fn connection_options() -> Vec<Opt> {
@@ -141,6 +142,24 @@ fn header_safe(s: &str) -> bool {
     !s.is_empty() && s.trim() == s && s.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
+/// What the PVE client adds to its connection errors: the options a user can set.
+fn hints() -> Hints {
+    Hints {
+        tls: "PVE uses a self-signed certificate by default: set ca_path to the cluster CA \
+              (/etc/pve/pve-root-ca.pem), or api_fingerprint to the node certificate's SHA-256 \
+              fingerprint (pvenode cert info), or, on a trusted network only, validate_certs: false"
+            .into(),
+        connect: "is api_host/api_port a reachable PVE node? pveproxy listens on 8006".into(),
+        timeout: "api_timeout".into(),
+        login: "check api_user and api_password".into(),
+        token: "check api_token_id and api_token_secret".into(),
+        proxy:
+            "set the proxy option, add the host to NO_PROXY, or give proxy: '' to connect directly"
+                .into(),
+        not_pve: "is api_host/api_port a Proxmox VE node?".into(),
+    }
+}
+
 /// Builds the connection from the options, with warnings to pass on.
 pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure> {
     let mut warnings = Vec::new();
@@ -164,9 +183,11 @@ pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure
         )));
     }
     let trust = if let Some(fp) = inv.str("api_fingerprint") {
-        Trust::Pin(parse_fingerprint(fp).map_err(Failure::msg)?)
+        Trust::Pin(parse_fingerprint(fp).map_err(|e| Failure::msg(format!("api_fingerprint {e}")))?)
     } else if let Some(ca) = inv.str("ca_path") {
-        Trust::Ca(load_ca(ca).map_err(Failure::msg)?)
+        // A CA bundle is a few KiB; even the whole public root store is under 1 MiB.
+        let pem = crate::files::read_bounded(ca, 1 << 20, "ca_path").map_err(Failure::msg)?;
+        Trust::Ca(parse_ca_pem(&pem).map_err(|e| Failure::msg(format!("ca_path {ca}: {e}")))?)
     } else if inv.bool("validate_certs") == Some(false) {
         warnings.push(
             "validate_certs is false: the PVE server's certificate is not checked. Prefer api_fingerprint (pin the node certificate) or ca_path"
@@ -227,6 +248,8 @@ pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure
         deadline: std::time::Instant::now() + duration(inv, "timeout"),
         proxy,
         credentials,
+        hints: hints(),
+        secret_sink: crate::ansible::protocol::register_secret,
     };
     Ok((conn, warnings))
 }

@@ -15,6 +15,7 @@ pub mod ansible;
 pub mod common;
 pub mod files;
 pub mod image;
-pub mod interrupt;
-pub mod pve;
+/// The PVE API client (the `sankofa-pve` crate in `pve/`).
+pub use ::pve;
+pub use pve::interrupt;
 pub mod vm;

@@ -46,9 +46,9 @@ fn certificate_checks() {
     let msg = r["msg"].as_str().unwrap();
     assert!(
         msg.contains(&format!(
-            "certificate fingerprint mismatch: the server presented {}, api_fingerprint is {wrong}",
+            "certificate fingerprint mismatch: the server presented {}, the pinned fingerprint is {wrong}",
             sim.fingerprint()
-        )),
+        )) && msg.contains("api_fingerprint to the node certificate's SHA-256 fingerprint"),
         "{msg}"
     );
 

@@ -34,7 +34,7 @@ static PRINTED: AtomicBool = AtomicBool::new(false);
 /// (upper- and lower-case hex), form-encoded (`+` for spaces), and JSON-escaped (a server
 /// error that echoes the request as JSON, or quotes the header).
 fn spellings(s: &str) -> Vec<String> {
-    let pct = crate::pve::encode::url_encode(s);
+    let pct = percent_encode(s);
     let lower = {
         let mut out = String::with_capacity(pct.len());
         let mut hex_left = 0;
@@ -383,6 +383,22 @@ pub fn run_module(spec: &Spec, body: impl FnOnce(&Invocation) -> Result<Outcome,
     std::process::exit(if failed { 1 } else { 0 });
 }
 
+/// The percent-encoded spelling of a value, as a secret may appear in a request body or a URL
+/// that ends up in a message: `encodeURIComponent`'s set, which is how the PVE client encodes
+/// form bodies (kept here, not borrowed from it: the Ansible layer does not depend on the PVE
+/// client).
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -478,9 +494,9 @@ mod tests {
         register_secret(secret);
         for echoed in [
             secret.to_string(),
-            crate::pve::encode::url_encode(secret),
-            crate::pve::encode::url_encode(secret).to_ascii_lowercase(),
-            crate::pve::encode::url_encode(secret).replace("%20", "+"),
+            percent_encode(secret),
+            percent_encode(secret).to_ascii_lowercase(),
+            percent_encode(secret).replace("%20", "+"),
             serde_json::to_string(secret).unwrap(),
             format!("PVEAPIToken=root@pam!ci={secret}"),
         ] {

@@ -70,6 +70,18 @@ pub fn url_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A value as a message may quote it: at most 64 characters, then how long it was, so a huge
+/// or binary value from a server or a setting never floods a message.
+pub fn quote(s: impl AsRef<str>) -> String {
+    const MAX: usize = 64;
+    let s = s.as_ref();
+    if s.chars().count() <= MAX {
+        return format!("{s:?}");
+    }
+    let head: String = s.chars().take(MAX).collect();
+    format!("{:?}", format!("{head}… ({} bytes)", s.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,13 +21,48 @@ pub struct Connection {
     pub host: String,
     pub port: u16,
     pub trust: Trust,
-    /// `api_timeout`: the longest one request may take.
+    /// The longest one request may take.
     pub timeout: Duration,
     /// The run's deadline (`timeout`): no request outlasts it.
     pub deadline: Instant,
     /// The HTTP proxy to tunnel through, if any.
     pub proxy: Option<super::proxy::ProxyChoice>,
     pub credentials: Credentials,
+    /// The caller's advice for connection errors.
+    pub hints: Hints,
+    /// Called with every secret the client learns or sends (a login ticket, a CSRF token, a
+    /// proxy password), so the caller can keep them out of its output.
+    pub secret_sink: fn(&str),
+}
+
+/// Advice the caller adds to the client's error messages, in its own words: the client knows
+/// what failed, the caller knows what its user can set (the module layer names its options).
+/// An empty hint adds nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Hints {
+    /// After a TLS failure (an untrusted or unexpected certificate).
+    pub tls: String,
+    /// After a failed connection (refused, unresolvable, unreachable).
+    pub connect: String,
+    /// The name of the per-request timeout, for "no answer within …".
+    pub timeout: String,
+    /// After a refused password login.
+    pub login: String,
+    /// After a refused API token.
+    pub token: String,
+    /// After a proxy that cannot be reached or refused the tunnel.
+    pub proxy: String,
+    /// After an answer that is not PVE's (a redirect, a non-JSON body).
+    pub not_pve: String,
+}
+
+/// `text` followed by `sep` and the hint, or `text` alone when there is no hint.
+fn hinted(text: String, sep: &str, hint: &str, end: &str) -> String {
+    if hint.is_empty() {
+        text
+    } else {
+        format!("{text}{sep}{hint}{end}")
+    }
 }
 
 /// The largest answer read (the biggest legitimate ones, a cluster listing or a page of a
@@ -62,6 +97,8 @@ pub struct Client {
     timeout: Duration,
     deadline: Cell<Instant>,
     proxy: Option<super::proxy::ProxyChoice>,
+    hints: Hints,
+    secret_sink: fn(&str),
     /// Whether the server has answered at all in this run.
     answered: Cell<bool>,
 }
@@ -93,6 +130,7 @@ fn transport_error(
     e: ureq::Error,
     base: &str,
     proxy: Option<&super::proxy::ProxyChoice>,
+    hints: &Hints,
 ) -> ApiError {
     use std::io::ErrorKind as K;
     use ureq::Error as E;
@@ -115,9 +153,14 @@ fn transport_error(
                 "cannot be reached to connect to"
             };
             return ApiError::Unreachable {
-                detail: format!(
-                    "the proxy {} (from {}) {what} {base}: {text}; set the proxy option, add the host to NO_PROXY, or give proxy: '' to connect directly",
-                    p.shown, p.source
+                detail: hinted(
+                    format!(
+                        "the proxy {} (from {}) {what} {base}: {text}",
+                        p.shown, p.source
+                    ),
+                    "; ",
+                    &hints.proxy,
+                    "",
                 ),
             };
         }
@@ -134,17 +177,26 @@ fn transport_error(
         || matches!(&e, E::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()))
         || text.contains("certificate");
     let detail = if tls {
-        format!(
-            "TLS connection to {base} failed: {text}. PVE uses a self-signed certificate by default: set ca_path to the cluster CA \
-             (/etc/pve/pve-root-ca.pem), or api_fingerprint to the node certificate's SHA-256 fingerprint (pvenode cert info), \
-             or, on a trusted network only, validate_certs: false"
+        hinted(
+            format!("TLS connection to {base} failed: {text}"),
+            ". ",
+            &hints.tls,
+            "",
         )
     } else if connect {
-        format!(
-            "unable to connect to {base}: {text} (is api_host/api_port a reachable PVE node? pveproxy listens on 8006)"
+        hinted(
+            format!("unable to connect to {base}: {text}"),
+            " (",
+            &hints.connect,
+            ")",
         )
     } else if let E::Timeout(t) = e {
-        format!("no answer from {base} within api_timeout ({t})")
+        let name = if hints.timeout.is_empty() {
+            "the request timeout"
+        } else {
+            &hints.timeout
+        };
+        format!("no answer from {base} within {name} ({t})")
     } else {
         format!("request to {base} failed: {text}")
     };
@@ -166,7 +218,7 @@ impl Client {
         let proxy = match &conn.proxy {
             Some(p) => {
                 if let Some(pw) = &p.password {
-                    crate::ansible::protocol::register_secret(pw);
+                    (conn.secret_sink)(pw);
                 }
                 Some(ureq::Proxy::new(&p.url).map_err(|e| ApiError::Unreachable {
                     detail: format!("{} {}: {e}", p.source, p.shown),
@@ -207,6 +259,8 @@ impl Client {
             timeout: conn.timeout,
             deadline: Cell::new(conn.deadline),
             proxy: conn.proxy.clone(),
+            hints: conn.hints.clone(),
+            secret_sink: conn.secret_sink,
             answered: Cell::new(false),
         };
         if let Credentials::Password { .. } = client.credentials {
@@ -241,14 +295,21 @@ impl Client {
             ("username".to_string(), user.clone()),
             ("password".to_string(), password.clone()),
         ];
-        let data = self.send(Method::Post, "/access/ticket", &params, false).map_err(|e| match e {
-            ApiError::Http { status: 401, .. } => ApiError::Http {
-                status: 401,
-                message: format!("authentication failure: PVE refused the login of '{user}' (check api_user and api_password)"),
-                errors: Map::new(),
-            },
-            other => other,
-        })?;
+        let data = self
+            .send(Method::Post, "/access/ticket", &params, false)
+            .map_err(|e| match e {
+                ApiError::Http { status: 401, .. } => ApiError::Http {
+                    status: 401,
+                    message: hinted(
+                        format!("authentication failure: PVE refused the login of '{user}'"),
+                        " (",
+                        &self.hints.login,
+                        ")",
+                    ),
+                    errors: Map::new(),
+                },
+                other => other,
+            })?;
         let cookie = data["data"]["ticket"]
             .as_str()
             .unwrap_or_default()
@@ -265,8 +326,8 @@ impl Client {
                 ),
             });
         }
-        crate::ansible::protocol::register_secret(&cookie);
-        crate::ansible::protocol::register_secret(&csrf);
+        (self.secret_sink)(&cookie);
+        (self.secret_sink)(&csrf);
         *self.ticket.borrow_mut() = Some(Ticket { cookie, csrf });
         Ok(())
     }
@@ -308,8 +369,11 @@ impl Client {
             Err(e) if e.is_auth() => Err(ApiError::Http {
                 status: 401,
                 message: match &self.credentials {
-                    Credentials::Token { id, .. } => format!(
-                        "authentication failure: PVE refused the API token '{id}' (check api_token_id and api_token_secret)"
+                    Credentials::Token { id, .. } => hinted(
+                        format!("authentication failure: PVE refused the API token '{id}'"),
+                        " (",
+                        &self.hints.token,
+                        ")",
                     ),
                     Credentials::Password { user, .. } => {
                         format!("authentication failure for '{user}'")
@@ -409,7 +473,7 @@ impl Client {
             }
         };
         let mut resp = result.map_err(|e| {
-            match transport_error(e, &self.base, self.proxy.as_ref()) {
+            match transport_error(e, &self.base, self.proxy.as_ref(), &self.hints) {
                 // Nothing has ever answered: a wrong host, port or certificate setting, not a
                 // restart to wait out.
                 ApiError::Transport {
@@ -426,12 +490,17 @@ impl Client {
                 .headers()
                 .get("location")
                 .and_then(|l| l.to_str().ok())
-                .map(crate::ansible::protocol::quote)
+                .map(crate::encode::quote)
                 .unwrap_or_else(|| "elsewhere".into());
             return Err(ApiError::NotPve {
-                detail: format!(
-                    "{} answered {status} (a redirect to {to}), which PVE's API never does; it was not followed: is api_host/api_port a Proxmox VE node?",
-                    self.base
+                detail: hinted(
+                    format!(
+                        "{} answered {status} (a redirect to {to}), which PVE's API never does; it was not followed",
+                        self.base
+                    ),
+                    ": ",
+                    &self.hints.not_pve,
+                    "",
                 ),
             });
         }
@@ -448,7 +517,7 @@ impl Client {
                         MAX_BODY >> 20
                     ),
                 },
-                other => transport_error(other, &self.base, self.proxy.as_ref()),
+                other => transport_error(other, &self.base, self.proxy.as_ref(), &self.hints),
             })?;
         let reason = self
             .status
@@ -458,7 +527,16 @@ impl Client {
             .take();
         if status == 200 {
             return serde_json::from_str(&text).map_err(|_| ApiError::NotPve {
-                detail: format!("{} did not answer like a PVE API (a {} byte non-JSON body); is api_host/api_port a Proxmox VE node?", self.base, text.len()),
+                detail: hinted(
+                    format!(
+                        "{} did not answer like a PVE API (a {} byte non-JSON body)",
+                        self.base,
+                        text.len()
+                    ),
+                    "; ",
+                    &self.hints.not_pve,
+                    "",
+                ),
             });
         }
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);

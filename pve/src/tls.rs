@@ -38,7 +38,9 @@ pub fn parse_fingerprint(s: &str) -> Result<[u8; 32], String> {
         .filter(|c| *c != ':' && !c.is_whitespace())
         .collect();
     if hex.len() != 64 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err("api_fingerprint must be a SHA-256 fingerprint: 32 hex bytes, colon-separated (AA:BB:…) or not".into());
+        return Err(
+            "must be a SHA-256 fingerprint: 32 hex bytes, colon-separated (AA:BB:…) or not".into(),
+        );
     }
     let mut out = [0u8; 32];
     for (i, b) in out.iter_mut().enumerate() {
@@ -54,16 +56,14 @@ fn colon_hex(b: &[u8]) -> String {
         .join(":")
 }
 
-/// Reads the certificates of a PEM file.
-pub fn load_ca(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+/// The certificates of a PEM file's contents.
+pub fn parse_ca_pem(data: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
     use rustls::pki_types::pem::PemObject;
-    // A CA bundle is a few KiB; even the whole public root store is under 1 MiB.
-    let data = crate::files::read_bounded(path, 1 << 20, "ca_path")?;
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(&data)
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(data)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("ca_path {path}: not a PEM certificate file ({e:?})"))?;
+        .map_err(|e| format!("not a PEM certificate file ({e:?})"))?;
     if certs.is_empty() {
-        return Err(format!("ca_path {path}: no certificate found in the file"));
+        return Err("no certificate found in the file".into());
     }
     Ok(certs)
 }
@@ -93,7 +93,7 @@ impl ServerCertVerifier for FingerprintVerifier {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::General(format!(
-                "certificate fingerprint mismatch: the server presented {}, api_fingerprint is {}",
+                "certificate fingerprint mismatch: the server presented {}, the pinned fingerprint is {}",
                 colon_hex(got.as_ref()),
                 colon_hex(&pin)
             )))
@@ -143,7 +143,8 @@ pub fn client_config(trust: &Trust) -> Result<Arc<ClientConfig>, String> {
             let (added, _) = roots.add_parsable_certificates(certs.iter().cloned());
             if added == 0 {
                 return Err(
-                    "ca_path: none of its certificates could be used as a trust anchor".into(),
+                    "none of the trusted CA file's certificates could be used as a trust anchor"
+                        .into(),
                 );
             }
             builder.with_root_certificates(roots).with_no_client_auth()

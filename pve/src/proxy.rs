@@ -66,7 +66,7 @@ fn parse(url: &str, source: &str) -> Result<ProxyChoice, String> {
     let bad = || {
         format!(
             "{source} must be a proxy URL such as http://proxy.example.com:3128, got {}",
-            crate::ansible::protocol::quote(hostport)
+            crate::encode::quote(hostport)
         )
     };
     if hostport.is_empty()

@@ -1,0 +1,26 @@
+//! A synchronous client of the Proxmox VE API, free of Ansible: the module layer above it
+//! (`sankofa_proxmox`) turns its errors into results and adds the hints that name options.
+//!
+//! * [`client`]: transport, authentication (ticket or token), bounded answers, and the
+//!   [`client::Hints`] the caller gives for its error messages.
+//! * [`error`]: API errors and their classification (safe to resend? lock contention?
+//!   transient? refused by a worker before it acted?).
+//! * [`ops`]: the retry semantics of a request: a dispatched task, a plain call.
+//! * [`tasks`], [`wait`], [`upid`]: waiting on a task by its UPID; the wait policy is pure.
+//! * [`tls`], [`proxy`], [`encode`]: trust, proxies, path segments and form bodies.
+//! * [`interrupt`]: signals end a wait cleanly (the one place that installs handlers).
+
+// A failed wait carries its task report (UPID, log tail, progress); it ends the wait, so its
+// size on the error path does not matter and boxing it would only add noise.
+#![allow(clippy::result_large_err)]
+
+pub mod client;
+pub mod encode;
+pub mod error;
+pub mod interrupt;
+pub mod ops;
+pub mod proxy;
+pub mod tasks;
+pub mod tls;
+pub mod upid;
+pub mod wait;
