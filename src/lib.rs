@@ -4,18 +4,25 @@
 //! * [`ansible`]: Ansible's contract for binary modules (arguments, spec, results).
 //! * [`pve`]: the PVE API client (transport, TLS, auth, errors, UPIDs, task waits).
 //! * [`vm`]: the `vm` module's logic (spec, plan, apply); [`image`]: the `image` module's.
-//! * [`common`]: options every module shares; [`interrupt`]: signal handling; [`files`]:
-//!   bounded reads of the files a user names.
+//! * [`runner`]: one module run (wait settings, session, task log, the common result keys);
+//!   [`connection`]: the connection options and how they become a client; [`ids`]: PVE's
+//!   identifier formats; [`interrupt`]: signal handling; [`files`]: bounded reads of the
+//!   files a user names.
+//!
+//! The arrows go one way: `bin` → `vm`/`image` → `runner`/`connection` → `pve` and
+//! `ansible`; `pve` (its own crate) and `ansible` never use each other.
 
 // A failed result carries its context (messages, task data); it ends the run, so its size
 // on the error path does not matter and boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
 pub mod ansible;
-pub mod common;
+pub mod connection;
 pub mod files;
+pub mod ids;
 pub mod image;
 /// The PVE API client (the `sankofa-pve` crate in `pve/`).
 pub use ::pve;
 pub use pve::interrupt;
+pub mod runner;
 pub mod vm;

@@ -397,12 +397,9 @@ impl Client {
         if let Some(sig) = crate::interrupt::received()
             && !path.contains("/tasks/")
         {
-            return Err(ApiError::Transport {
-                detail: format!(
-                    "interrupted by {sig}: {} {path} was not sent",
-                    method.as_str()
-                ),
-                sent: false,
+            return Err(ApiError::Interrupted {
+                signal: sig,
+                what: format!("{} {path} was not sent", method.as_str()),
             });
         }
         // Each request is bounded by api_timeout and by what is left of the run.
@@ -411,12 +408,8 @@ impl Client {
             .get()
             .saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(ApiError::Transport {
-                detail: format!(
-                    "the run's timeout was reached before {} {path} could be sent",
-                    method.as_str()
-                ),
-                sent: false,
+            return Err(ApiError::DeadlineReached {
+                what: format!("{} {path} could be sent", method.as_str()),
             });
         }
         let limit = self.timeout.min(left);

@@ -25,6 +25,11 @@ pub enum ApiError {
     /// the tunnel: a setting to fix (host, port, proxy), not a blip to retry. Once the server
     /// has answered, a refused connection is a [`ApiError::Transport`] (pveproxy restarting).
     Unreachable { detail: String },
+    /// A signal (SIGINT, SIGTERM, …) arrived: the request was not sent, or a back-off before
+    /// sending it again was cut short. Nothing more is sent but a task's status, log or stop.
+    Interrupted { signal: &'static str, what: String },
+    /// The run's deadline passed before the request could be sent.
+    DeadlineReached { what: String },
 }
 
 impl fmt::Display for ApiError {
@@ -56,6 +61,13 @@ impl fmt::Display for ApiError {
             ApiError::NotPve { detail } => write!(f, "{detail}"),
             ApiError::CheckMode { what } => write!(f, "check mode: refusing to send {what}"),
             ApiError::Unreachable { detail } => write!(f, "{detail}"),
+            ApiError::Interrupted { signal, what } if what.is_empty() => {
+                write!(f, "interrupted by {signal}")
+            }
+            ApiError::Interrupted { signal, what } => write!(f, "interrupted by {signal}: {what}"),
+            ApiError::DeadlineReached { what } => {
+                write!(f, "the run's timeout was reached before {what}")
+            }
         }
     }
 }
@@ -76,7 +88,9 @@ impl ApiError {
             ApiError::Transport { detail, .. }
             | ApiError::NotPve { detail }
             | ApiError::Unreachable { detail } => detail,
-            ApiError::CheckMode { .. } => "",
+            ApiError::CheckMode { .. }
+            | ApiError::Interrupted { .. }
+            | ApiError::DeadlineReached { .. } => "",
         }
     }
 
@@ -107,9 +121,11 @@ impl ApiError {
         match self {
             ApiError::Transport { .. } => true,
             ApiError::Http { status, .. } => matches!(status, 502..=504 | 595..=599),
-            ApiError::NotPve { .. } | ApiError::CheckMode { .. } | ApiError::Unreachable { .. } => {
-                false
-            }
+            ApiError::NotPve { .. }
+            | ApiError::CheckMode { .. }
+            | ApiError::Unreachable { .. }
+            | ApiError::Interrupted { .. }
+            | ApiError::DeadlineReached { .. } => false,
         }
     }
 
@@ -146,8 +162,27 @@ impl ApiError {
                 matches!(status, 400..=499 | 595) || self.is_lock_contention()
             }
             ApiError::NotPve { .. } => false,
-            ApiError::CheckMode { .. } | ApiError::Unreachable { .. } => true,
+            ApiError::CheckMode { .. }
+            | ApiError::Unreachable { .. }
+            | ApiError::Interrupted { .. }
+            | ApiError::DeadlineReached { .. } => true,
         }
+    }
+
+    /// `… checksum mismatch (file change by other user?)`: the config changed since it was
+    /// read (its digest no longer matches); read it again and re-plan.
+    pub fn is_checksum_mismatch(&self) -> bool {
+        self.status().is_some_and(|s| s >= 400) && self.message().contains("checksum mismatch")
+    }
+
+    /// `VM N already exists on node 'X'` (qemu-server's create): the vmid is taken.
+    pub fn is_already_exists(&self) -> bool {
+        self.status() == Some(500) && self.message().contains("already exists")
+    }
+
+    /// A signal ended the request (or the pause before it).
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, ApiError::Interrupted { .. })
     }
 
     /// `Configuration file '…/N.conf' does not exist`: the VM is not (or no longer) there.

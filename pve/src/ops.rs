@@ -45,12 +45,9 @@ fn pause(d: Duration, deadline: Instant) -> Result<(), ApiError> {
     if interrupt::sleep(d) {
         Ok(())
     } else {
-        Err(ApiError::Transport {
-            detail: format!(
-                "interrupted by {}",
-                interrupt::received().unwrap_or("a signal")
-            ),
-            sent: false,
+        Err(ApiError::Interrupted {
+            signal: interrupt::received().unwrap_or("a signal"),
+            what: String::new(),
         })
     }
 }

@@ -161,13 +161,6 @@ impl Failure {
     }
 }
 
-impl From<anyhow::Error> for Failure {
-    fn from(e: anyhow::Error) -> Self {
-        // `{:#}` joins the context chain: "creating VM 100 on pve1: VM is locked (create)".
-        Failure::msg(format!("{e:#}"))
-    }
-}
-
 /// The parsed invocation.
 #[derive(Debug)]
 pub struct Invocation {

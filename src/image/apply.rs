@@ -8,12 +8,10 @@ use serde_json::{Value, json};
 use super::plan::{Step, plan};
 use super::spec::{Desired, desired};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
-use crate::common::{self, TaskLog};
 use crate::pve::client::{Client, Method, Params};
 use crate::pve::encode::{node_path, segment};
 use crate::pve::ops::{self, Dispatched, dispatch};
-use crate::pve::tasks::TaskReport;
-use crate::pve::wait::Policy;
+use crate::runner::Session;
 
 /// `/nodes/{node}/storage/{storage}`, encoded.
 fn storage_path(d: &Desired) -> String {
@@ -36,23 +34,32 @@ fn lookup(client: &Client, d: &Desired, deadline: Instant) -> Result<Option<Valu
 
 /// Runs the `image` module.
 pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
-    let started = Instant::now();
     let d = desired(inv).map_err(Failure::msg)?;
-    let poll_interval = common::poll_interval(inv).map_err(Failure::msg)?;
-    let (client, warnings) = common::connect(inv)?;
-    let deadline = started + common::duration(inv, "timeout");
-    let stop = inv.bool("stop_task_on_timeout").unwrap_or(false);
-    let mut log = TaskLog {
-        tasks: Vec::new(),
-        warnings,
-    };
-    let before = lookup(&client, &d, deadline)?;
-    let steps = plan(&d, before.is_some());
+    let mut s = Session::start(inv)?;
+    let mut changed = false;
+    let result = converge(&mut s, &d, inv.ctx.check_mode, &mut changed).map_err(|mut f| {
+        f.data.insert("volid".into(), json!(d.volid()));
+        f
+    });
+    s.finish(result, changed)
+}
+
+/// Looks, plans, and (unless in check mode) carries out the plan; `changed` says whether
+/// anything changed, also when a later step fails.
+fn converge(
+    s: &mut Session,
+    d: &Desired,
+    check_mode: bool,
+    changed: &mut bool,
+) -> Result<Outcome, Failure> {
+    let deadline = s.deadline;
+    let before = lookup(&s.client, d, deadline)?;
+    let steps = plan(d, before.is_some());
     let state = |e: bool| if e { "present" } else { "absent" };
     let header = format!("{} on {}", d.volid(), d.node);
     let mut o = Outcome::default();
     o.data.insert("volid".into(), json!(d.volid()));
-    if inv.ctx.check_mode {
+    if check_mode {
         // A checksum check on an existing file cannot be predicted without PVE reading it.
         o.changed =
             steps.contains(&Step::Delete) || (steps.contains(&Step::Download) && before.is_none());
@@ -71,18 +78,15 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         };
         return Ok(o);
     }
-    let mut changed = false;
-    let result = (|| -> Result<(), Failure> {
+    {
         for step in &steps {
-            let policy = Policy::with_timeout(deadline.saturating_duration_since(Instant::now()))
-                .with_cap(poll_interval);
             match step {
                 Step::Delete => {
                     // The volume id holds '/' and ':': it travels as one encoded path segment.
-                    let path = format!("{}/content/{}", storage_path(&d), segment(&d.volid()));
+                    let path = format!("{}/content/{}", storage_path(d), segment(&d.volid()));
                     let what = format!("removing {}", d.volid());
                     match dispatch(
-                        &client,
+                        &s.client,
                         Method::Delete,
                         &path,
                         &Vec::new(),
@@ -90,10 +94,10 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
                         || None,
                     ) {
                         Ok(Dispatched::Task(upid)) => {
-                            changed = true;
-                            log.wait(&client, &upid, &policy, stop, &what)?;
+                            *changed = true;
+                            s.wait(&upid, &what, false)?;
                         }
-                        Ok(Dispatched::Done) => changed = true,
+                        Ok(Dispatched::Done) => *changed = true,
                         Err(e) => return Err(Failure::msg(format!("{what}: {e}"))),
                     }
                 }
@@ -115,58 +119,42 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
                         params.push(("checksum".into(), sum.clone()));
                         params.push(("checksum-algorithm".into(), algo.clone()));
                     }
-                    let path = format!("{}/download-url", storage_path(&d));
+                    let path = format!("{}/download-url", storage_path(d));
                     let what = format!("downloading {url} to {}", d.volid());
+                    let client = &s.client;
                     let recover = || {
-                        crate::pve::tasks::active_tasks(&client, &d.node, None, Some("download"))
+                        crate::pve::tasks::active_tasks(client, &d.node, None, Some("download"))
                             .ok()?
                             .into_iter()
                             .find(|u| u.id.contains(&d.filename))
                     };
-                    match dispatch(&client, Method::Post, &path, &params, deadline, recover) {
+                    match dispatch(client, Method::Post, &path, &params, deadline, recover) {
                         Ok(Dispatched::Task(upid)) => {
-                            let r = log
-                                .wait(&client, &upid, &policy, stop, &what)
-                                .map_err(|f| Failure { changed, ..f })?;
+                            // The download's log has no progress lines the wait reads.
+                            let r = s.wait(&upid, &what, false)?;
                             // PVE verified an existing file against the checksum and kept it.
                             if !r.log.iter().any(|l| l.contains("got correct file already")) {
-                                changed = true;
+                                *changed = true;
                             }
                         }
-                        Ok(Dispatched::Done) => changed = true,
-                        Err(e) => {
-                            return Err(Failure {
-                                changed,
-                                ..Failure::msg(format!("{what}: {e}"))
-                            });
-                        }
+                        Ok(Dispatched::Done) => *changed = true,
+                        Err(e) => return Err(Failure::msg(format!("{what}: {e}"))),
                     }
                 }
             }
         }
-        Ok(())
-    })();
-    let tasks: Vec<Value> = log.tasks.iter().map(TaskReport::to_json).collect();
-    let elapsed = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
-    if let Err(mut f) = result {
-        f.changed = f.changed || changed;
-        f.data.insert("volid".into(), json!(d.volid()));
-        f.data.insert("tasks".into(), json!(tasks));
-        f.data.insert("elapsed".into(), json!(elapsed));
-        f.warnings.extend(log.warnings);
-        return Err(f);
     }
     let after = if steps.is_empty() {
         before.clone()
     } else {
-        lookup(&client, &d, deadline)?
+        lookup(&s.client, d, deadline)?
     };
-    o.changed = changed;
+    o.changed = *changed;
     o.diff = Some(
         json!({"before": {"state": state(before.is_some())}, "after": {"state": state(after.is_some())},
                          "before_header": header, "after_header": header}),
     );
-    o.msg = match (changed, after.is_some()) {
+    o.msg = match (*changed, after.is_some()) {
         (true, true) => format!("downloaded {}", d.volid()),
         (true, false) => format!("removed {}", d.volid()),
         (false, true) => format!("{} is present", d.volid()),
@@ -176,8 +164,5 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         o.data.insert("size".into(), a["size"].clone());
         o.data.insert("format".into(), a["format"].clone());
     }
-    o.data.insert("tasks".into(), json!(tasks));
-    o.data.insert("elapsed".into(), json!(elapsed));
-    o.warnings = log.warnings;
     Ok(o)
 }

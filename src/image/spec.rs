@@ -4,7 +4,7 @@ use serde_json::json;
 
 use crate::ansible::protocol::{Invocation, quote};
 use crate::ansible::spec::{Kind, Opt, Spec};
-use crate::common;
+use crate::{connection, runner};
 
 /// The image asked for.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,8 +30,8 @@ impl Desired {
 
 /// The `image` module's argument spec.
 pub fn argument_spec() -> Spec {
-    let mut options = common::connection_options();
-    options.extend(common::wait_options("30m"));
+    let mut options = connection::connection_options();
+    options.extend(runner::wait_options("30m"));
     options.extend(vec![
         Opt::new("state", Kind::Str)
             .default(json!("present"))
@@ -54,7 +54,7 @@ pub fn argument_spec() -> Spec {
         options,
         ..Default::default()
     };
-    common::connection_rules(&mut spec);
+    connection::connection_rules(&mut spec);
     spec.required_if.push(("state", "present", vec!["url"]));
     spec.required_one_of.push(vec!["url", "filename"]);
     spec
@@ -181,8 +181,8 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     };
     Ok(Desired {
         present: inv.str("state") != Some("absent"),
-        node: crate::common::node_name("node", inv.str("node").unwrap_or_default())?,
-        storage: crate::common::storage_id("storage", inv.str("storage").unwrap_or("local"))?,
+        node: crate::ids::node_name("node", inv.str("node").unwrap_or_default())?,
+        storage: crate::ids::storage_id("storage", inv.str("storage").unwrap_or("local"))?,
         filename: filename(inv.str("filename"), url.as_deref(), &content)?,
         content,
         url,

@@ -9,14 +9,12 @@ use serde_json::{Value, json};
 use super::plan::{Current, Plan, Step, plan, predict_created};
 use super::spec::{Desired, State, desired, format_size};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
-use crate::common::{self, TaskLog};
-use crate::pve::client::{Client, Method, Params};
+use crate::pve::client::{Method, Params};
 use crate::pve::encode::node_path;
-use crate::pve::error::task_refused_before_acting;
 use crate::pve::ops::{self, Dispatched, backoff, dispatch};
-use crate::pve::tasks::{TaskReport, active_tasks};
+use crate::pve::tasks::active_tasks;
 use crate::pve::upid::Upid;
-use crate::pve::wait::Policy;
+use crate::runner::{Session, TaskFailed};
 
 /// Seconds since the epoch, as UPIDs count them.
 fn epoch_secs() -> u64 {
@@ -44,14 +42,8 @@ enum Done {
 }
 
 struct Runner<'a> {
-    client: &'a Client,
+    s: Session,
     d: &'a Desired,
-    deadline: Instant,
-    started: Instant,
-    stop_on_timeout: bool,
-    /// The `poll_interval` option.
-    poll_interval: Duration,
-    log: TaskLog,
     changed: bool,
     seed: u64,
     /// A config [`Runner::find`] read while looking: (vmid, node, config).
@@ -77,11 +69,6 @@ impl<'a> Runner<'a> {
             changed: self.changed,
             ..Default::default()
         }
-    }
-
-    fn policy(&self) -> Policy {
-        Policy::with_timeout(self.deadline.saturating_duration_since(Instant::now()))
-            .with_cap(self.poll_interval)
     }
 
     /// Finds the VM: (vmid, node).
@@ -114,7 +101,7 @@ impl<'a> Runner<'a> {
         };
         // Several VMs with the name: parallel runs that created one each are removing all but
         // the first (see `claim_name`); give them a moment before calling the name ambiguous.
-        let settle_until = (Instant::now() + Duration::from_secs(30)).min(self.deadline);
+        let settle_until = (Instant::now() + Duration::from_secs(30)).min(self.s.deadline);
         while hits.len() > 1 && Instant::now() < settle_until {
             if !crate::interrupt::sleep(Duration::from_secs(1)) {
                 break;
@@ -137,10 +124,10 @@ impl<'a> Runner<'a> {
     /// The cluster's VMs from `/cluster/resources`: (vmid, node, name as pvestatd last saw it).
     fn listing(&self) -> Result<Vec<(u32, String, String)>, Failure> {
         let list = ops::read(
-            self.client,
+            &self.s.client,
             "/cluster/resources",
             &p(&[("type", "vm".into())]),
-            self.deadline,
+            self.s.deadline,
         )
         .map_err(|e| self.fail(format!("listing the cluster's VMs: {e}")))?;
         Ok(list
@@ -179,10 +166,10 @@ impl<'a> Runner<'a> {
         nodes.dedup();
         for node in nodes {
             let list = ops::read(
-                self.client,
+                &self.s.client,
                 &format!("{}/qemu", node_path(node)),
                 &Vec::new(),
-                self.deadline,
+                self.s.deadline,
             )
             .map_err(|e| self.fail(format!("listing the VMs on {node}: {e}")))?;
             for v in list.as_array().into_iter().flatten() {
@@ -216,7 +203,7 @@ impl<'a> Runner<'a> {
                 .in_flight
                 .iter()
                 .any(|(id, n)| Some(*id) != own && self.recover(n, *id, "qmcreate").is_some());
-            if !waiting || Instant::now() >= self.deadline {
+            if !waiting || Instant::now() >= self.s.deadline {
                 return Ok(named);
             }
             if !crate::interrupt::sleep(Duration::from_millis(500)) {
@@ -231,10 +218,10 @@ impl<'a> Runner<'a> {
     /// A VM's config on a node, or `None` when it is not there.
     fn config_of(&self, vmid: u32, node: &str) -> Result<Option<Value>, Failure> {
         match ops::read(
-            self.client,
+            &self.s.client,
             &format!("{}/qemu/{vmid}/config", node_path(node)),
             &Vec::new(),
-            self.deadline,
+            self.s.deadline,
         ) {
             Ok(c) => Ok(Some(c)),
             Err(e) if e.is_missing_vm() => Ok(None),
@@ -253,10 +240,10 @@ impl<'a> Runner<'a> {
             },
         };
         let status = match ops::read(
-            self.client,
+            &self.s.client,
             &format!("{}/qemu/{vmid}/status/current", node_path(node)),
             &Vec::new(),
-            self.deadline,
+            self.s.deadline,
         ) {
             Ok(st) => st,
             Err(e) if e.is_missing_vm() => return Ok(None),
@@ -269,18 +256,21 @@ impl<'a> Runner<'a> {
 
     /// Waits for a task; every way it can end badly becomes a failed result with context.
     fn wait(&mut self, upid: Upid, what: &str) -> Result<(), Failure> {
-        self.wait_copy(upid, what, false)
+        self.wait_copy(upid, what, false).map_err(Failure::from)
     }
 
     /// [`Runner::wait`] for a task that may copy a disk (`copies`: it imports one).
-    fn wait_copy(&mut self, upid: Upid, what: &str, copies: bool) -> Result<(), Failure> {
-        let policy = self.policy().expecting_progress(copies);
-        self.log
-            .wait(self.client, &upid, &policy, self.stop_on_timeout, what)
+    fn wait_copy(&mut self, upid: Upid, what: &str, copies: bool) -> Result<(), TaskFailed> {
+        let changed = self.changed;
+        self.s
+            .wait(&upid, what, copies)
             .map(|_| ())
-            .map_err(|f| Failure {
-                changed: self.changed,
-                ..f
+            .map_err(|t| TaskFailed {
+                failure: Failure {
+                    changed,
+                    ..t.failure
+                },
+                ..t
             })
     }
 
@@ -292,7 +282,7 @@ impl<'a> Runner<'a> {
         let mut quiet_since: Option<Instant> = None;
         while let Some(lock) = cur.lock().map(str::to_string) {
             let running =
-                active_tasks(self.client, &cur.node, Some(cur.vmid), None).map_err(|e| {
+                active_tasks(&self.s.client, &cur.node, Some(cur.vmid), None).map_err(|e| {
                     self.fail(format!(
                         "listing tasks of VM {} on {}: {e}",
                         cur.vmid, cur.node
@@ -307,7 +297,7 @@ impl<'a> Runner<'a> {
                 self.wait(upid, &what)?;
             } else {
                 let since = *quiet_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > Duration::from_secs(10) || Instant::now() >= self.deadline {
+                if since.elapsed() > Duration::from_secs(10) || Instant::now() >= self.s.deadline {
                     return Err(self.fail(self.unheld_lock_message(&cur, &lock)));
                 }
                 if !crate::interrupt::sleep(Duration::from_millis(250)) {
@@ -333,10 +323,10 @@ impl<'a> Runner<'a> {
         let (vmid, node) = (cur.vmid, &cur.node);
         let path = format!("/nodes/{node}");
         let audit = ops::read(
-            self.client,
+            &self.s.client,
             "/access/permissions",
             &p(&[("path", path.clone())]),
-            self.deadline,
+            self.s.deadline,
         )
         .ok()
         .map(|v| v[&path]["Sys.Audit"].as_u64() == Some(1) || v[&path]["Sys.Audit"] == true);
@@ -354,8 +344,13 @@ impl<'a> Runner<'a> {
     }
 
     fn next_id(&self) -> Result<u32, Failure> {
-        let v = ops::read(self.client, "/cluster/nextid", &Vec::new(), self.deadline)
-            .map_err(|e| self.fail(format!("asking PVE for a free vmid: {e}")))?;
+        let v = ops::read(
+            &self.s.client,
+            "/cluster/nextid",
+            &Vec::new(),
+            self.s.deadline,
+        )
+        .map_err(|e| self.fail(format!("asking PVE for a free vmid: {e}")))?;
         // The schema says integer; real servers answer a string.
         v.as_u64()
             .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
@@ -365,7 +360,7 @@ impl<'a> Runner<'a> {
 
     /// Finds a running task of `ttype` for the VM: the one a lost answer may have started.
     fn recover(&self, node: &str, vmid: u32, ttype: &str) -> Option<Upid> {
-        active_tasks(self.client, node, Some(vmid), Some(ttype))
+        active_tasks(&self.s.client, node, Some(vmid), Some(ttype))
             .ok()?
             .into_iter()
             .next()
@@ -383,11 +378,11 @@ impl<'a> Runner<'a> {
             req.extend(params.iter().cloned());
             let what = format!("creating VM {vmid} on {node}");
             let result = dispatch(
-                self.client,
+                &self.s.client,
                 Method::Post,
                 &format!("{}/qemu", node_path(node)),
                 &req,
-                self.deadline,
+                self.s.deadline,
                 || self.recover(node, vmid, "qmcreate"),
             );
             match result {
@@ -402,7 +397,7 @@ impl<'a> Runner<'a> {
                         }
                         return Err(Failure {
                             changed: self.changed,
-                            ..f
+                            ..f.failure
                         });
                     }
                     if self.d.vmid.is_none() {
@@ -414,7 +409,7 @@ impl<'a> Runner<'a> {
                     self.changed = true;
                     return Ok(Done::Vm(vmid, node.to_string()));
                 }
-                Err(e) if e.to_string().contains("already exists") => {
+                Err(e) if e.is_already_exists() => {
                     if self.d.vmid.is_some() {
                         // Created meanwhile: by this run, when an answer was lost and the
                         // request sent again (a qmcreate of this vmid started since this run
@@ -429,7 +424,7 @@ impl<'a> Runner<'a> {
                     }
                     // Another client took the id between nextid and create: take a fresh one.
                     attempt += 1;
-                    if Instant::now() >= self.deadline {
+                    if Instant::now() >= self.s.deadline {
                         return Err(self.fail(format!(
                             "{what}: {e} (no free vmid found before the timeout)"
                         )));
@@ -450,10 +445,10 @@ impl<'a> Runner<'a> {
             ("typefilter", "qmcreate".into()),
         ]);
         ops::read(
-            self.client,
+            &self.s.client,
             &format!("{}/tasks", node_path(node)),
             &params,
-            self.deadline,
+            self.s.deadline,
         )
         .ok()
         .and_then(|v| v.as_array().cloned())
@@ -501,18 +496,18 @@ impl<'a> Runner<'a> {
             ("destroy-unreferenced-disks", "1".into()),
         ]);
         match dispatch(
-            self.client,
+            &self.s.client,
             Method::Delete,
             &format!("{}/qemu/{vmid}", node_path(node)),
             &params,
-            self.deadline,
+            self.s.deadline,
             || self.recover(node, vmid, "qmdestroy"),
         ) {
             Ok(Dispatched::Task(upid)) => self.wait(upid, &what)?,
             Ok(Dispatched::Done) => {}
             Err(e) => return Err(self.fail(format!("{what}: {e}"))),
         }
-        self.log.warnings.push(format!(
+        self.s.log.warnings.push(format!(
             "VM {win} on {win_node} and VM {vmid} were created with the name '{name}' at the same time; VM {vmid} (this run's) was removed and VM {win} is the one converged"
         ));
         Ok(Done::Vm(win, win_node))
@@ -531,11 +526,11 @@ impl<'a> Runner<'a> {
         let (node, vmid) = (cur.node.clone(), cur.vmid);
         let copies = imports(&params);
         let result = dispatch(
-            self.client,
+            &self.s.client,
             method,
             &format!("{}/qemu/{vmid}{path}", node_path(&node)),
             &params,
-            self.deadline,
+            self.s.deadline,
             || self.recover(&node, vmid, ttype),
         );
         match result {
@@ -548,24 +543,18 @@ impl<'a> Runner<'a> {
                     // changing anything (another run changed the config, another operation
                     // holds the VM, or its file lock stayed taken for PVE's 10 s): read the VM
                     // again and re-plan.
-                    Err(f)
-                        if f.data
-                            .get("exitstatus")
-                            .and_then(Value::as_str)
-                            .is_some_and(task_refused_before_acting)
-                            && Instant::now() < self.deadline =>
-                    {
+                    Err(t) if t.refused_before_acting && Instant::now() < self.s.deadline => {
                         self.changed = before;
                         Ok(Done::Stale)
                     }
-                    Err(f) => Err(f),
+                    Err(t) => Err(t.failure),
                 }
             }
             Ok(Dispatched::Done) => {
                 self.changed = true;
                 Ok(Done::Vm(vmid, node))
             }
-            Err(e) if e.to_string().contains("checksum mismatch") => Ok(Done::Stale),
+            Err(e) if e.is_checksum_mismatch() => Ok(Done::Stale),
             Err(e) => Err(self.fail(format!("{what}: {e}"))),
         }
     }
@@ -699,48 +688,21 @@ fn observed(cur: Option<&Current>, key: &str) -> String {
 
 /// Runs the `vm` module.
 pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
-    let started = Instant::now();
     let d = desired(inv).map_err(Failure::msg)?;
-    let poll_interval = common::poll_interval(inv).map_err(Failure::msg)?;
-    let (client, warnings) = common::connect(inv)?;
     let mut r = Runner {
-        poll_interval,
-        client: &client,
+        s: Session::start(inv)?,
         d: &d,
-        deadline: started + common::duration(inv, "timeout"),
-        started,
-        stop_on_timeout: inv.bool("stop_task_on_timeout").unwrap_or(false),
-        log: TaskLog {
-            tasks: Vec::new(),
-            warnings,
-        },
         changed: false,
         seed: ops::seed(),
         prefetched: Default::default(),
     };
-    let result = converge(&mut r, inv.ctx.check_mode);
-    let elapsed = (r.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
-    let tasks: Vec<Value> = r.log.tasks.iter().map(TaskReport::to_json).collect();
-    match result {
-        Ok(mut o) => {
-            o.data.insert("tasks".into(), json!(tasks));
-            o.data.insert("elapsed".into(), json!(elapsed));
-            o.data
-                .insert("api_requests".into(), json!(client.requests()));
-            o.warnings.extend(r.log.warnings);
-            Ok(o)
+    let result = converge(&mut r, inv.ctx.check_mode).map_err(|mut f| {
+        if let Some(v) = d.vmid {
+            f.data.entry("vmid").or_insert(json!(v));
         }
-        Err(mut f) => {
-            f.changed = f.changed || r.changed;
-            f.data.insert("tasks".into(), json!(tasks));
-            f.data.insert("elapsed".into(), json!(elapsed));
-            if let Some(v) = d.vmid {
-                f.data.entry("vmid").or_insert(json!(v));
-            }
-            f.warnings.extend(r.log.warnings);
-            Err(f)
-        }
-    }
+        f
+    });
+    r.s.finish(result, r.changed)
 }
 
 fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
@@ -756,7 +718,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
         && c.node != *n
         && d.state != State::Absent
     {
-        r.log.warnings.push(format!(
+        r.s.log.warnings.push(format!(
             "VM {} is on node {}, not {n}; it was left there (this module does not migrate VMs)",
             c.vmid, c.node
         ));
@@ -863,7 +825,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
         if stale {
             refused += 1;
             let pause = backoff(refused.min(4), r.seed.wrapping_add(refused as u64))
-                .min(r.deadline.saturating_duration_since(Instant::now()));
+                .min(r.s.deadline.saturating_duration_since(Instant::now()));
             if !crate::interrupt::sleep(pause) {
                 return Err(r.fail(format!(
                     "interrupted by {} while re-planning {}",

@@ -10,8 +10,9 @@ use serde_json::{Map, Value, json};
 
 use crate::ansible::protocol::{Invocation, quote};
 use crate::ansible::spec::{Kind, Opt, Spec};
-use crate::common::{self, storage_id};
+use crate::ids::{cidr, dns_name, mac, storage_id};
 use crate::pve::encode::url_encode;
+use crate::{connection, runner};
 
 /// The power/lifecycle state asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,8 +143,8 @@ pub fn argument_spec() -> Spec {
         min: Some(min),
         max,
     };
-    let mut options = common::connection_options();
-    options.extend(common::wait_options("30m"));
+    let mut options = connection::connection_options();
+    options.extend(runner::wait_options("30m"));
     options.extend(vec![
         Opt::new("state", Kind::Str)
             .default(json!("present"))
@@ -204,7 +205,7 @@ pub fn argument_spec() -> Spec {
         options,
         ..Default::default()
     };
-    common::connection_rules(&mut spec);
+    connection::connection_rules(&mut spec);
     spec.required_one_of.push(vec!["vmid", "name"]);
     spec
 }
@@ -344,41 +345,6 @@ fn b(v: bool) -> String {
     (if v { "1" } else { "0" }).to_string()
 }
 
-fn dns_name(option: &str, v: &str) -> Result<String, String> {
-    let ok = !v.is_empty()
-        && v.len() <= 253
-        && v.split('.').all(|l| {
-            !l.is_empty()
-                && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        });
-    if ok {
-        Ok(v.to_string())
-    } else {
-        Err(format!(
-            "{option} must be a valid DNS name (letters, digits, '-' and '.'), got {v}",
-            v = quote(v)
-        ))
-    }
-}
-
-fn mac(option: &str, v: &str) -> Result<String, String> {
-    let parts: Vec<&str> = v.split(':').collect();
-    if parts.len() == 6
-        && parts
-            .iter()
-            .all(|p| p.len() == 2 && p.bytes().all(|c| c.is_ascii_hexdigit()))
-    {
-        Ok(v.to_ascii_uppercase())
-    } else {
-        Err(format!(
-            "{option} must be a MAC address such as BC:24:11:00:00:01, got {v}",
-            v = quote(v)
-        ))
-    }
-}
-
 /// Builds a NIC value: `virtio[=MAC],bridge=…,…` (options alphabetical, as PVE prints them).
 fn net_value(i: usize, n: &Map<String, Value>) -> Result<String, String> {
     let o = |k: &str| format!("net[{i}].{k}");
@@ -446,18 +412,6 @@ fn ipconfig_value(i: usize, m: &Map<String, Value>) -> Result<String, String> {
         return Err(format!("ipconfig[{i}] needs at least one of ip, ip6"));
     }
     Ok(parts.join(","))
-}
-
-fn cidr(v: &str, six: bool) -> bool {
-    let Some((a, l)) = v.split_once('/') else {
-        return false;
-    };
-    let Ok(l) = l.parse::<u8>() else { return false };
-    if six {
-        a.parse::<std::net::Ipv6Addr>().is_ok() && l <= 128
-    } else {
-        a.parse::<std::net::Ipv4Addr>().is_ok() && l <= 32
-    }
 }
 
 /// The VM config keys of PVE's schema (`PUT /nodes/{node}/qemu/{vmid}/config`, PVE 9.1),
@@ -940,7 +894,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     let pool = inv.str("pool").map(|s| plain("pool", s)).transpose()?;
     let node = inv
         .str("node")
-        .map(|n| common::node_name("node", n))
+        .map(|n| crate::ids::node_name("node", n))
         .transpose()?;
     Ok(Desired {
         state,

@@ -1,20 +1,15 @@
-//! What every module of the collection shares: the connection options (same names and
-//! environment variables as community.proxmox, so playbooks can switch) and the task-wait
-//! options, and how they become a [`Client`].
-
-use std::time::Duration;
+//! The connection options every module shares (same names and environment variables as
+//! community.proxmox, so playbooks can switch), and how they become a [`Client`]: the one
+//! place that knows both the options and the PVE client, and so gives the client the hints
+//! that name the options.
 
 use serde_json::json;
 
-use crate::pve::tasks::{TAIL_LINES, TaskReport, WaitError, wait_task};
-use crate::pve::upid::Upid;
-use crate::pve::wait::{Exit, Policy};
-
 use crate::ansible::protocol::{Failure, Invocation, quote};
-use crate::ansible::spec::{Kind, Opt, Spec, parse_duration};
-use crate::pve::client::Hints;
-use crate::pve::client::{Client, Connection, Credentials};
+use crate::ansible::spec::{Kind, Opt, Spec};
+use crate::pve::client::{Client, Connection, Credentials, Hints};
 use crate::pve::tls::{Trust, parse_ca_pem, parse_fingerprint};
+use crate::runner::duration;
 
 /// The connection options.
 pub fn connection_options() -> Vec<Opt> {
@@ -65,78 +60,6 @@ pub fn connection_rules(spec: &mut Spec) {
         .push(vec!["ca_path", "api_fingerprint"]);
 }
 
-/// The task-wait options.
-pub fn wait_options(default_timeout: &'static str) -> Vec<Opt> {
-    vec![
-        Opt::new("timeout", Kind::Duration).default(json!(default_timeout)),
-        Opt::new("stop_task_on_timeout", Kind::Bool).default(json!(false)),
-        Opt::new("poll_interval", Kind::Duration).default(json!("150ms")),
-    ]
-}
-
-/// The shortest and longest `poll_interval` accepted.
-const POLL_INTERVAL_RANGE: (Duration, Duration) =
-    (Duration::from_millis(50), Duration::from_secs(60));
-
-/// The `poll_interval` option, checked (an error that names it, found before any request).
-pub fn poll_interval(inv: &Invocation) -> Result<Duration, String> {
-    let text = inv.str("poll_interval").unwrap_or("150ms");
-    let poll = parse_duration(text).unwrap_or(Duration::from_millis(150));
-    let (min, max) = POLL_INTERVAL_RANGE;
-    if poll < min || poll > max {
-        return Err(format!(
-            "poll_interval must be between 50ms and 60s, got {text}",
-            text = quote(text)
-        ));
-    }
-    Ok(poll)
-}
-
-/// A duration option that validation has already checked.
-pub fn duration(inv: &Invocation, key: &str) -> Duration {
-    inv.str(key)
-        .and_then(|s| parse_duration(s).ok())
-        .unwrap_or(Duration::from_secs(30))
-}
-
-/// A node name as PVE's `pve-node` format has it (pve-common JSONSchema.pm,
-/// pve_verify_node_name): letters, digits and inner `-`.
-pub fn node_name(option: &str, v: &str) -> Result<String, String> {
-    let b = v.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-';
-    if ok {
-        Ok(v.to_string())
-    } else {
-        Err(format!(
-            "{option} must be a PVE node name (letters, digits and '-'), got {}",
-            quote(v)
-        ))
-    }
-}
-
-/// A storage ID as PVE's `pve-storage-id` format has it (pve-common JSONSchema.pm,
-/// parse_storage_id: `[a-z][a-z0-9_-]+`, case-insensitive).
-pub fn storage_id(option: &str, v: &str) -> Result<String, String> {
-    let b = v.as_bytes();
-    let ok = b.len() >= 2
-        && b.len() <= 64
-        && b[0].is_ascii_alphabetic()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || b"-_".contains(c));
-    if ok {
-        Ok(v.to_string())
-    } else {
-        Err(format!(
-            "{option} must be a PVE storage ID such as local-lvm (a letter, then letters, digits, '-' or '_'), got {}",
-            quote(v)
-        ))
-    }
-}
-
 /// Printable ASCII without spaces at either end: what an HTTP header value can carry as is.
 fn header_safe(s: &str) -> bool {
     !s.is_empty() && s.trim() == s && s.bytes().all(|b| (0x20..0x7f).contains(&b))
@@ -161,7 +84,10 @@ fn hints() -> Hints {
 }
 
 /// Builds the connection from the options, with warnings to pass on.
-pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure> {
+pub fn connection(
+    inv: &Invocation,
+    deadline: std::time::Instant,
+) -> Result<(Connection, Vec<String>), Failure> {
     let mut warnings = Vec::new();
     let host = inv.str("api_host").unwrap_or_default().trim().to_string();
     if let Some((_, port)) = host.rsplit_once(':')
@@ -244,8 +170,8 @@ pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure
         host,
         port: inv.int("api_port").unwrap_or(8006) as u16,
         trust,
-        timeout: duration(inv, "api_timeout"),
-        deadline: std::time::Instant::now() + duration(inv, "timeout"),
+        timeout: duration(inv, "api_timeout")?,
+        deadline,
         proxy,
         credentials,
         hints: hints(),
@@ -255,8 +181,11 @@ pub fn connection(inv: &Invocation) -> Result<(Connection, Vec<String>), Failure
 }
 
 /// Connects, turning a connection failure into a failed result that names the cause.
-pub fn connect(inv: &Invocation) -> Result<(Client, Vec<String>), Failure> {
-    let (conn, warnings) = connection(inv)?;
+pub fn connect(
+    inv: &Invocation,
+    deadline: std::time::Instant,
+) -> Result<(Client, Vec<String>), Failure> {
+    let (conn, warnings) = connection(inv, deadline)?;
     let client = Client::connect(&conn, inv.ctx.check_mode).map_err(|e| Failure {
         msg: format!(
             "connecting to the Proxmox VE API at {}:{}: {e}",
@@ -266,70 +195,4 @@ pub fn connect(inv: &Invocation) -> Result<(Client, Vec<String>), Failure> {
         ..Default::default()
     })?;
     Ok((client, warnings))
-}
-
-/// The tasks a run waited for and the warnings they raised; turns a wait that ends badly into
-/// a failed result carrying the UPID, exit status, progress and log tail.
-#[derive(Default)]
-pub struct TaskLog {
-    pub tasks: Vec<TaskReport>,
-    pub warnings: Vec<String>,
-}
-
-impl TaskLog {
-    /// Waits for a task; `what` names the operation in messages ("creating VM 100 on pve1").
-    pub fn wait(
-        &mut self,
-        client: &Client,
-        upid: &Upid,
-        policy: &Policy,
-        stop_on_timeout: bool,
-        what: &str,
-    ) -> Result<TaskReport, Failure> {
-        match wait_task(client, upid, policy, stop_on_timeout) {
-            Ok(r) => {
-                for w in &r.warnings {
-                    self.warnings.push(format!("{what}: {w}"));
-                }
-                if let (true, Exit::Warnings(n)) = (r.warnings.is_empty(), &r.exit) {
-                    self.warnings
-                        .push(format!("{what}: task {} ended with {n} warning(s)", r.upid));
-                }
-                self.tasks.push(r.clone());
-                Ok(r)
-            }
-            Err(WaitError::Failed(r)) => {
-                let mut f = Failure::msg(format!("{what} failed: {}", r.exitstatus));
-                f.data.insert("upid".into(), json!(r.upid.text));
-                f.data.insert("exitstatus".into(), json!(r.exitstatus));
-                f.data.insert("log_tail".into(), json!(r.tail(TAIL_LINES)));
-                self.tasks.push(r);
-                Err(f)
-            }
-            Err(e) => {
-                let mut f = Failure::msg(format!("{what}: {e}"));
-                match &e {
-                    WaitError::TimedOut {
-                        upid,
-                        elapsed,
-                        progress,
-                        tail,
-                        ..
-                    } => {
-                        f.data.insert("upid".into(), json!(upid.text));
-                        f.data.insert("waited".into(), json!(elapsed.as_secs_f64()));
-                        f.data.insert("progress".into(), json!(progress));
-                        f.data.insert("log_tail".into(), json!(tail));
-                    }
-                    WaitError::Vanished { upid }
-                    | WaitError::Interrupted { upid, .. }
-                    | WaitError::Api { upid, .. } => {
-                        f.data.insert("upid".into(), json!(upid.text));
-                    }
-                    WaitError::Failed(_) => {}
-                }
-                Err(f)
-            }
-        }
-    }
 }

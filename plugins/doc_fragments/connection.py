@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright: sankofa.proxmox contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The connection options every sankofa.proxmox module takes, documented once."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  api_host:
+    description:
+      - Host name or address of a PVE node. Environment variable E(PROXMOX_HOST).
+    type: str
+    required: true
+  api_port:
+    description:
+      - Port of the PVE API. Environment variable E(PROXMOX_PORT).
+    type: int
+    default: 8006
+  api_user:
+    description:
+      - User for ticket login, as C(USER@REALM). Environment variable E(PROXMOX_USER).
+    type: str
+    default: root@pam
+  api_password:
+    description:
+      - Password of O(api_user). Environment variable E(PROXMOX_PASSWORD). Never logged.
+      - Exactly one of O(api_password) and O(api_token_id) is required.
+    type: str
+  api_token_id:
+    description:
+      - API token id, as C(USER@REALM!TOKENID), or C(TOKENID) together with O(api_user).
+        Environment variable E(PROXMOX_TOKEN_ID).
+    type: str
+  api_token_secret:
+    description:
+      - API token secret. Environment variable E(PROXMOX_TOKEN_SECRET). Never logged.
+    type: str
+  validate_certs:
+    description:
+      - Check the server certificate against public roots (or O(ca_path)). PVE's default
+        certificate is self-signed; prefer O(api_fingerprint) or O(ca_path) to turning this
+        off. Environment variable E(PROXMOX_VALIDATE_CERTS).
+    type: bool
+    default: true
+  ca_path:
+    description:
+      - PEM file of the CA to trust, such as the cluster CA C(/etc/pve/pve-root-ca.pem).
+        Environment variable E(PROXMOX_CA_PATH).
+    type: str
+  api_fingerprint:
+    description:
+      - SHA-256 fingerprint of the node certificate to pin (as printed by
+        C(pvenode cert info)); the connection is refused if the server presents another
+        certificate. Environment variable E(PROXMOX_FINGERPRINT).
+    type: str
+  proxy:
+    description:
+      - An HTTP proxy to reach PVE through, as C(http://[user:password@]host:port); the
+        connection is tunnelled with C(CONNECT), so the certificate check (O(ca_path),
+        O(api_fingerprint)) still applies to PVE's own certificate end to end.
+      - Without it, the proxy comes from the environment as curl reads it for an https URL
+        (E(https_proxy)/E(HTTPS_PROXY), then E(all_proxy)/E(ALL_PROXY); E(http_proxy) is for
+        http URLs only), except for the hosts in E(no_proxy)/E(NO_PROXY).
+      - An empty string connects directly, whatever the environment says. A proxy that
+        cannot be reached or refuses the tunnel fails the run at once, naming the proxy.
+    type: str
+  api_timeout:
+    description:
+      - How long one HTTP request may take, as a duration (C(30s), C(2m)).
+        Environment variable E(PROXMOX_API_TIMEOUT).
+    type: str
+    default: 30s
+"""
