@@ -23,7 +23,12 @@ fn ansible_doc(module: &str) -> Map<String, Value> {
         doc.display()
     );
     let out = Command::new(&doc)
-        .args(["-t", "module", "--json", &format!("sankofa.proxmox.{module}")])
+        .args([
+            "-t",
+            "module",
+            "--json",
+            &format!("sankofa.proxmox.{module}"),
+        ])
         .env("ANSIBLE_COLLECTIONS_PATH", root.join(".work/collections"))
         .env("ANSIBLE_HOME", root.join(".work/ansible-home"))
         .output()
@@ -56,7 +61,11 @@ fn doc_type(kind: &Kind) -> (&'static str, Option<&'static str>, Option<&[Opt]>)
 fn strings(v: Option<&Value>) -> Vec<String> {
     let mut out: Vec<String> = v
         .and_then(Value::as_array)
-        .map(|a| a.iter().map(|x| x.as_str().unwrap_or("").to_string()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|x| x.as_str().unwrap_or("").to_string())
+                .collect()
+        })
         .unwrap_or_default();
     out.sort();
     out
@@ -65,7 +74,9 @@ fn strings(v: Option<&Value>) -> Vec<String> {
 fn compare(path: &str, opts: &[Opt], docs: &Map<String, Value>, diffs: &mut Vec<String>) {
     for name in docs.keys() {
         if !opts.iter().any(|o| o.name == name) {
-            diffs.push(format!("{path}{name}: documented, not in the argument spec"));
+            diffs.push(format!(
+                "{path}{name}: documented, not in the argument spec"
+            ));
         }
     }
     for o in opts {
@@ -76,7 +87,10 @@ fn compare(path: &str, opts: &[Opt], docs: &Map<String, Value>, diffs: &mut Vec<
         };
         let (ty, elements, subs) = doc_type(&o.kind);
         if d["type"].as_str() != Some(ty) {
-            diffs.push(format!("{at}: type {} in the docs, {ty} in the spec", d["type"]));
+            diffs.push(format!(
+                "{at}: type {} in the docs, {ty} in the spec",
+                d["type"]
+            ));
         }
         if d["elements"].as_str() != elements {
             diffs.push(format!(
@@ -116,12 +130,16 @@ fn compare(path: &str, opts: &[Opt], docs: &Map<String, Value>, diffs: &mut Vec<
         let text = d["description"].to_string();
         for var in o.env {
             if !text.contains(&format!("E({var})")) {
-                diffs.push(format!("{at}: the spec falls back to ${var}; the docs do not say so"));
+                diffs.push(format!(
+                    "{at}: the spec falls back to ${var}; the docs do not say so"
+                ));
             }
         }
         for var in text.split("E(").skip(1).filter_map(|s| s.split(')').next()) {
             if var.starts_with("PROXMOX_") && !o.env.contains(&var) {
-                diffs.push(format!("{at}: the docs name ${var}; the spec does not read it"));
+                diffs.push(format!(
+                    "{at}: the docs name ${var}; the spec does not read it"
+                ));
             }
         }
         if o.no_log != text.contains("Never logged") {
@@ -165,7 +183,9 @@ fn image_docs_match_the_argument_spec() {
 #[test]
 fn the_comparison_notices_each_kind_of_difference() {
     let opts = vec![
-        Opt::new("a", Kind::Str).default(json!("x")).env(&["PROXMOX_A"]),
+        Opt::new("a", Kind::Str)
+            .default(json!("x"))
+            .env(&["PROXMOX_A"]),
         Opt::new("b", Kind::Bool).no_log(),
     ];
     let docs = json!({

@@ -355,6 +355,9 @@ fn classify(e: ApiError) -> Result<Observation, ApiError> {
         e if e.is_transient() || e.is_unexplained_500() => {
             Ok(Observation::Transient(e.to_string()))
         }
+        // The run's time is up: the policy sees the deadline and ends the wait as timed out
+        // (stopping the task if asked).
+        e @ ApiError::DeadlineReached { .. } => Ok(Observation::Transient(e.to_string())),
         e => Err(e),
     }
 }

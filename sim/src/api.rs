@@ -1,72 +1,23 @@
-//! The `/api2/json` endpoints: request decoding, authentication, faults, routing and PVE's
-//! response envelopes. VM and task semantics live in `vms.rs`; storage in `storage.rs`.
+//! The router of `/api2/json`: request decoding, authentication, faults, routing and PVE's
+//! response envelopes. The endpoints live by PVE's grouping: `vms.rs` (qemu-server's
+//! API2/Qemu.pm), `task_api.rs` (pve-manager's API2/Tasks.pm), `storage_api.rs` and
+//! `download.rs` (pve-storage), `cluster.rs` (API2/Cluster.pm); what they share is in
+//! `handler.rs`, so no handler imports the router.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
 use crate::faults::Action;
+use crate::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::http::{Handler, Request, Response, parse_form};
-use crate::schema::{self, Errors};
+use crate::schema;
 use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::vms;
-
-/// An error as a PVE handler raises it.
-pub struct ApiErr {
-    pub status: u16,
-    pub msg: String,
-    pub errors: Option<Errors>,
-}
-
-impl ApiErr {
-    /// A plain `die`: HTTP 500 with the message in the status line.
-    pub fn die(msg: impl Into<String>) -> Self {
-        ApiErr {
-            status: 500,
-            msg: msg.into(),
-            errors: None,
-        }
-    }
-
-    /// `raise_param_exc`: HTTP 400 `Parameter verification failed.` with per-parameter errors.
-    pub fn param(key: &str, msg: impl Into<String>) -> Self {
-        let mut e = Errors::new();
-        e.insert(key.to_string(), msg.into());
-        Self::params(e)
-    }
-
-    pub fn params(errors: Errors) -> Self {
-        ApiErr {
-            status: 400,
-            msg: "Parameter verification failed.".into(),
-            errors: Some(errors),
-        }
-    }
-}
-
-impl From<schema::Errors> for ApiErr {
-    fn from(e: schema::Errors) -> Self {
-        ApiErr::params(e)
-    }
-}
-
-pub type ApiResult = Result<Value, ApiErr>;
-
-/// Who is calling.
-#[derive(Clone)]
-pub struct Auth {
-    /// The id as it appears in UPIDs: `root@pam`, or `root@pam!ci` for a token.
-    pub id: String,
-    /// A `root@pam` ticket (not a token): may use `skiplock` and absolute import paths.
-    pub root_ticket: bool,
-    pub readonly: bool,
-}
-
-/// Request parameters merged from the path, the query and the body.
-pub type Params = BTreeMap<String, String>;
+use crate::{cluster, storage_api, task_api};
 
 pub struct Api {
     pub sim: Arc<Sim>,
@@ -295,7 +246,7 @@ impl Api {
             ["cluster", "status"] if m == "GET" => Ok(self.cluster_status()),
             ["cluster", "resources"] if m == "GET" => {
                 schema::check(&schema::cluster_resources(), params)?;
-                Ok(vms::cluster_resources(
+                Ok(cluster::cluster_resources(
                     sim,
                     params.get("type").map(String::as_str),
                 ))
@@ -303,7 +254,7 @@ impl Api {
             ["access", "permissions"] if m == "GET" => Ok(self.permissions(&auth, params)),
             ["cluster", "nextid"] if m == "GET" => {
                 schema::check(&schema::next_id(), params)?;
-                vms::next_id(sim, params.get("vmid"))
+                cluster::next_id(sim, params.get("vmid"))
             }
             ["nodes", node, rest @ ..] => self.node_route(m, node, rest, params, &auth),
             _ => Err(ApiErr {
@@ -356,7 +307,7 @@ impl Api {
             ("GET", ["tasks"]) => {
                 schema::check(&schema::task_list(), params)?;
                 check_node()?;
-                Ok(vms::task_list(sim, node, params, auth))
+                Ok(task_api::task_list(sim, node, params, auth))
             }
             (_, ["tasks", upid, tail @ ..]) => {
                 set(params, "upid", upid)?;
@@ -364,17 +315,17 @@ impl Api {
                     ("GET", ["status"]) => {
                         schema::check(&schema::task_upid(), params)?;
                         check_node()?;
-                        vms::task_status(sim, node, upid, auth)
+                        task_api::task_status(sim, node, upid, auth)
                     }
                     ("GET", ["log"]) => {
                         schema::check(&schema::task_log(), params)?;
                         check_node()?;
-                        vms::task_log(sim, node, upid, params, auth)
+                        task_api::task_log(sim, node, upid, params, auth)
                     }
                     ("DELETE", []) => {
                         schema::check(&schema::task_upid(), params)?;
                         check_node()?;
-                        vms::task_stop(sim, node, upid)
+                        task_api::task_stop(sim, node, upid)
                     }
                     _ => Err(not_impl()),
                 }
@@ -382,7 +333,7 @@ impl Api {
             ("GET", ["storage"]) => {
                 schema::check(&schema::storage_list(), params)?;
                 check_node()?;
-                Ok(vms::storage_list(sim, node, params))
+                Ok(storage_api::storage_list(sim, node, params))
             }
             (_, ["storage", sid, tail @ ..]) => {
                 set(params, "storage", sid)?;
@@ -406,7 +357,7 @@ impl Api {
                         set(params, "volume", volume)?;
                         schema::check(&schema::storage_volume_delete(), params)?;
                         check_node()?;
-                        vms::volume_delete(sim, node, sid, volume, auth)
+                        storage_api::volume_delete(sim, node, sid, volume, auth)
                     }
                     ("POST", ["download-url"]) => {
                         schema::check(&schema::download_url(), params)?;
@@ -435,7 +386,20 @@ impl Api {
                 match (m, tail) {
                     ("GET", ["config"]) => {
                         let id = check(schema::vm_config_get(), params)?;
-                        vms::get_config(sim, node, id)
+                        let current = params.get("current").is_some_and(|v| v == "1");
+                        vms::get_config(sim, node, id, current)
+                    }
+                    ("GET", ["pending"]) => {
+                        let id = check(schema::vm_path(vec![]), params)?;
+                        vms::get_pending(sim, node, id)
+                    }
+                    ("GET", ["cloudinit"]) => {
+                        let id = check(schema::vm_path(vec![]), params)?;
+                        vms::get_cloudinit(sim, node, id)
+                    }
+                    ("PUT", ["cloudinit"]) => {
+                        let id = check(schema::vm_path(vec![]), params)?;
+                        vms::put_cloudinit(sim, node, id)
                     }
                     ("PUT", ["config"]) => {
                         let id = check(schema::update_vm(false), params)?;
@@ -672,29 +636,5 @@ impl Api {
             id: user,
             readonly,
         })
-    }
-}
-
-/// Waits on the condition variable until `done` holds or `timeout` passes.
-pub fn wait_until(
-    sim: &Sim,
-    timeout: Duration,
-    mut done: impl FnMut(&crate::state::State) -> bool,
-) -> bool {
-    let deadline = Instant::now() + timeout;
-    let mut st = sim.lock();
-    loop {
-        if done(&st) {
-            return true;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        st = sim
-            .cv
-            .wait_timeout(st, deadline - now)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
     }
 }

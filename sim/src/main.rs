@@ -5,12 +5,17 @@
 //! `qemu-img`. A second, plain-HTTP admin port injects faults and reports task timings.
 
 mod api;
+mod cluster;
 mod download;
 mod faults;
+mod handler;
 mod http;
+mod pending;
 mod schema;
 mod state;
 mod storage;
+mod storage_api;
+mod task_api;
 mod tasks;
 mod tls;
 mod vms;

@@ -4,14 +4,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
 use crate::faults::Faults;
-use crate::tasks::Task;
 
 /// Start-up options (see `pve-sim --help`).
 #[derive(Clone)]
@@ -104,6 +104,10 @@ impl ImportProfile {
 pub struct Vm {
     pub node: String,
     pub config: BTreeMap<String, String>,
+    /// The `[PENDING]` section: changes a running VM could not take at once.
+    pub pending: crate::pending::Pending,
+    /// How the cloud-init drive differs from the config.
+    pub cloudinit: crate::pending::CloudInitState,
     pub running: bool,
     pub started: Option<Instant>,
     pub pid: u32,
@@ -290,6 +294,72 @@ impl Sim {
             json!({"upid": t.upid, "node": t.node, "type": t.ttype, "id": t.id, "start": t.start_epoch,
                    "end": t.end_epoch, "exitstatus": t.exitstatus})
         );
+    }
+}
+
+/// A task as the node's task list knows it.
+pub struct Task {
+    pub upid: String,
+    pub node: String,
+    pub pid: u32,
+    pub pstart: u64,
+    pub starttime: u64,
+    pub ttype: String,
+    pub id: String,
+    /// The authenticated id as written in the UPID (`user@realm!token` for tokens).
+    pub user: String,
+    pub log: Vec<String>,
+    pub exitstatus: Option<String>,
+    pub start_epoch: f64,
+    pub end_epoch: Option<f64>,
+    pub cancel: Arc<AtomicBool>,
+    /// Set when the worker was killed (SIGKILL): it has no further effect and no exit line.
+    pub killed: Arc<AtomicBool>,
+    /// A fault may hide a fresh task from `status` and `log` until then.
+    pub visible_at: Instant,
+}
+
+impl Task {
+    pub fn running(&self) -> bool {
+        self.exitstatus.is_none()
+    }
+
+    /// The task-status object of `GET /nodes/{node}/tasks/{upid}/status`.
+    pub fn status_json(&self) -> Value {
+        let mut v = json!({
+            "upid": self.upid, "node": self.node, "pid": self.pid, "pstart": self.pstart,
+            "starttime": self.starttime, "type": self.ttype, "id": self.id,
+            "status": if self.running() { "running" } else { "stopped" },
+        });
+        match self.user.split_once('!') {
+            Some((user, token)) => {
+                v["user"] = json!(user);
+                v["tokenid"] = json!(token);
+            }
+            None => v["user"] = json!(self.user),
+        }
+        if let Some(e) = &self.exitstatus {
+            v["exitstatus"] = json!(e);
+        }
+        v
+    }
+
+    /// An item of `GET /nodes/{node}/tasks`.
+    pub fn list_json(&self) -> Value {
+        let mut v = json!({
+            "upid": self.upid, "node": self.node, "pid": self.pid, "pstart": self.pstart,
+            "starttime": self.starttime, "type": self.ttype, "id": self.id, "user": self.user,
+        });
+        match &self.exitstatus {
+            Some(e) => {
+                v["status"] = json!(e);
+                v["endtime"] = json!(self.end_epoch.unwrap_or(0.0) as u64);
+            }
+            // pve-manager API2/Tasks.pm, node_tasks: an active task "would be archived"
+            // without a status, so it is listed as RUNNING.
+            None => v["status"] = json!("RUNNING"),
+        }
+        v
     }
 }
 

@@ -6,75 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
-use crate::state::{Sim, epoch};
-
-/// A task as the node's task list knows it.
-pub struct Task {
-    pub upid: String,
-    pub node: String,
-    pub pid: u32,
-    pub pstart: u64,
-    pub starttime: u64,
-    pub ttype: String,
-    pub id: String,
-    /// The authenticated id as written in the UPID (`user@realm!token` for tokens).
-    pub user: String,
-    pub log: Vec<String>,
-    pub exitstatus: Option<String>,
-    pub start_epoch: f64,
-    pub end_epoch: Option<f64>,
-    pub cancel: Arc<AtomicBool>,
-    /// Set when the worker was killed (SIGKILL): it has no further effect and no exit line.
-    pub killed: Arc<AtomicBool>,
-    /// A fault may hide a fresh task from `status` and `log` until then.
-    pub visible_at: Instant,
-}
-
-impl Task {
-    pub fn running(&self) -> bool {
-        self.exitstatus.is_none()
-    }
-
-    /// The task-status object of `GET /nodes/{node}/tasks/{upid}/status`.
-    pub fn status_json(&self) -> Value {
-        let mut v = json!({
-            "upid": self.upid, "node": self.node, "pid": self.pid, "pstart": self.pstart,
-            "starttime": self.starttime, "type": self.ttype, "id": self.id,
-            "status": if self.running() { "running" } else { "stopped" },
-        });
-        match self.user.split_once('!') {
-            Some((user, token)) => {
-                v["user"] = json!(user);
-                v["tokenid"] = json!(token);
-            }
-            None => v["user"] = json!(self.user),
-        }
-        if let Some(e) = &self.exitstatus {
-            v["exitstatus"] = json!(e);
-        }
-        v
-    }
-
-    /// An item of `GET /nodes/{node}/tasks`.
-    pub fn list_json(&self) -> Value {
-        let mut v = json!({
-            "upid": self.upid, "node": self.node, "pid": self.pid, "pstart": self.pstart,
-            "starttime": self.starttime, "type": self.ttype, "id": self.id, "user": self.user,
-        });
-        match &self.exitstatus {
-            Some(e) => {
-                v["status"] = json!(e);
-                v["endtime"] = json!(self.end_epoch.unwrap_or(0.0) as u64);
-            }
-            // pve-manager API2/Tasks.pm, node_tasks: an active task "would be archived"
-            // without a status, so it is listed as RUNNING.
-            None => v["status"] = json!("RUNNING"),
-        }
-        v
-    }
-}
+use crate::state::{Sim, Task, epoch};
 
 /// Formats a UPID exactly as `PVE::UPID::encode` does.
 pub fn encode_upid(

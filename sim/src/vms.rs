@@ -1,15 +1,17 @@
-//! VM and task semantics, after qemu-server's `API2/Qemu.pm` and pve-manager's `API2/Tasks.pm`:
-//! `lock: create` for the whole `qmcreate` task, config locks and file locks, imports inside
-//! the create task, cleanup on failure, and the task endpoints.
+//! The VM endpoints, after qemu-server's `API2/Qemu.pm`: `lock: create` for the whole
+//! `qmcreate` task, config locks and file locks, imports inside the create task, cleanup on
+//! failure. The task endpoints are in `task_api.rs`, storage's in `storage_api.rs`, the
+//! cluster's in `cluster.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::api::{ApiErr, ApiResult, Auth, Params, wait_until};
+use crate::handler::{ApiErr, ApiResult, Auth, Params, wait_until};
+use crate::pending::{CloudInitState, Pending};
 use crate::schema::{self, Ty};
 use crate::state::{Sim, Vm};
 use crate::storage::{self, Volume};
@@ -19,6 +21,19 @@ fn no_conf(node: &str, vmid: u32) -> ApiErr {
     ApiErr::die(format!(
         "Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist"
     ))
+}
+
+/// The config of a VM on this node with its pending section, or PVE's "does not exist".
+fn file_of(
+    sim: &Sim,
+    node: &str,
+    vmid: u32,
+) -> Result<(BTreeMap<String, String>, Pending), ApiErr> {
+    let st = sim.lock();
+    match st.vms.get(&vmid) {
+        Some(vm) if vm.node == node => Ok((vm.config.clone(), vm.pending.clone())),
+        _ => Err(no_conf(node, vmid)),
+    }
 }
 
 /// The config of a VM on this node, or PVE's "does not exist".
@@ -68,9 +83,10 @@ fn check_balloon(params: &Params, conf: &BTreeMap<String, String>) -> Result<(),
     Ok(())
 }
 
-/// SHA-1 of the config as PVE would write it, hex.
-pub fn digest(conf: &BTreeMap<String, String>) -> String {
-    let text: String = conf.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
+/// SHA-1 of the config file as PVE would write it (its `[PENDING]` section included), hex.
+pub fn digest(conf: &BTreeMap<String, String>, pending: &Pending) -> String {
+    let mut text: String = conf.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
+    text.push_str(&pending.section());
     let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -423,6 +439,63 @@ fn default_boot(conf: &BTreeMap<String, String>) -> String {
     format!("order={}", order.join(";"))
 }
 
+/// Applies changes to the config as `vmconfig_apply_pending` does: a deleted or replaced disk
+/// becomes `unusedN` (a CD-ROM or the cloud-init drive does not), and cloud-init changes are
+/// recorded against what the drive holds.
+fn apply_changes(vm: &mut Vm, sets: Vec<(String, String)>, deletes: Vec<String>) {
+    let unused = |c: &BTreeMap<String, String>| {
+        (0..256)
+            .map(|i| format!("unused{i}"))
+            .find(|k| !c.contains_key(k))
+    };
+    for d in &deletes {
+        if let Some(old) = vm.config.remove(d) {
+            vm.cloudinit.record(d, Some(&old), None);
+            if schema::is_drive_key(d)
+                && !old.contains("media=cdrom")
+                && !old.contains("cloudinit")
+                && let Some(u) = unused(&vm.config)
+            {
+                vm.config
+                    .insert(u, old.split(',').next().unwrap_or("").to_string());
+            }
+        }
+    }
+    for (k, v) in sets {
+        if schema::is_drive_key(&k) {
+            let old_vol = vm
+                .config
+                .get(&k)
+                .map(|o| o.split(',').next().unwrap_or("").to_string());
+            let new_vol = v.split(',').next().unwrap_or("").to_string();
+            if let Some(old) = old_vol.filter(|o| {
+                *o != new_vol && !o.is_empty() && !o.contains("cloudinit") && o != "none"
+            }) && let Some(u) = unused(&vm.config)
+            {
+                vm.config.insert(u, old);
+            }
+        }
+        let old = vm.config.insert(k.clone(), v.clone());
+        vm.cloudinit.record(&k, old.as_deref(), Some(&v));
+    }
+}
+
+/// Before QEMU starts (QemuServer.pm, vm_start_nolock): the pending changes are applied, and
+/// the cloud-init drive is generated from the config (Cloudinit.pm,
+/// generate_cloudinitconfig), so the guest sees the current cloud-init options.
+fn prepare_start(vm: &mut Vm) {
+    let (sets, deletes) = vm.pending.take_applicable(&vm.config, false);
+    apply_changes(vm, sets, deletes);
+    if has_cloudinit_drive(&vm.config) {
+        vm.cloudinit.regenerated();
+    }
+}
+
+fn has_cloudinit_drive(conf: &BTreeMap<String, String>) -> bool {
+    conf.iter()
+        .any(|(k, v)| schema::is_drive_key(k) && v.contains("cloudinit"))
+}
+
 fn free_volumes(vols: &[Volume]) {
     for v in vols {
         let _ = std::fs::remove_file(&v.path);
@@ -474,6 +547,8 @@ pub fn create(sim: &Arc<Sim>, node: &str, params: &Params, auth: &Auth) -> ApiRe
             Vm {
                 node: node.to_string(),
                 config: conf,
+                pending: Pending::default(),
+                cloudinit: CloudInitState::default(),
                 running: false,
                 started: None,
                 pid: 0,
@@ -559,28 +634,94 @@ fn do_start(sim: &Sim, ctx: &TaskCtx, vmid: u32) -> Result<(), String> {
     ctx.sleep(sim.task_duration("qmstart"))?;
     let mut st = sim.lock();
     let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
+    prepare_start(vm);
     vm.running = true;
     vm.started = Some(Instant::now());
     vm.pid = 10000 + (sim.random() % 50000) as u32;
     Ok(())
 }
 
-/// `GET …/config`: values typed as PVE returns them, secrets masked, with `digest`.
-pub fn get_config(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
-    let conf = config_of(sim, node, vmid)?;
+/// A config value typed as PVE returns it, `cipassword` masked.
+fn typed(k: &str, v: &str) -> Value {
+    match (k, schema::config_key_type(k)) {
+        ("cipassword", _) => json!("**********"),
+        (_, Some(Ty::Int(..)) | Some(Ty::Bool)) => {
+            v.parse::<i64>().map(|n| json!(n)).unwrap_or(json!(v))
+        }
+        (_, Some(Ty::Num(..))) => v.parse::<f64>().map(|n| json!(n)).unwrap_or(json!(v)),
+        _ => json!(v),
+    }
+}
+
+/// `GET …/pending` (API2/Qemu.pm, vm_pending; GuestHelpers.pm, config_with_pending_array):
+/// every key with its current `value`, its `pending` value and a pending `delete`.
+pub fn get_pending(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
+    let (conf, pend) = file_of(sim, node, vmid)?;
+    let mut keys: std::collections::BTreeSet<&String> = conf.keys().collect();
+    keys.extend(pend.set.keys());
+    keys.extend(pend.delete.iter());
+    let items: Vec<Value> = keys
+        .into_iter()
+        .map(|k| {
+            let mut item = serde_json::Map::new();
+            item.insert("key".into(), json!(k));
+            if let Some(v) = conf.get(k) {
+                item.insert("value".into(), typed(k, v));
+            }
+            if let Some(v) = pend.set.get(k) {
+                item.insert("pending".into(), typed(k, v));
+            }
+            if pend.delete.contains(k) {
+                item.insert("delete".into(), json!(1));
+            }
+            Value::Object(item)
+        })
+        .collect();
+    Ok(json!(items))
+}
+
+/// `GET …/cloudinit`: the cloud-init options with the values the drive holds and the pending
+/// ones.
+pub fn get_cloudinit(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
+    config_of(sim, node, vmid)?;
+    let st = sim.lock();
+    let vm = st.vms.get(&vmid).ok_or_else(|| no_conf(node, vmid))?;
+    Ok(json!(vm.cloudinit.listing(&vm.config)))
+}
+
+/// `PUT …/cloudinit` (API2/Qemu.pm, cloudinit_update): under the config lock, the lock
+/// checked, the drive regenerated from the current config (no task).
+pub fn put_cloudinit(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
+    config_of(sim, node, vmid)?;
+    sim.flock(vmid, "cloudinit", Duration::from_secs(10))
+        .map_err(ApiErr::die)?;
+    let res = (|| {
+        let mut st = sim.lock();
+        let vm = st.vms.get_mut(&vmid).ok_or_else(|| no_conf(node, vmid))?;
+        check_lock(&vm.config).map_err(ApiErr::die)?;
+        if has_cloudinit_drive(&vm.config) {
+            vm.cloudinit.regenerated();
+        }
+        Ok(Value::Null)
+    })();
+    sim.funlock(vmid);
+    res
+}
+
+/// `GET …/config`: values typed as PVE returns them, secrets masked, with `digest`; the
+/// pending values applied unless `current` (API2/Qemu.pm, vm_config).
+pub fn get_config(sim: &Sim, node: &str, vmid: u32, current: bool) -> ApiResult {
+    let (file, pend) = file_of(sim, node, vmid)?;
+    let conf = if current {
+        file.clone()
+    } else {
+        pend.overlay(&file)
+    };
     let mut out = serde_json::Map::new();
     for (k, v) in &conf {
-        let val = match (k.as_str(), schema::config_key_type(k)) {
-            ("cipassword", _) => json!("**********"),
-            (_, Some(Ty::Int(..)) | Some(Ty::Bool)) => {
-                v.parse::<i64>().map(|n| json!(n)).unwrap_or(json!(v))
-            }
-            (_, Some(Ty::Num(..))) => v.parse::<f64>().map(|n| json!(n)).unwrap_or(json!(v)),
-            _ => json!(v),
-        };
-        out.insert(k.clone(), val);
+        out.insert(k.clone(), typed(k, v));
     }
-    out.insert("digest".into(), json!(digest(&conf)));
+    out.insert("digest".into(), json!(digest(&file, &pend)));
     Ok(Value::Object(out))
 }
 
@@ -631,9 +772,9 @@ pub fn update(
     let wanted_digest = params.get("digest").cloned();
     let load_and_check = {
         let params = params.clone();
-        move |conf: &BTreeMap<String, String>| -> Result<(), String> {
+        move |conf: &BTreeMap<String, String>, pending: &Pending| -> Result<(), String> {
             if let Some(d) = &wanted_digest
-                && *d != digest(conf)
+                && *d != digest(conf, pending)
             {
                 return Err("checksum mismatch (file change by other user?)".into());
             }
@@ -643,8 +784,8 @@ pub fn update(
             check_balloon(&params, conf)
         }
     };
-    let conf = config_of(sim, node, vmid)?;
-    load_and_check(&conf).map_err(ApiErr::die)?;
+    let (conf, pend) = file_of(sim, node, vmid)?;
+    load_and_check(&conf, &pend).map_err(ApiErr::die)?;
     if sets.iter().any(|(k, _)| k == "lock") {
         return Err(ApiErr::die(
             "pve-sim: setting 'lock' through the API is not allowed",
@@ -657,17 +798,8 @@ pub fn update(
         sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
         let res = (|| {
             ctx.sleep(sim.task_duration("qmconfig"))?;
-            let conf = {
-                let st = sim.lock();
-                st.vms
-                    .get(&vmid)
-                    .filter(|v| v.node == n2)
-                    .map(|v| v.config.clone())
-            }
-            .ok_or_else(|| {
-                format!("Configuration file 'nodes/{n2}/qemu-server/{vmid}.conf' does not exist")
-            })?;
-            load_and_check(&conf)?;
+            let (conf, pend) = file_of(sim, &n2, vmid).map_err(|e| e.msg)?;
+            load_and_check(&conf, &pend)?;
             let mut made = Vec::new();
             let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made).inspect_err(|_| {
                 if !ctx.killed() {
@@ -676,41 +808,24 @@ pub fn update(
             })?;
             let mut st = sim.lock();
             let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
-            let unused = |c: &BTreeMap<String, String>| {
-                (0..256)
-                    .map(|i| format!("unused{i}"))
-                    .find(|k| !c.contains_key(k))
-            };
+            // update_vm_api's `$updatefn`: every change goes to [PENDING] first; unchanged
+            // values are dropped; then a stopped VM applies all of it, a running one what it
+            // can hotplug (QemuServer.pm, vmconfig_apply_pending / vmconfig_hotplug_pending).
             for d in &deletes {
-                if let Some(old) = vm.config.remove(d)
-                    && schema::is_drive_key(d)
-                    && !old.contains("media=cdrom")
-                    && let Some(u) = unused(&vm.config)
-                {
-                    vm.config
-                        .insert(u, old.split(',').next().unwrap_or("").to_string());
-                }
+                vm.pending.queue_delete(d);
             }
             for (k, v) in drives {
-                let old_vol = vm
-                    .config
-                    .get(&k)
-                    .map(|o| o.split(',').next().unwrap_or("").to_string());
-                let new_vol = v.split(',').next().unwrap_or("").to_string();
-                if let Some(old) = old_vol.filter(|o| {
-                    *o != new_vol && !o.is_empty() && !o.contains("cloudinit") && o != "none"
-                }) && let Some(u) = unused(&vm.config)
-                {
-                    vm.config.insert(u, old);
-                }
-                vm.config.insert(k, v);
+                vm.pending.queue_set(&k, &v);
             }
             for (k, v) in &sets {
                 if !schema::is_drive_key(k) {
                     let n = normalize(sim, k, v);
-                    vm.config.insert(k.clone(), n);
+                    vm.pending.queue_set(k, &n);
                 }
             }
+            vm.pending.cleanup(&vm.config);
+            let (apply_sets, apply_deletes) = vm.pending.take_applicable(&vm.config, vm.running);
+            apply_changes(vm, apply_sets, apply_deletes);
             Ok(0)
         })();
         sim.funlock(vmid);
@@ -773,9 +888,9 @@ pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Aut
             let sim = &s2;
             sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
             let res = (|| {
-                let conf = config_of(sim, &n2, vmid).map_err(|e| e.msg)?;
+                let (conf, pend) = file_of(sim, &n2, vmid).map_err(|e| e.msg)?;
                 if let Some(d) = &wanted_digest
-                    && *d != digest(&conf)
+                    && *d != digest(&conf, &pend)
                 {
                     return Err("checksum mismatch (file change by other user?)".into());
                 }
@@ -920,6 +1035,11 @@ pub fn power(
                     }))?;
                     let mut st = sim.lock();
                     if let Some(vm) = st.vms.get_mut(&vmid) {
+                        // A reboot is a stop and a fresh start (QemuServer.pm, vm_reboot:
+                        // qmeventd starts it again), which applies the pending changes.
+                        if action == "reboot" {
+                            prepare_start(vm);
+                        }
                         vm.running = action == "reboot";
                         vm.started = vm.running.then(Instant::now);
                     }
@@ -1040,295 +1160,4 @@ pub fn vm_list(sim: &Sim, node: &str) -> Value {
         if let Some(l) = v.config.get("lock") { o["lock"] = json!(l); }
         o
     }).collect::<Vec<_>>())
-}
-
-/// `GET /cluster/resources`.
-///
-/// pve-manager API2/Cluster.pm, resources: the list of VMs and their `lock` and `tags` come
-/// from the cluster file system at once; everything else from pvestatd's RRD data
-/// (API2Tools.pm, extract_vm_stats), refreshed every `--stats-interval` (10 s in PVE). Until
-/// then a new VM is listed with `status: unknown` and no `name`, `maxmem` or `maxcpu`, and a
-/// changed name or power state shows its old value.
-pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
-    let mut out = Vec::new();
-    if kind.is_none() || kind == Some("vm") {
-        if sim.opts.stats_interval.is_zero() {
-            sim.update_stats();
-        }
-        let st = sim.lock();
-        for (id, vm) in &st.vms {
-            let c = &vm.config;
-            let mut o = json!({
-                "id": format!("qemu/{id}"), "type": "qemu", "vmid": id, "node": vm.node,
-                "status": "unknown",
-            });
-            if let Some(Value::Object(stats)) = st.stats.get(id) {
-                for (k, v) in stats {
-                    o[k] = v.clone();
-                }
-            }
-            if let Some(l) = c.get("lock") {
-                o["lock"] = json!(l);
-            }
-            if let Some(t) = c.get("tags") {
-                o["tags"] = json!(t);
-            }
-            out.push(o);
-        }
-    }
-    if kind.is_none() || kind == Some("storage") {
-        for n in &sim.opts.nodes {
-            for s in storage::STORAGES {
-                out.push(json!({"id": format!("storage/{n}/{}", s.id), "type": "storage", "storage": s.id, "node": n,
-                    "status": "available", "plugintype": s.kind, "content": s.content.join(","), "shared": 0,
-                    "maxdisk": 107374182400u64, "disk": 0}));
-            }
-        }
-    }
-    if kind.is_none() || kind == Some("node") {
-        for n in &sim.opts.nodes {
-            out.push(json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online", "maxcpu": 16}));
-        }
-    }
-    json!(out)
-}
-
-/// `GET /cluster/nextid`: the lowest free id as a string; no reservation, as in PVE.
-pub fn next_id(sim: &Sim, asked: Option<&String>) -> ApiResult {
-    let st = sim.lock();
-    if let Some(v) = asked {
-        let id: u32 = v.parse().unwrap_or(0);
-        if st.vms.contains_key(&id) {
-            return Err(ApiErr::param("vmid", format!("VM {id} already exists")));
-        }
-        return Ok(json!(id.to_string()));
-    }
-    let id = (100u32..).find(|i| !st.vms.contains_key(i)).unwrap_or(100);
-    Ok(json!(id.to_string()))
-}
-
-/// `GET /nodes/{node}/storage`.
-pub fn storage_list(sim: &Sim, node: &str, params: &Params) -> Value {
-    let content = params.get("content");
-    json!(storage::STORAGES.iter().filter(|s| content.is_none_or(|c| c.split(',').all(|c| s.content.contains(&c))))
-        .filter(|s| params.get("storage").is_none_or(|id| id == s.id))
-        .map(|s| {
-            let used: u64 = storage::list_content(&sim.opts.data_dir, node, s.id, None, None).iter().map(|v| v["used"].as_u64().unwrap_or(0)).sum();
-            json!({"storage": s.id, "type": s.kind, "content": s.content.join(","), "active": 1, "enabled": 1, "shared": 0,
-                   "total": 107374182400u64, "used": used, "avail": 107374182400u64 - used.min(107374182400u64),
-                   "used_fraction": used as f64 / 107374182400.0})
-        }).collect::<Vec<_>>())
-}
-
-/// `DELETE /nodes/{node}/storage/{storage}/content/{volume}`: an `imgdel` task.
-pub fn volume_delete(
-    sim: &Arc<Sim>,
-    node: &str,
-    sid: &str,
-    volume: &str,
-    auth: &Auth,
-) -> ApiResult {
-    let volid = if volume.contains(':') {
-        volume.to_string()
-    } else {
-        format!("{sid}:{volume}")
-    };
-    let vol = storage::parse_volume(&sim.opts.data_dir, node, &volid).map_err(ApiErr::die)?;
-    if !vol.path.exists() {
-        return Err(ApiErr::die(format!("volume '{volid}' does not exist")));
-    }
-    if let Some(id) = vol.vmid
-        && sim.lock().vms.get(&id).is_some_and(|vm| {
-            vm.config
-                .values()
-                .any(|v| v.split(',').next() == Some(volid.as_str()))
-        })
-    {
-        return Err(ApiErr::die(format!(
-            "unable to delete volume '{volid}' - volume is still in use by VM {id}"
-        )));
-    }
-    let s2 = sim.clone();
-    // pve-storage forks `imgdel` without an id: the UPID's id field is empty.
-    let upid = tasks::spawn(sim, node, "imgdel", "", &auth.id, move |ctx| {
-        ctx.sleep(s2.task_duration("imgdel"))?;
-        std::fs::remove_file(&vol.path)
-            .map_err(|e| format!("unable to delete '{}': {e}", vol.path.display()))?;
-        ctx.log(format!("Removed volume '{volid}'"));
-        Ok(0)
-    });
-    Ok(json!(upid))
-}
-
-/// Checks a UPID's shape like `PVE::UPID::decode`; returns its node.
-fn upid_node(upid: &str) -> Option<&str> {
-    let parts: Vec<&str> = upid.split(':').collect();
-    let hex = |s: &str, lo: usize, hi: usize| {
-        (lo..=hi).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
-    };
-    let ok = parts.len() == 9
-        && parts[0] == "UPID"
-        && !parts[1].is_empty()
-        && hex(parts[2], 8, 8)
-        && hex(parts[3], 8, 9)
-        && hex(parts[4], 8, 8)
-        && !parts[5].is_empty()
-        && !parts[7].is_empty()
-        && parts[8].is_empty();
-    ok.then_some(parts[1])
-}
-
-/// pve-manager API2/Tasks.pm, `$check_task_user`: a user sees its own tasks and its tokens'
-/// tasks; a token only the tasks of that token.
-fn own_task(task_user: &str, user: &str) -> bool {
-    match task_user.split_once('!') {
-        Some((owner, _)) => user == task_user || user == owner,
-        None => user == task_user,
-    }
-}
-
-/// Tasks.pm, read_task_status and read_task_log: another user's task needs `Sys.Audit` on
-/// the node.
-fn check_task_perm(sim: &Sim, node: &str, task_user: &str, auth: &Auth) -> Result<(), ApiErr> {
-    if own_task(task_user, &auth.id) || sim.sys_audit(&auth.id) {
-        return Ok(());
-    }
-    Err(ApiErr {
-        status: 403,
-        msg: format!("Permission check failed (/nodes/{node}, Sys.Audit)"),
-        errors: None,
-    })
-}
-
-fn find_task<'a>(
-    st: &'a crate::state::State,
-    node: &str,
-    upid: &str,
-) -> Result<&'a tasks::Task, ApiErr> {
-    if upid_node(upid).is_none() {
-        return Err(ApiErr::param("upid", "unable to parse worker upid"));
-    }
-    st.tasks
-        .iter()
-        .find(|t| t.upid == upid && t.node == node && Instant::now() >= t.visible_at)
-        .ok_or_else(|| ApiErr::param("upid", "no such task"))
-}
-
-/// `GET /nodes/{node}/tasks/{upid}/status`.
-pub fn task_status(sim: &Sim, node: &str, upid: &str, auth: &Auth) -> ApiResult {
-    let st = sim.lock();
-    let t = find_task(&st, node, upid)?;
-    check_task_perm(sim, node, &t.user, auth)?;
-    Ok(t.status_json())
-}
-
-/// `GET /nodes/{node}/tasks/{upid}/log` with `start`/`limit`, and `total` beside `data`.
-///
-/// Tasks.pm, read_task_log does not check that the task exists: the log of an unknown UPID
-/// is pve-common's `dump_logfile` failing to open the file, answered with 200.
-pub fn task_log(sim: &Sim, node: &str, upid: &str, params: &Params, auth: &Auth) -> ApiResult {
-    let st = sim.lock();
-    if upid_node(upid).is_none() {
-        return Err(ApiErr::param("upid", "unable to parse worker upid"));
-    }
-    let user = upid.split(':').nth(7).unwrap_or("");
-    check_task_perm(sim, node, user, auth)?;
-    let Ok(t) = find_task(&st, node, upid) else {
-        return Ok(json!({"__total": 1, "lines": [
-            {"n": 1, "t": "unable to open file - No such file or directory"}
-        ]}));
-    };
-    let start: usize = params
-        .get("start")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let limit: usize = params
-        .get("limit")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
-    let total = t.log.len();
-    let lines: Vec<Value> = if total == 0 {
-        vec![json!({"n": 1, "t": "no content"})]
-    } else {
-        let take = if limit == 0 { usize::MAX } else { limit };
-        t.log
-            .iter()
-            .enumerate()
-            .skip(start)
-            .take(take)
-            .map(|(i, l)| json!({"n": i + 1, "t": l}))
-            .collect()
-    };
-    Ok(json!({"__total": total.max(1), "lines": lines}))
-}
-
-/// `GET /nodes/{node}/tasks` with PVE's filters; newest first. Without `Sys.Audit` on the
-/// node a user sees only its own tasks (Tasks.pm, node_tasks); running tasks carry
-/// `status: RUNNING`.
-pub fn task_list(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Value {
-    let auditor = sim.sys_audit(&auth.id);
-    let st = sim.lock();
-    let source = params
-        .get("source")
-        .map(String::as_str)
-        .unwrap_or("archive");
-    let vmid = params.get("vmid");
-    let typefilter = params.get("typefilter");
-    let errors = params.get("errors").is_some_and(|e| e == "1");
-    let start: usize = params
-        .get("start")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let limit: usize = params
-        .get("limit")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
-    let items: Vec<Value> = st
-        .tasks
-        .iter()
-        .rev()
-        .filter(|t| t.node == node && Instant::now() >= t.visible_at)
-        .filter(|t| auditor || own_task(&t.user, &auth.id))
-        .filter(|t| match source {
-            "active" => t.running(),
-            "archive" => !t.running(),
-            _ => true,
-        })
-        .filter(|t| vmid.is_none_or(|v| *v == t.id))
-        .filter(|t| typefilter.is_none_or(|f| *f == t.ttype))
-        .filter(|t| !errors || t.exitstatus.as_deref().is_some_and(|e| e != "OK"))
-        .skip(start)
-        .take(if limit == 0 { usize::MAX } else { limit })
-        .map(tasks::Task::list_json)
-        .collect();
-    json!(items)
-}
-
-/// `DELETE /nodes/{node}/tasks/{upid}`: pve-common RESTEnvironment.pm, check_worker with
-/// `$killit` (`$kill_process_group`): SIGTERM to the worker, up to 5 s for it to end, then
-/// SIGKILL. A killed worker writes no exit line, so its status reads `unexpected status`
-/// (PVE::UPID read_status) and whatever it held (a create's `lock: create`) stays behind.
-pub fn task_stop(sim: &Sim, node: &str, upid: &str) -> ApiResult {
-    {
-        let st = sim.lock();
-        find_task(&st, node, upid)?
-            .cancel
-            .store(true, Ordering::Relaxed);
-    }
-    let u = upid.to_string();
-    let ended = wait_until(sim, Duration::from_secs(5), |st| {
-        st.tasks.iter().any(|t| t.upid == u && !t.running())
-    });
-    if !ended {
-        let mut st = sim.lock();
-        if let Some(t) = st.tasks.iter_mut().find(|t| t.upid == upid && t.running()) {
-            t.killed.store(true, Ordering::Relaxed);
-            t.exitstatus = Some("unexpected status".into());
-            t.end_epoch = Some(crate::state::epoch());
-            sim.log_task(t);
-        }
-        drop(st);
-        sim.cv.notify_all();
-    }
-    Ok(Value::Null)
 }

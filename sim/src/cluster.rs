@@ -1,0 +1,73 @@
+//! The cluster endpoints, after pve-manager's `API2/Cluster.pm`: `/cluster/resources` (from
+//! pvestatd's lagging stats) and `/cluster/nextid`.
+
+use serde_json::{Value, json};
+
+use crate::handler::{ApiErr, ApiResult};
+use crate::state::Sim;
+use crate::storage;
+
+/// `GET /cluster/resources`.
+///
+/// pve-manager API2/Cluster.pm, resources: the list of VMs and their `lock` and `tags` come
+/// from the cluster file system at once; everything else from pvestatd's RRD data
+/// (API2Tools.pm, extract_vm_stats), refreshed every `--stats-interval` (10 s in PVE). Until
+/// then a new VM is listed with `status: unknown` and no `name`, `maxmem` or `maxcpu`, and a
+/// changed name or power state shows its old value.
+pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
+    let mut out = Vec::new();
+    if kind.is_none() || kind == Some("vm") {
+        if sim.opts.stats_interval.is_zero() {
+            sim.update_stats();
+        }
+        let st = sim.lock();
+        for (id, vm) in &st.vms {
+            let c = &vm.config;
+            let mut o = json!({
+                "id": format!("qemu/{id}"), "type": "qemu", "vmid": id, "node": vm.node,
+                "status": "unknown",
+            });
+            if let Some(Value::Object(stats)) = st.stats.get(id) {
+                for (k, v) in stats {
+                    o[k] = v.clone();
+                }
+            }
+            if let Some(l) = c.get("lock") {
+                o["lock"] = json!(l);
+            }
+            if let Some(t) = c.get("tags") {
+                o["tags"] = json!(t);
+            }
+            out.push(o);
+        }
+    }
+    if kind.is_none() || kind == Some("storage") {
+        for n in &sim.opts.nodes {
+            for s in storage::STORAGES {
+                out.push(json!({"id": format!("storage/{n}/{}", s.id), "type": "storage", "storage": s.id, "node": n,
+                    "status": "available", "plugintype": s.kind, "content": s.content.join(","), "shared": 0,
+                    "maxdisk": 107374182400u64, "disk": 0}));
+            }
+        }
+    }
+    if kind.is_none() || kind == Some("node") {
+        for n in &sim.opts.nodes {
+            out.push(json!({"id": format!("node/{n}"), "type": "node", "node": n, "status": "online", "maxcpu": 16}));
+        }
+    }
+    json!(out)
+}
+
+/// `GET /cluster/nextid`: the lowest free id as a string; no reservation, as in PVE.
+pub fn next_id(sim: &Sim, asked: Option<&String>) -> ApiResult {
+    let st = sim.lock();
+    if let Some(v) = asked {
+        let id: u32 = v.parse().unwrap_or(0);
+        if st.vms.contains_key(&id) {
+            return Err(ApiErr::param("vmid", format!("VM {id} already exists")));
+        }
+        return Ok(json!(id.to_string()));
+    }
+    let id = (100u32..).find(|i| !st.vms.contains_key(i)).unwrap_or(100);
+    Ok(json!(id.to_string()))
+}
