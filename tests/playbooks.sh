@@ -20,11 +20,13 @@ run demo-again playbooks/demo.yml
 recap "$dir/demo-again.log" | grep -q 'changed=0 '
 run create playbooks/create_from_cloud_image.yml -e vm_name=web2
 grep -q 'web2 is VM 101 on pve1 (running)' "$dir/create.log"
+run connect playbooks/create_and_connect.yml -e vm_name=web3 -e vm_connect=false
+grep -qE 'web3 is VM [0-9]+ on pve1 at 10\.0\.' "$dir/connect.log"
 run async playbooks/async_import.yml
 grep -q 'VM 120 on pve1: create' "$dir/async.log"
 run defaults playbooks/module_defaults.yml
 grep -q 'would update cores VM 130 on pve1' "$dir/defaults.log"
-run teardown playbooks/teardown.yml -e '{"vm_ids": [100, 120], "vm_names": ["web2"]}'
+run teardown playbooks/teardown.yml -e '{"vm_ids": [100, 120], "vm_names": ["web2", "web3"]}'
 recap "$dir/teardown.log" | grep -q 'failed=0'
 curl -s --cacert "$dir/data/pve-root-ca.pem" -H 'Authorization: PVEAPIToken=root@pam!sankofa=5ec2e7a0-demo-token' \
   "https://127.0.0.1:$(python3 -c 'import json; print(json.load(open(".work/playbooks/data/sim.json"))["port"])')/api2/json/cluster/resources?type=vm" > "$dir/left.json"
@@ -47,4 +49,4 @@ inv="$dir/parallel.ini"
 run parallel playbooks/parallel_create.yml -i "$inv" -f 50
 ids=$(grep -oE '"par[0-9]+=[0-9]+"' "$dir/parallel.log" | cut -d= -f2 | tr -d '"' | sort -u | wc -l)
 [ "$ids" = 50 ] || { echo "parallel creates: $ids distinct ids, expected 50" >&2; exit 1; }
-echo "playbooks: 9 passed, 0 failed"
+echo "playbooks: 10 passed, 0 failed"

@@ -886,3 +886,179 @@ fn an_import_wait_reports_its_progress_and_stays_within_its_request_budget() {
         .count();
     assert!(statuses <= 3, "{statuses} status reads");
 }
+
+/// What `GET …/config?current=1` says a key runs with.
+fn running_value(sim: &Sim, vmid: u32, key: &str) -> Value {
+    sim.get(&format!("/nodes/pve1/qemu/{vmid}/config?current=1"))["data"][key].clone()
+}
+
+/// A cores/memory change on a running VM waits in PVE's pending section: reported with
+/// `restart: never` (with a warning), applied by a restart with `restart: when_needed`, and a
+/// re-run then changes nothing. Check mode predicts the restart.
+#[test]
+fn pending_changes_on_a_running_vm_are_reported_and_applied_by_a_restart() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[]);
+    ok(run(create_args(&sim, json!({}))));
+    let r = ok(run(create_args(&sim, json!({"cores": 4, "memory": 4096}))));
+    assert_eq!(r["changed"], true);
+    assert_eq!(r["restart_needed"], true, "{r}");
+    assert_eq!(r["pending"], json!(["cores", "memory"]));
+    let w = r["warnings"].to_string();
+    assert!(
+        w.contains("runs without its changes to cores, memory until it restarts"),
+        "{w}"
+    );
+    // PVE runs the old values; the pending-applied config shows the new ones.
+    assert_eq!(running_value(&sim, 100, "cores"), 2);
+    assert_eq!(sim.get("/nodes/pve1/qemu/100/config")["data"]["cores"], 4);
+    // Nothing more to send: the same run again is unchanged, and still says so.
+    let r = ok(run(create_args(&sim, json!({"cores": 4, "memory": 4096}))));
+    assert_eq!(
+        (r["changed"].as_bool(), r["restart_needed"].as_bool()),
+        (Some(false), Some(true))
+    );
+    // Check mode shows the restart it would make.
+    let r = ok(run(create_args(
+        &sim,
+        json!({"cores": 4, "memory": 4096, "restart": "when_needed", "_ansible_check_mode": true}),
+    )));
+    assert_eq!(r["planned"], json!(["shut down", "start"]), "{r}");
+    let r = ok(run(create_args(
+        &sim,
+        json!({"cores": 4, "memory": 4096, "restart": "when_needed"}),
+    )));
+    assert_eq!(r["changed"], true);
+    assert_eq!(task_types(&r), ["qmshutdown", "qmstart"]);
+    assert_eq!(
+        (r["restart_needed"].as_bool(), r["pending"].clone()),
+        (Some(false), json!([]))
+    );
+    assert_eq!(running_value(&sim, 100, "cores"), 4);
+    assert_eq!(running_value(&sim, 100, "memory"), "4096");
+    assert_eq!(r["status"], "running");
+    let r = ok(run(create_args(
+        &sim,
+        json!({"cores": 4, "memory": 4096, "restart": "when_needed"}),
+    )));
+    assert_eq!(r["changed"], false, "{r}");
+    // What a running VM takes at once (a name, tags) needs no restart.
+    let r = ok(run(create_args(
+        &sim,
+        json!({"cores": 4, "memory": 4096, "tags": ["web", "prod"], "restart": "when_needed"}),
+    )));
+    assert_eq!(task_types(&r), ["qmconfig"]);
+    assert_eq!(r["restart_needed"], false);
+}
+
+/// A cloud-init change reaches the config at once but the guest only with a regenerated
+/// drive: on a running VM it is reported and applied by a restart; on a stopped VM the drive
+/// is regenerated.
+#[test]
+fn cloud_init_changes_reach_the_guest() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[]);
+    ok(run(create_args(&sim, json!({}))));
+    let r = ok(run(create_args(&sim, json!({"ciuser": "admin"}))));
+    assert_eq!(
+        (r["restart_needed"].as_bool(), r["pending"].clone()),
+        (Some(true), json!(["ciuser"]))
+    );
+    let ci = sim.get("/nodes/pve1/qemu/100/cloudinit")["data"].clone();
+    assert!(
+        ci.as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["key"] == "ciuser" && i["pending"] == "admin"),
+        "{ci}"
+    );
+    let r = ok(run(create_args(
+        &sim,
+        json!({"ciuser": "admin", "restart": "when_needed"}),
+    )));
+    assert_eq!(task_types(&r), ["qmshutdown", "qmstart"]);
+    assert_eq!(r["restart_needed"], false);
+    let ci = sim.get("/nodes/pve1/qemu/100/cloudinit")["data"].clone();
+    assert!(
+        ci.as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i.get("pending").is_none()),
+        "{ci}"
+    );
+    // Stopped: the drive is regenerated, nothing restarts.
+    ok(run(create_args(
+        &sim,
+        json!({"ciuser": "admin", "state": "stopped"}),
+    )));
+    let r = ok(run(create_args(
+        &sim,
+        json!({"ciuser": "ops", "state": "stopped"}),
+    )));
+    assert_eq!(r["changed"], true);
+    assert!(
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .contains("regenerated the cloud-init drive (ciuser)"),
+        "{}",
+        r["msg"]
+    );
+    assert_eq!(r["restart_needed"], false);
+    let ci = sim.get("/nodes/pve1/qemu/100/cloudinit")["data"].clone();
+    assert!(
+        ci.as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i.get("pending").is_none()),
+        "{ci}"
+    );
+    assert_eq!(
+        ok(run(create_args(
+            &sim,
+            json!({"ciuser": "ops", "state": "stopped"})
+        )))["changed"],
+        false
+    );
+}
+
+/// `wait_for_ip` waits through `QEMU guest agent is not running` and returns the guest's
+/// reachable addresses; an agent that never answers fails clearly within the limit.
+#[test]
+fn wait_for_ip_returns_the_guest_address() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &["--agent-delay", "2s"]);
+    let r = ok(run(create_args(
+        &sim,
+        json!({"agent": true, "ipconfig": [{"ip": "192.0.2.50/24", "gw": "192.0.2.1"}], "wait_for_ip": "1m"}),
+    )));
+    assert_eq!(r["ip_addresses"], json!(["192.0.2.50"]), "{r}");
+    assert!(r["interfaces"].as_array().unwrap().len() >= 2);
+    let slow = Sim::start(&[&img], &["--agent-delay", "1h"]);
+    let started = Instant::now();
+    let r = failed(run(create_args(
+        &slow,
+        json!({"agent": true, "wait_for_ip": "3s"}),
+    )));
+    let msg = r["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("VM 100 on pve1 reported no address within 3s (wait_for_ip)")
+            && msg.contains("QEMU guest agent is not running")
+            && msg.contains("qemu-guest-agent"),
+        "{msg}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    // Without the agent, refused before any request.
+    let r = failed(run(create_args(
+        &slow,
+        json!({"vmid": 101, "agent": false, "wait_for_ip": "1m"}),
+    )));
+    assert!(
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .contains("wait_for_ip needs the QEMU guest agent"),
+        "{}",
+        r["msg"]
+    );
+}

@@ -180,6 +180,12 @@ impl ApiError {
         self.status() == Some(500) && self.message().contains("already exists")
     }
 
+    /// `500 QEMU guest agent is not running`: the agent in the guest is not up (yet), or the
+    /// VM has no agent device (qemu-server, QemuServer/Agent.pm, assert_agent_available).
+    pub fn is_agent_not_running(&self) -> bool {
+        self.status() == Some(500) && self.message().contains("guest agent is not running")
+    }
+
     /// A signal ended the request (or the pause before it).
     pub fn is_interrupted(&self) -> bool {
         matches!(self, ApiError::Interrupted { .. })

@@ -389,6 +389,10 @@ impl Api {
                         let current = params.get("current").is_some_and(|v| v == "1");
                         vms::get_config(sim, node, id, current)
                     }
+                    ("GET", ["agent", "network-get-interfaces"]) => {
+                        let id = check(schema::vm_path(vec![]), params)?;
+                        vms::agent_network(sim, node, id)
+                    }
                     ("GET", ["pending"]) => {
                         let id = check(schema::vm_path(vec![]), params)?;
                         vms::get_pending(sim, node, id)

@@ -64,6 +64,11 @@ OPTIONS:
                                 /cluster/resources lists (name, status, maxmem, ...): a new VM
                                 is listed with status 'unknown' and no name until then
                                 [default: 10s, as PVE; 0 = at once]
+    --agent-delay DUR           how long after its start a VM with `agent: 1` answers guest
+                                agent commands (before: 'QEMU guest agent is not running')
+                                [default: 3s]
+    --agent-ip VMID=ADDRESS     an address the guest agent of VMID reports (repeatable); by
+                                default the ipconfigN addresses, or 10.0.X.Y for DHCP
     --auth-failure-delay DUR    delay before a 401, as pveproxy does [default: 3s]
     --pve-version VER           9.1, 8.4 or 8.3: what /version reports and which download
                                 filename rules apply [default: 9.1]
@@ -108,6 +113,8 @@ fn parse_args() -> Result<Options, String> {
         scenario: None,
         seed_images: Vec::new(),
         stats_interval: Duration::from_secs(10),
+        agent_delay: Duration::from_secs(3),
+        agent_ips: HashMap::new(),
         no_sys_audit: Vec::new(),
         import_profile: Default::default(),
     };
@@ -194,6 +201,15 @@ fn parse_args() -> Result<Options, String> {
             }
             "--ticket-lifetime" => o.ticket_lifetime = dur(&val()?, "--ticket-lifetime")?,
             "--stats-interval" => o.stats_interval = dur(&val()?, "--stats-interval")?,
+            "--agent-delay" => o.agent_delay = dur(&val()?, "--agent-delay")?,
+            "--agent-ip" => {
+                let v = val()?;
+                let (id, ip) = v
+                    .split_once('=')
+                    .and_then(|(id, ip)| Some((id.parse::<u32>().ok()?, ip.parse().ok()?)))
+                    .ok_or("--agent-ip takes VMID=ADDRESS, e.g. 100=192.0.2.10")?;
+                o.agent_ips.entry(id).or_default().push(ip);
+            }
             "--import-tail" => o.import_profile.tail = dur(&val()?, "--import-tail")?,
             "--import-stall" => {
                 let v = val()?;

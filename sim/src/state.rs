@@ -36,6 +36,10 @@ pub struct Options {
     pub seed_images: Vec<PathBuf>,
     /// pvestatd's update interval (zero: `/cluster/resources` sees every change at once).
     pub stats_interval: Duration,
+    /// How long after the start the guest agent answers.
+    pub agent_delay: Duration,
+    /// Addresses the guest agents report, by VM.
+    pub agent_ips: HashMap<u32, Vec<std::net::IpAddr>>,
     /// Users (and their tokens) without `Sys.Audit` on the nodes.
     pub no_sys_audit: Vec<String>,
     /// How an import's copy behaves beyond `--import-rate` (see [`ImportProfile`]).

@@ -708,6 +708,85 @@ pub fn put_cloudinit(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
     res
 }
 
+/// `GET …/agent/network-get-interfaces` (API2/Qemu/Agent.pm; QemuServer/Agent.pm,
+/// assert_agent_available): `No QEMU guest agent configured` without `agent` in the config,
+/// `VM N is not running`, and `QEMU guest agent is not running` until `--agent-delay` after
+/// the start (or for good when the agent is disabled); then the guest's interfaces: loopback,
+/// and one per `netN` with the `ipconfigN` address (or one of `--agent-ip`, or a DHCP-like
+/// 10.0.X.Y) and an IPv6 link-local address.
+pub fn agent_network(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
+    let conf = config_of(sim, node, vmid)?;
+    let Some(agent) = conf.get("agent") else {
+        return Err(ApiErr::die("No QEMU guest agent configured"));
+    };
+    let st = sim.lock();
+    let vm = st.vms.get(&vmid).ok_or_else(|| no_conf(node, vmid))?;
+    let up = vm.running.then_some(vm.started).flatten();
+    let Some(started) = up else {
+        return Err(ApiErr::die(format!("VM {vmid} is not running")));
+    };
+    let enabled = {
+        let first = agent.split(',').next().unwrap_or("");
+        first == "1" || agent.split(',').any(|p| p == "enabled=1")
+    };
+    if !enabled || started.elapsed() < sim.opts.agent_delay {
+        return Err(ApiErr::die("QEMU guest agent is not running"));
+    }
+    let mut ifaces = vec![json!({
+        "name": "lo",
+        "hardware-address": "00:00:00:00:00:00",
+        "ip-addresses": [
+            {"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8},
+            {"ip-address-type": "ipv6", "ip-address": "::1", "prefix": 128}
+        ]
+    })];
+    let given = sim.opts.agent_ips.get(&vmid);
+    let nets: Vec<(&String, &String)> = conf
+        .iter()
+        .filter(|(k, _)| {
+            k.strip_prefix("net")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    for (i, (k, v)) in nets.into_iter().enumerate() {
+        let idx = &k[3..];
+        let mac = v
+            .split(',')
+            .next()
+            .and_then(|m| m.split_once('='))
+            .map_or("BC:24:11:00:00:00", |(_, mac)| mac)
+            .to_ascii_lowercase();
+        let mut addrs = Vec::new();
+        let static_ip = conf.get(&format!("ipconfig{idx}")).and_then(|c| {
+            c.split(',')
+                .find_map(|p| p.strip_prefix("ip="))
+                .filter(|ip| *ip != "dhcp")
+                .and_then(|ip| ip.split_once('/'))
+                .map(|(a, p)| (a.to_string(), p.parse::<u8>().unwrap_or(24)))
+        });
+        match (given.and_then(|g| g.get(i)), static_ip) {
+            (Some(ip), _) => addrs.push(json!({
+                "ip-address-type": if ip.is_ipv4() { "ipv4" } else { "ipv6" },
+                "ip-address": ip.to_string(), "prefix": if ip.is_ipv4() { 24 } else { 64 }
+            })),
+            (None, Some((a, p))) => {
+                addrs.push(json!({"ip-address-type": "ipv4", "ip-address": a, "prefix": p}))
+            }
+            (None, None) => addrs.push(json!({
+                "ip-address-type": "ipv4",
+                "ip-address": format!("10.0.{}.{}", vmid % 250, 10 + i), "prefix": 24
+            })),
+        }
+        addrs.push(json!({"ip-address-type": "ipv6", "ip-address": format!("fe80::be24:11ff:fe00:{:x}", vmid % 0xffff), "prefix": 64}));
+        ifaces.push(json!({
+            "name": format!("eth{i}"),
+            "hardware-address": mac,
+            "ip-addresses": addrs,
+        }));
+    }
+    Ok(json!({ "result": ifaces }))
+}
+
 /// `GET …/config`: values typed as PVE returns them, secrets masked, with `digest`; the
 /// pending values applied unless `current` (API2/Qemu.pm, vm_config).
 pub fn get_config(sim: &Sim, node: &str, vmid: u32, current: bool) -> ApiResult {

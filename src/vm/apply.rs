@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::guest;
 use super::plan::{Current, Plan, Step, plan, predict_created};
 use super::spec::{Desired, State, desired, format_size};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
@@ -559,6 +560,104 @@ impl<'a> Runner<'a> {
         }
     }
 
+    /// The changes a VM has not taken yet: PVE's pending section (read when it runs; a
+    /// stopped VM takes it at its next start) and the cloud-init options its drive does not
+    /// hold (when it has a cloud-init drive). Returns (pending keys, cloud-init keys).
+    fn untaken(&self, c: &Current) -> Result<(Vec<String>, Vec<String>), Failure> {
+        let base = format!("{}/qemu/{}", node_path(&c.node), c.vmid);
+        let id = format!("VM {} on {}", c.vmid, c.node);
+        let pending = if c.running {
+            let l = ops::read(
+                &self.s.client,
+                &format!("{base}/pending"),
+                &Vec::new(),
+                self.s.deadline,
+            )
+            .map_err(|e| self.fail(format!("reading the pending changes of {id}: {e}")))?;
+            guest::pending_keys(&l)
+        } else {
+            Vec::new()
+        };
+        let cloudinit = if guest::has_cloudinit_drive(&c.config) {
+            let l = ops::read(
+                &self.s.client,
+                &format!("{base}/cloudinit"),
+                &Vec::new(),
+                self.s.deadline,
+            )
+            .map_err(|e| self.fail(format!("reading the cloud-init state of {id}: {e}")))?;
+            guest::cloudinit_pending(&l)
+        } else {
+            Vec::new()
+        };
+        Ok((pending, cloudinit))
+    }
+
+    /// `PUT …/cloudinit`: regenerates a stopped VM's cloud-init drive from its config.
+    fn regenerate_cloudinit(&mut self, c: &Current) -> Result<(), Failure> {
+        let what = format!(
+            "regenerating the cloud-init drive of VM {} on {}",
+            c.vmid, c.node
+        );
+        match dispatch(
+            &self.s.client,
+            Method::Put,
+            &format!("{}/qemu/{}/cloudinit", node_path(&c.node), c.vmid),
+            &Vec::new(),
+            self.s.deadline,
+            || None,
+        ) {
+            Ok(Dispatched::Task(upid)) => self.wait(upid, &what)?,
+            Ok(Dispatched::Done) => {}
+            Err(e) => return Err(self.fail(format!("{what}: {e}"))),
+        }
+        self.changed = true;
+        Ok(())
+    }
+
+    /// Polls the guest agent until it reports a reachable address, within `limit` and the
+    /// run's deadline. PVE answers `500 QEMU guest agent is not running` until the agent in
+    /// the guest is up; that is waited through. Returns (addresses, the agent's answer).
+    fn wait_for_ip(&self, c: &Current, limit: Duration) -> Result<(Vec<String>, Value), Failure> {
+        let until = (Instant::now() + limit).min(self.s.deadline);
+        let path = format!(
+            "{}/qemu/{}/agent/network-get-interfaces",
+            node_path(&c.node),
+            c.vmid
+        );
+        let id = format!("VM {} on {}", c.vmid, c.node);
+        let mut last;
+        loop {
+            match self.s.client.get(&path, &Vec::new()) {
+                Ok(v) => {
+                    let found = guest::addresses(&v);
+                    if !found.is_empty() {
+                        return Ok((found, v["result"].clone()));
+                    }
+                    last = "the agent reported no address but loopback and link-local".into();
+                }
+                Err(e) if e.is_agent_not_running() => last = e.to_string(),
+                Err(e) if e.is_transient() => last = e.to_string(),
+                Err(e) => {
+                    return Err(self.fail(format!("waiting for the address of {id}: {e}")));
+                }
+            }
+            if Instant::now() >= until {
+                return Err(self.fail(format!(
+                    "{id} reported no address within {} (wait_for_ip): last, {last}. Is qemu-guest-agent installed and running in the guest?",
+                    humantime::format_duration(Duration::from_secs(limit.as_secs()))
+                )));
+            }
+            let pause = Duration::from_secs(1).min(until.saturating_duration_since(Instant::now()));
+            if !crate::interrupt::sleep(pause) {
+                return Err(self.fail(format!(
+                    "interrupted by {} while waiting for the address of {id}",
+                    crate::interrupt::received().unwrap_or("a signal")
+                )));
+            }
+        }
+    }
+
     fn execute(&mut self, step: Step, cur: Option<&Current>) -> Result<Done, Failure> {
         if let Step::Create { node, params } = &step {
             return self.create(node, params);
@@ -705,6 +804,54 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     r.s.finish(result, r.changed)
 }
 
+/// Shuts the VM down (gracefully within `shutdown_timeout`, then stopped if `force_stop`) and
+/// starts it, each task waited on by its UPID; a step PVE refused before acting (another
+/// operation held the VM) is tried again, spaced out, within the deadline.
+fn restart(r: &mut Runner, c: &Current) -> Result<(), Failure> {
+    let steps = [
+        Step::Shutdown {
+            timeout: r.d.shutdown_timeout,
+            force: r.d.force_stop,
+        },
+        Step::Start,
+    ];
+    for step in steps {
+        let mut refused = 0u32;
+        loop {
+            let now = r.read(c.vmid, &c.node)?.ok_or_else(|| {
+                r.fail(format!(
+                    "VM {} on {} disappeared while restarting it",
+                    c.vmid, c.node
+                ))
+            })?;
+            match r.execute(step.clone(), Some(&now))? {
+                Done::Stale if Instant::now() < r.s.deadline => {
+                    refused += 1;
+                    let pause = backoff(refused.min(4), r.seed.wrapping_add(refused as u64))
+                        .min(r.s.deadline.saturating_duration_since(Instant::now()));
+                    if !crate::interrupt::sleep(pause) {
+                        return Err(r.fail(format!(
+                            "interrupted by {} while restarting VM {}",
+                            crate::interrupt::received().unwrap_or("a signal"),
+                            c.vmid
+                        )));
+                    }
+                }
+                Done::Stale => {
+                    return Err(r.fail(format!(
+                        "restarting VM {} on {}: PVE refused to {} it until the deadline (another operation holds it)",
+                        c.vmid,
+                        c.node,
+                        step.describe()
+                    )));
+                }
+                Done::Vm(..) | Done::Gone => break,
+            }
+        }
+    }
+    Ok(())
+}
+
 fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
     let d = r.d;
     let mut cur = match r.find()? {
@@ -744,6 +891,36 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             let then = plan(&effective, Some(&predicted)).map_err(|e| r.fail(e))?;
             steps.extend(then.steps);
         }
+        // On a running VM: what would wait for a restart (what is pending already, and what
+        // the planned update may not apply at once; a real run reads PVE's answer instead).
+        let mut restart_keys: Vec<String> = Vec::new();
+        if let Some(c) = cur.as_ref().filter(|c| c.running) {
+            let (p, ci) = r.untaken(c)?;
+            restart_keys.extend(p);
+            restart_keys.extend(ci);
+            for step in &steps {
+                if let Step::Update { set } = step {
+                    restart_keys.extend(
+                        set.iter()
+                            .map(|(k, _)| k)
+                            .filter(|k| *k != "delete" && guest::may_need_restart(k, &c.config))
+                            .cloned(),
+                    );
+                }
+            }
+            restart_keys.sort();
+            restart_keys.dedup();
+        }
+        let stays_running = !steps
+            .iter()
+            .any(|s| matches!(s, Step::Stop | Step::Shutdown { .. } | Step::Destroy { .. }));
+        if !restart_keys.is_empty() && d.restart_when_needed && stays_running {
+            steps.push(Step::Shutdown {
+                timeout: d.shutdown_timeout,
+                force: d.force_stop,
+            });
+            steps.push(Step::Start);
+        }
         let imports_resized = steps.iter().any(|s| {
             matches!(s, Step::Resize { slot, .. }
                 if d.disks.iter().any(|k| k.slot == *slot && k.import_from.is_some()))
@@ -777,6 +954,11 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
         if let Some(c) = &cur {
             o.data.insert("vmid".into(), json!(c.vmid));
             o.data.insert("node".into(), json!(c.node));
+            o.data.insert("pending".into(), json!(restart_keys));
+            o.data.insert(
+                "restart_needed".into(),
+                json!(!restart_keys.is_empty() && stays_running),
+            );
         }
         o.diff = Some(diff_value(
             &first.before,
@@ -850,6 +1032,60 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
         effective.config.remove("cipassword");
         pending = plan(&effective, cur.as_ref()).map_err(|e| r.fail(e))?;
     }
+    // What the guest has not taken yet: changes pending until a restart, cloud-init options
+    // its drive does not hold. Restarted when asked; a stopped VM's drive is regenerated.
+    let mut untaken = (Vec::new(), Vec::new());
+    if let Some(c) = cur.clone() {
+        untaken = r.untaken(&c)?;
+        let keys = |u: &(Vec<String>, Vec<String>)| {
+            let mut k: Vec<String> = u.0.iter().chain(&u.1).cloned().collect();
+            k.sort();
+            k.dedup();
+            k
+        };
+        if c.running && !keys(&untaken).is_empty() && d.restart_when_needed {
+            let what = keys(&untaken).join(", ");
+            restart(r, &c)?;
+            done_steps.push(format!("restarted to apply {what}"));
+            cur = r.read(c.vmid, &c.node)?;
+            if let Some(c) = &cur {
+                untaken = r.untaken(c)?;
+            }
+        } else if !c.running && !untaken.1.is_empty() {
+            let what = untaken.1.join(", ");
+            r.regenerate_cloudinit(&c)?;
+            done_steps.push(format!("regenerated the cloud-init drive ({what})"));
+            untaken.1.clear();
+        }
+    }
+    let untaken_keys: Vec<String> = {
+        let mut k: Vec<String> = untaken.0.iter().chain(&untaken.1).cloned().collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let restart_needed = cur.as_ref().is_some_and(|c| c.running) && !untaken_keys.is_empty();
+    if restart_needed && let Some(c) = &cur {
+        r.s.log.warnings.push(format!(
+            "VM {} on {} runs without its changes to {} until it restarts (PVE applies them at the next start): restart it, or set restart: when_needed",
+            c.vmid,
+            c.node,
+            untaken_keys.join(", ")
+        ));
+    }
+    let mut guest_addresses = None;
+    if let Some(limit) = d.wait_for_ip {
+        match &cur {
+            Some(c) if c.running => guest_addresses = Some(r.wait_for_ip(c, limit)?),
+            Some(c) => {
+                return Err(r.fail(format!(
+                    "wait_for_ip: VM {} on {} is not running (state: present does not start it; use state: started)",
+                    c.vmid, c.node
+                )));
+            }
+            None => {}
+        }
+    }
     let after = first
         .before
         .keys()
@@ -875,6 +1111,13 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
                 json!(if c.running { "running" } else { "stopped" }),
             );
             o.data.insert("config".into(), c.raw.clone());
+            o.data.insert("pending".into(), json!(untaken_keys));
+            o.data
+                .insert("restart_needed".into(), json!(restart_needed));
+            if let Some((ips, ifaces)) = &guest_addresses {
+                o.data.insert("ip_addresses".into(), json!(ips));
+                o.data.insert("interfaces".into(), ifaces.clone());
+            }
         }
         None => {
             o.msg = if done_steps.is_empty() {

@@ -2,5 +2,6 @@
 //! config and power state.
 
 pub mod apply;
+pub mod guest;
 pub mod plan;
 pub mod spec;

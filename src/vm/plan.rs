@@ -551,6 +551,8 @@ mod tests {
             purge: true,
             shutdown_timeout: 180,
             force_stop: true,
+            restart_when_needed: false,
+            wait_for_ip: None,
         }
     }
 

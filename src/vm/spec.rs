@@ -57,6 +57,12 @@ pub struct Desired {
     pub purge: bool,
     pub shutdown_timeout: u64,
     pub force_stop: bool,
+    /// `restart: when_needed`: a running VM with pending changes (or a cloud-init drive that
+    /// does not hold the current options) is shut down and started again.
+    pub restart_when_needed: bool,
+    /// `wait_for_ip`: how long to wait for the guest agent to report an address (`None`: do
+    /// not wait).
+    pub wait_for_ip: Option<std::time::Duration>,
 }
 
 const DRIVE_OPTS: &[&str] = &[
@@ -200,6 +206,10 @@ pub fn argument_spec() -> Spec {
         Opt::new("purge", Kind::Bool).default(json!(true)),
         Opt::new("shutdown_timeout", int(0, Some(86400))).default(json!(180)),
         Opt::new("force_stop", Kind::Bool).default(json!(true)),
+        Opt::new("restart", Kind::Str)
+            .choices(&["never", "when_needed"])
+            .default(json!("never")),
+        Opt::new("wait_for_ip", Kind::Duration).default(json!("0s")),
     ]);
     let mut spec = Spec {
         options,
@@ -892,6 +902,25 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         create_only.insert("boot".into(), format!("order={}", first.slot));
     }
     let pool = inv.str("pool").map(|s| plain("pool", s)).transpose()?;
+    let wait_for_ip = inv
+        .str("wait_for_ip")
+        .and_then(|s| crate::ansible::spec::parse_duration(s).ok())
+        .filter(|d| !d.is_zero());
+    if wait_for_ip.is_some() {
+        if inv.bool("agent") == Some(false) {
+            return Err(
+                "wait_for_ip needs the QEMU guest agent, but agent is false: the address is \
+                 read from the agent (set agent: true and install qemu-guest-agent in the image)"
+                    .into(),
+            );
+        }
+        if matches!(state, State::Absent | State::Stopped) {
+            return Err(format!(
+                "wait_for_ip needs a running VM, but state is {}",
+                inv.str("state").unwrap_or_default()
+            ));
+        }
+    }
     let node = inv
         .str("node")
         .map(|n| crate::ids::node_name("node", n))
@@ -908,6 +937,8 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         purge: inv.bool("purge").unwrap_or(true),
         shutdown_timeout: inv.int("shutdown_timeout").unwrap_or(180) as u64,
         force_stop: inv.bool("force_stop").unwrap_or(true),
+        restart_when_needed: inv.str("restart") == Some("when_needed"),
+        wait_for_ip,
     })
 }
 
