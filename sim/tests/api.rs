@@ -1315,3 +1315,150 @@ fn a_worker_deaf_to_sigterm_is_killed_after_five_seconds() {
     assert_eq!(cfg["lock"], "create", "{cfg}");
     assert!(cfg.get("scsi0").is_none(), "{cfg}");
 }
+
+/// qemu-server's pending section: a running VM takes at once what hotplugs (a name, a new
+/// NIC), keeps cores and memory pending (GET config shows them, `current=1` does not, GET
+/// pending lists them) until a start or reboot applies them; a stopped VM applies everything.
+/// Cloud-init options apply to the config at once but wait for the drive to be regenerated.
+#[test]
+fn pending_changes_wait_for_the_next_start() {
+    let sim = Sim::plain(&[], &[]);
+    let s = Session::login(&sim);
+    quick_vm(
+        &s,
+        "100",
+        &[
+            ("cores", "1"),
+            ("ide2", "local-lvm:cloudinit"),
+            ("ciuser", "a"),
+        ],
+    );
+    let u = s.data("POST", "/nodes/pve1/qemu/100/status/start", &[]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    let u = s.data(
+        "POST",
+        "/nodes/pve1/qemu/100/config",
+        &[
+            ("cores", "4"),
+            ("memory", "4096"),
+            ("name", "renamed"),
+            ("net1", "virtio,bridge=vmbr0"),
+            ("ciuser", "b"),
+        ],
+    );
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    let current = s.data("GET", "/nodes/pve1/qemu/100/config?current=1", &[]);
+    assert_eq!(current["cores"], 1);
+    assert_eq!(current["memory"], "2048");
+    assert_eq!(current["name"], "renamed");
+    assert!(current["net1"].as_str().unwrap().contains("bridge=vmbr0"));
+    assert_eq!(current["ciuser"], "b");
+    assert_eq!(
+        s.data("GET", "/nodes/pve1/qemu/100/config", &[])["cores"],
+        4
+    );
+    let pending = s.data("GET", "/nodes/pve1/qemu/100/pending", &[]);
+    let with_pending: Vec<&str> = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i.get("pending").is_some())
+        .map(|i| i["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(with_pending, ["cores", "memory"]);
+    let ci = s.data("GET", "/nodes/pve1/qemu/100/cloudinit", &[]);
+    assert!(
+        ci.as_array()
+            .unwrap()
+            .contains(&json!({"key": "ciuser", "value": "a", "pending": "b"})),
+        "{ci}"
+    );
+    let u = s.data("POST", "/nodes/pve1/qemu/100/status/reboot", &[]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    let current = s.data("GET", "/nodes/pve1/qemu/100/config?current=1", &[]);
+    assert_eq!(
+        (current["cores"].clone(), current["memory"].clone()),
+        (json!(4), json!("4096"))
+    );
+    let pending = s.data("GET", "/nodes/pve1/qemu/100/pending", &[]);
+    assert!(
+        pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i.get("pending").is_none())
+    );
+    let ci = s.data("GET", "/nodes/pve1/qemu/100/cloudinit", &[]);
+    assert!(
+        ci.as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i.get("pending").is_none()),
+        "{ci}"
+    );
+    // Stopped: everything applies at once.
+    let u = s.data("POST", "/nodes/pve1/qemu/100/status/stop", &[]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    let u = s.data("POST", "/nodes/pve1/qemu/100/config", &[("cores", "2")]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    assert_eq!(
+        s.data("GET", "/nodes/pve1/qemu/100/config?current=1", &[])["cores"],
+        2
+    );
+    // PUT cloudinit regenerates a stopped VM's drive.
+    let u = s.data("POST", "/nodes/pve1/qemu/100/config", &[("ciuser", "c")]);
+    s.wait(u.as_str().unwrap());
+    let ci = s.data("GET", "/nodes/pve1/qemu/100/cloudinit", &[]);
+    assert!(
+        ci.as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["key"] == "ciuser" && i["pending"] == "c")
+    );
+    assert_eq!(
+        s.data("PUT", "/nodes/pve1/qemu/100/cloudinit", &[]),
+        Value::Null
+    );
+    let ci = s.data("GET", "/nodes/pve1/qemu/100/cloudinit", &[]);
+    assert!(
+        ci.as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i.get("pending").is_none()),
+        "{ci}"
+    );
+}
+
+/// QemuServer/Agent.pm, assert_agent_available: no `agent` → not configured; stopped → not
+/// running; before the agent is up → `QEMU guest agent is not running`; then the interfaces.
+#[test]
+fn the_guest_agent_answers_after_the_boot() {
+    let sim = Sim::plain(
+        &["--agent-delay", "1s", "--agent-ip", "101=198.51.100.7"],
+        &[],
+    );
+    let s = Session::login(&sim);
+    quick_vm(&s, "100", &[("net0", "virtio,bridge=vmbr0")]);
+    quick_vm(
+        &s,
+        "101",
+        &[("net0", "virtio,bridge=vmbr0"), ("agent", "1")],
+    );
+    let path = |id: u32| format!("/nodes/pve1/qemu/{id}/agent/network-get-interfaces");
+    assert_eq!(
+        s.call("GET", &path(100), &[]).1,
+        "No QEMU guest agent configured"
+    );
+    assert_eq!(s.call("GET", &path(101), &[]).1, "VM 101 is not running");
+    let u = s.data("POST", "/nodes/pve1/qemu/101/status/start", &[]);
+    s.wait(u.as_str().unwrap());
+    assert_eq!(
+        s.call("GET", &path(101), &[]).1,
+        "QEMU guest agent is not running"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let r = s.data("GET", &path(101), &[]);
+    let eth0 = &r["result"][1];
+    assert_eq!(eth0["name"], "eth0");
+    assert_eq!(eth0["ip-addresses"][0]["ip-address"], "198.51.100.7");
+}
