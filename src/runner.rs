@@ -171,6 +171,8 @@ impl Session {
 pub struct TaskFailed {
     pub failure: Failure,
     pub refused_before_acting: bool,
+    /// PVE's exit status, when the task ended (not when the wait did).
+    pub exitstatus: Option<String>,
 }
 
 impl From<TaskFailed> for Failure {
@@ -215,10 +217,12 @@ impl TaskLog {
                 f.data.insert("exitstatus".into(), json!(r.exitstatus));
                 f.data.insert("log_tail".into(), json!(r.tail(TAIL_LINES)));
                 let refused_before_acting = task_refused_before_acting(&r.exitstatus);
+                let exitstatus = Some(r.exitstatus.clone());
                 self.tasks.push(r);
                 Err(TaskFailed {
                     failure: f,
                     refused_before_acting,
+                    exitstatus,
                 })
             }
             Err(e) => {
@@ -246,6 +250,7 @@ impl TaskLog {
                 Err(TaskFailed {
                     failure: f,
                     refused_before_acting: false,
+                    exitstatus: None,
                 })
             }
         }

@@ -215,6 +215,14 @@ pub fn task_refused_before_acting(exitstatus: &str) -> bool {
         || (exitstatus.starts_with("VM ") && exitstatus.ends_with(" already running"))
 }
 
+/// True when a create or clone task found its new vmid taken (another run took it between
+/// this run's `nextid` and its request): `unable to create VM N: config file already exists`
+/// (qemu-server API2/Qemu.pm, clone_vm), `VM N already exists on node 'X'` (create).
+pub fn task_found_vmid_taken(exitstatus: &str) -> bool {
+    exitstatus.contains("config file already exists")
+        || (exitstatus.contains("VM ") && exitstatus.contains(" already exists"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,7 +17,7 @@ use crate::schema;
 use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::vms;
-use crate::{cluster, storage_api, task_api};
+use crate::{cluster, storage_api, task_api, templates};
 
 pub struct Api {
     pub sim: Arc<Sim>,
@@ -392,6 +392,14 @@ impl Api {
                     ("GET", ["agent", "network-get-interfaces"]) => {
                         let id = check(schema::vm_path(vec![]), params)?;
                         vms::agent_network(sim, node, id)
+                    }
+                    ("POST", ["template"]) => {
+                        let id = check(schema::template(), params)?;
+                        templates::template(sim, node, id, auth)
+                    }
+                    ("POST", ["clone"]) => {
+                        let id = check(schema::clone_vm(), params)?;
+                        templates::clone(sim, node, id, params, auth)
                     }
                     ("GET", ["pending"]) => {
                         let id = check(schema::vm_path(vec![]), params)?;

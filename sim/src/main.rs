@@ -17,6 +17,7 @@ mod storage;
 mod storage_api;
 mod task_api;
 mod tasks;
+mod templates;
 mod tls;
 mod vms;
 

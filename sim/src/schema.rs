@@ -480,6 +480,27 @@ pub fn vm_reboot() -> Vec<Param> {
     vm_path(vec![opt("timeout", Ty::Int(Some(0), None))])
 }
 
+/// `POST /nodes/{node}/qemu/{vmid}/template` (qemu-server API2/Qemu.pm, template).
+pub fn template() -> Vec<Param> {
+    vm_path(vec![opt("disk", Ty::Str)])
+}
+
+/// `POST /nodes/{node}/qemu/{vmid}/clone` (qemu-server API2/Qemu.pm, clone_vm).
+pub fn clone_vm() -> Vec<Param> {
+    vm_path(vec![
+        req("newid", Ty::Fmt(Named::Vmid)),
+        opt("name", Ty::Str),
+        opt("description", Ty::Str),
+        opt("full", Ty::Bool),
+        opt("storage", Ty::Str),
+        opt("format", Ty::Enum(&["raw", "qcow2", "vmdk"])),
+        opt("target", Ty::Fmt(Named::Node)),
+        opt("snapname", Ty::Str),
+        opt("pool", Ty::Str),
+        opt("bwlimit", Ty::Int(Some(0), None)),
+    ])
+}
+
 pub fn vm_config_get() -> Vec<Param> {
     vm_path(vec![opt("current", Ty::Bool), opt("snapshot", Ty::Str)])
 }

@@ -124,6 +124,8 @@ pub struct State {
     pub tasks: Vec<Task>,
     /// Per-VM `flock` holders (`/var/lock/qemu-server/lock-N.conf`).
     pub flocks: HashMap<u32, String>,
+    /// Per-VM shared `flock` holders (a clone's source: PVE::QemuConfig->lock_config_shared).
+    pub shared_flocks: HashMap<u32, usize>,
     /// ticket -> (user, CSRF token, issued)
     pub tickets: HashMap<String, (String, String, Instant)>,
     /// What pvestatd last reported of each VM (`name`, `status`, `maxmem`, …): the part of
@@ -231,7 +233,7 @@ impl Sim {
     pub fn flock(&self, vmid: u32, holder: &str, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         let mut st = self.lock();
-        while st.flocks.contains_key(&vmid) {
+        while st.flocks.contains_key(&vmid) || st.shared_flocks.get(&vmid).is_some_and(|n| *n > 0) {
             let now = Instant::now();
             if now >= deadline {
                 return Err(format!(
@@ -246,6 +248,37 @@ impl Sim {
         }
         st.flocks.insert(vmid, holder.to_string());
         Ok(())
+    }
+
+    /// A shared hold of the VM's file lock (`flock LOCK_SH`): any number at once, none while
+    /// the lock is held exclusively, and an exclusive one waits for all to go.
+    pub fn flock_shared(&self, vmid: u32, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.lock();
+        while st.flocks.contains_key(&vmid) {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(format!(
+                    "can't lock file '/var/lock/qemu-server/lock-{vmid}.conf' - got timeout"
+                ));
+            }
+            st = self
+                .cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        *st.shared_flocks.entry(vmid).or_default() += 1;
+        Ok(())
+    }
+
+    pub fn funlock_shared(&self, vmid: u32) {
+        let mut st = self.lock();
+        if let Some(n) = st.shared_flocks.get_mut(&vmid) {
+            *n = n.saturating_sub(1);
+        }
+        drop(st);
+        self.cv.notify_all();
     }
 
     pub fn funlock(&self, vmid: u32) {

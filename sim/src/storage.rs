@@ -82,21 +82,33 @@ pub fn parse_volume(data: &Path, node: &str, volid: &str) -> Result<Volume, Stri
     if name.contains("..") || name.is_empty() {
         return Err(format!("unable to parse volume filename '{name}'"));
     }
-    let vm_of = |n: &str| {
-        n.strip_prefix("vm-")
-            .and_then(|r| r.split('-').next())
-            .and_then(|v| v.parse().ok())
-    };
     if def.kind == "lvmthin" {
-        if !name.starts_with("vm-") || name.contains('/') {
+        // pve-storage LvmThinPlugin.pm, parse_volname: `vm-N-…`, a template's `base-N-…`, and
+        // a linked clone `base-N-disk-K/vm-M-disk-J` (a thin snapshot of the base volume).
+        let lv = |n: &str| {
+            (n.starts_with("vm-") || n.starts_with("base-"))
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        };
+        let (base, own) = match name.split_once('/') {
+            Some((b, o)) if b.starts_with("base-") && o.starts_with("vm-") => (Some(b), o),
+            None => (None, name),
+            _ => return Err(format!("unable to parse lvm volume name '{name}'")),
+        };
+        if !lv(own) || base.is_some_and(|b| !lv(b)) {
             return Err(format!("unable to parse lvm volume name '{name}'"));
         }
+        let owner = own
+            .strip_prefix("vm-")
+            .or_else(|| own.strip_prefix("base-"))
+            .and_then(|r| r.split('-').next())
+            .and_then(|v| v.parse().ok());
         return Ok(Volume {
             storage: sid.into(),
             name: name.into(),
             vtype: "images",
-            vmid: vm_of(name),
-            path: dir.join(format!("{name}.raw")),
+            vmid: owner,
+            path: dir.join(format!("{own}.raw")),
             format: "raw".into(),
         });
     }
@@ -185,8 +197,52 @@ fn run(cmd: &mut Command) -> Result<String, String> {
     }
 }
 
+/// The format of the file behind a volume: an LVM-thin linked clone (a thin snapshot in PVE)
+/// is a qcow2 overlay on its base volume here, though the API calls it raw as PVE does.
+fn file_format(path: &Path, fmt: &str) -> String {
+    let mut magic = [0u8; 4];
+    let is_qcow2 = std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"QFI\xfb";
+    if fmt == "raw" && is_qcow2 {
+        "qcow2".into()
+    } else {
+        fmt.into()
+    }
+}
+
+/// A thin snapshot of `base` at `path` (a linked clone's volume): a qcow2 overlay whose
+/// backing file is the base volume, so it costs what is written to it.
+pub fn thin_snapshot(base: &Path, path: &Path) -> Result<(), String> {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).map_err(|e| e.to_string())?;
+    }
+    run(Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
+        .arg(base)
+        .arg(path))?;
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Whether a linked clone's volume is backed by `base`.
+pub fn backs(base: &Path, volume: &Path) -> bool {
+    let Ok(out) = run(Command::new("qemu-img")
+        .args(["info", "--output=json", "-f", "qcow2"])
+        .arg(volume))
+    else {
+        return false;
+    };
+    serde_json::from_str::<Value>(&out)
+        .ok()
+        .and_then(|v| v["backing-filename"].as_str().map(PathBuf::from))
+        .is_some_and(|b| b == base)
+}
+
 /// The virtual size of an image, from `qemu-img info`.
 pub fn virtual_size(path: &Path, fmt: &str) -> Result<u64, String> {
+    let fmt = &file_format(path, fmt);
     let out = run(Command::new("qemu-img")
         .args(["info", "--output=json", "-f", fmt])
         .arg(path))?;
@@ -228,6 +284,7 @@ pub fn create_image(path: &Path, fmt: &str, size: u64) -> Result<(), String> {
 
 /// Grows an image to `size` bytes.
 pub fn resize_image(path: &Path, fmt: &str, size: u64) -> Result<(), String> {
+    let fmt = &file_format(path, fmt);
     run(Command::new("qemu-img")
         .args(["resize", "-q", "-f", fmt])
         .arg(path)
@@ -286,7 +343,8 @@ pub fn import(
     rate: Option<u64>,
     sid: &str,
 ) -> Result<u64, String> {
-    let source_size = virtual_size(&src.path, &src.format)?;
+    let src_fmt = file_format(&src.path, &src.format);
+    let source_size = virtual_size(&src.path, &src_fmt)?;
     let size = allocated_size(sid, source_size);
     create_image(dst, dst_fmt, size)?;
     ctx.log(format!(
@@ -294,7 +352,7 @@ pub fn import(
         dst.display()
     ));
     let mut cmd = Command::new("qemu-img");
-    cmd.args(["convert", "-p", "-n", "-f", &src.format, "-O", dst_fmt]);
+    cmd.args(["convert", "-p", "-n", "-f", &src_fmt, "-O", dst_fmt]);
     cmd.arg(&src.path)
         .arg(dst)
         .stdin(Stdio::null())
@@ -408,7 +466,7 @@ pub fn import(
                         }
                         return Err(format!(
                             "copy failed: command '/usr/bin/qemu-img convert -p -n -f {} -O {dst_fmt} {} {}' failed: exit code {}",
-                            src.format,
+                            src_fmt,
                             src.path.display(),
                             dst.display(),
                             status.code().unwrap_or(-1)
@@ -534,6 +592,19 @@ mod tests {
         assert_eq!(v.path, Path::new("/d/nodes/pve1/local/import/noble.qcow2"));
         let v = parse_volume(d, "pve1", "local-lvm:vm-100-disk-0").unwrap();
         assert_eq!((v.vtype, v.vmid), ("images", Some(100)));
+        let v = parse_volume(d, "pve1", "local-lvm:base-100-disk-0/vm-101-disk-0").unwrap();
+        assert_eq!(v.vmid, Some(101));
+        assert_eq!(
+            v.path,
+            Path::new("/d/nodes/pve1/local-lvm/vm-101-disk-0.raw")
+        );
+        assert_eq!(
+            parse_volume(d, "pve1", "local-lvm:base-100-disk-0")
+                .unwrap()
+                .vmid,
+            Some(100)
+        );
+        assert!(parse_volume(d, "pve1", "local-lvm:vm-1/vm-2").is_err());
         assert_eq!(
             parse_volume(d, "pve1", "local:iso/x.img").unwrap().vtype,
             "iso"

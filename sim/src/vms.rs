@@ -17,7 +17,7 @@ use crate::state::{Sim, Vm};
 use crate::storage::{self, Volume};
 use crate::tasks::{self, TaskCtx};
 
-fn no_conf(node: &str, vmid: u32) -> ApiErr {
+pub(crate) fn no_conf(node: &str, vmid: u32) -> ApiErr {
     ApiErr::die(format!(
         "Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist"
     ))
@@ -37,7 +37,11 @@ fn file_of(
 }
 
 /// The config of a VM on this node, or PVE's "does not exist".
-fn config_of(sim: &Sim, node: &str, vmid: u32) -> Result<BTreeMap<String, String>, ApiErr> {
+pub(crate) fn config_of(
+    sim: &Sim,
+    node: &str,
+    vmid: u32,
+) -> Result<BTreeMap<String, String>, ApiErr> {
     let st = sim.lock();
     match st.vms.get(&vmid) {
         Some(vm) if vm.node == node => Ok(vm.config.clone()),
@@ -45,7 +49,7 @@ fn config_of(sim: &Sim, node: &str, vmid: u32) -> Result<BTreeMap<String, String
     }
 }
 
-fn check_lock(conf: &BTreeMap<String, String>) -> Result<(), String> {
+pub(crate) fn check_lock(conf: &BTreeMap<String, String>) -> Result<(), String> {
     match conf.get("lock") {
         Some(l) => Err(format!("VM is locked ({l})")),
         None => Ok(()),
@@ -314,6 +318,16 @@ fn run_drives(
                     .unwrap_or("raw".into());
                 let name = storage::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
                 let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                // An EFI vars disk gets the size of its OVMF vars template whatever size was
+                // asked (QemuServer.pm, create_efidisk / get_efivars_size: 540672 bytes for
+                // `efitype=4m`, 131072 for the default 2m); a TPM state 4 MiB (Drive.pm,
+                // TPMSTATE_DISK_SIZE).
+                let bytes = match key.as_str() {
+                    "efidisk0" if opts.get("efitype").is_some_and(|t| t == "4m") => 540672,
+                    "efidisk0" => 131072,
+                    "tpmstate0" => 4 << 20,
+                    _ => bytes,
+                };
                 let bytes = storage::allocated_size(&sid, bytes);
                 storage::create_image(&dst.path, &fmt, bytes)?;
                 made.push(Volume {
@@ -361,7 +375,7 @@ fn run_drives(
     Ok(out)
 }
 
-fn random_mac(sim: &Sim) -> String {
+pub(crate) fn random_mac(sim: &Sim) -> String {
     let r = sim.random();
     format!(
         "BC:24:11:{:02X}:{:02X}:{:02X}",
@@ -496,7 +510,7 @@ fn has_cloudinit_drive(conf: &BTreeMap<String, String>) -> bool {
         .any(|(k, v)| schema::is_drive_key(k) && v.contains("cloudinit"))
 }
 
-fn free_volumes(vols: &[Volume]) {
+pub(crate) fn free_volumes(vols: &[Volume]) {
     for v in vols {
         let _ = std::fs::remove_file(&v.path);
     }
@@ -1178,6 +1192,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
                     check_lock(&conf)?;
                 }
                 ctx.sleep(sim.task_duration("qmdestroy") / 2)?;
+                let mut warnings = 0;
                 for (k, v) in &conf {
                     if !(schema::is_drive_key(k) || k.starts_with("unused")) {
                         continue;
@@ -1186,6 +1201,15 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
                     if let Ok(vol) = storage::parse_volume(&sim.opts.data_dir, &n2, file)
                         && vol.vmid == Some(vmid)
                     {
+                        // QemuServer.pm destroy_vm: a disk vdisk_free refuses is left, with
+                        // a warning (a template's base volume its linked clones still use).
+                        if let Some(e) = crate::templates::base_in_use(sim, &n2, file) {
+                            ctx.log(format!(
+                                "WARN: Could not remove disk '{file}', check manually: {e}"
+                            ));
+                            warnings += 1;
+                            continue;
+                        }
                         let _ = std::fs::remove_file(&vol.path);
                         ctx.log(format!(
                             "  Logical volume \"{}\" successfully removed.",
@@ -1205,6 +1229,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
                             if let Some(volid) = item["volid"].as_str()
                                 && let Ok(vol) =
                                     storage::parse_volume(&sim.opts.data_dir, &n2, volid)
+                                && crate::templates::base_in_use(sim, &n2, volid).is_none()
                             {
                                 let _ = std::fs::remove_file(&vol.path);
                                 ctx.log(format!("Removing unreferenced volume '{volid}'"));
@@ -1219,7 +1244,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
                 std::thread::sleep(sim.task_duration("qmdestroy") / 2);
                 sim.lock().vms.remove(&vmid);
                 sim.cv.notify_all();
-                Ok(0)
+                Ok(warnings)
             })();
             sim.funlock(vmid);
             res

@@ -1462,3 +1462,179 @@ fn the_guest_agent_answers_after_the_boot() {
     assert_eq!(eth0["name"], "eth0");
     assert_eq!(eth0["ip-addresses"][0]["ip-address"], "198.51.100.7");
 }
+
+/// qemu-server API2/Qemu.pm template and clone_vm: a template's disks become base volumes;
+/// linked clones are thin snapshots of them (refused from a non-template), made under a shared
+/// lock of the source so they run in parallel; the new VM carries `lock: clone` while its task
+/// runs; a full clone copies with progress lines; a base its linked clones use is not freed.
+#[test]
+fn templates_and_clones() {
+    let img = image("tpl.qcow2", 64, 8);
+    let sim = Sim::plain(&["--import-rate", "32M"], &[&img]);
+    let s = Session::login(&sim);
+    quick_vm(
+        &s,
+        "100",
+        &[
+            ("scsi0", "local-lvm:0,import-from=local:import/tpl.qcow2"),
+            ("ide2", "local-lvm:cloudinit"),
+            ("net0", "virtio,bridge=vmbr0"),
+            ("bios", "ovmf"),
+            ("efidisk0", "local-lvm:1,efitype=4m,pre-enrolled-keys=1"),
+            ("tpmstate0", "local-lvm:1,version=v2.0"),
+        ],
+    );
+    let conf = s.data("GET", "/nodes/pve1/qemu/100/config", &[]);
+    assert!(
+        conf["efidisk0"]
+            .as_str()
+            .unwrap()
+            .ends_with("efitype=4m,pre-enrolled-keys=1,size=4M"),
+        "{conf}"
+    );
+    assert!(
+        conf["tpmstate0"].as_str().unwrap().contains("size=4M"),
+        "{conf}"
+    );
+    // A linked clone of a non-template is refused in the task.
+    let u = s.data(
+        "POST",
+        "/nodes/pve1/qemu/100/clone",
+        &[("newid", "150"), ("full", "0")],
+    );
+    let exit = s.wait(u.as_str().unwrap())["exitstatus"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        exit.starts_with(
+            "clone failed: Linked clone feature is not supported for 'local-lvm:vm-100-disk-"
+        ),
+        "{exit}"
+    );
+    assert_eq!(s.call("GET", "/nodes/pve1/qemu/150/config", &[]).0, 500);
+    // A running VM is not converted.
+    let u = s.data("POST", "/nodes/pve1/qemu/100/status/start", &[]);
+    s.wait(u.as_str().unwrap());
+    let (st, msg, _) = s.call("POST", "/nodes/pve1/qemu/100/template", &[]);
+    assert_eq!(
+        (st, msg.as_str()),
+        (500, "you can't convert a VM to template if VM is running")
+    );
+    let u = s.data("POST", "/nodes/pve1/qemu/100/status/stop", &[]);
+    s.wait(u.as_str().unwrap());
+    let u = s.data("POST", "/nodes/pve1/qemu/100/template", &[]);
+    let t = s.wait(u.as_str().unwrap());
+    assert_eq!(t["exitstatus"], "OK");
+    assert!(u.as_str().unwrap().contains(":qmtemplate:100:"));
+    let conf = s.data("GET", "/nodes/pve1/qemu/100/config", &[]);
+    assert_eq!(conf["template"], 1);
+    assert!(
+        conf["scsi0"]
+            .as_str()
+            .unwrap()
+            .starts_with("local-lvm:base-100-disk-"),
+        "{conf}"
+    );
+    let (st, msg, _) = s.call("POST", "/nodes/pve1/qemu/100/template", &[]);
+    assert_eq!(
+        (st, msg.as_str()),
+        (500, "you can't convert a template to a template")
+    );
+    // Five linked clones at once: all succeed; each new VM is locked `clone` while it runs.
+    let upids: Vec<String> = (101..=105)
+        .map(|id| {
+            s.data(
+                "POST",
+                "/nodes/pve1/qemu/100/clone",
+                &[("newid", &id.to_string()), ("name", &format!("c{id}"))],
+            )
+            .as_str()
+            .unwrap()
+            .to_string()
+        })
+        .collect();
+    for u in &upids {
+        assert_eq!(s.wait(u)["exitstatus"], "OK", "{u}");
+        assert!(u.contains(":qmclone:100:"));
+    }
+    let c = s.data("GET", "/nodes/pve1/qemu/103/config", &[]);
+    let scsi0 = c["scsi0"].as_str().unwrap();
+    assert!(scsi0.starts_with("local-lvm:base-100-disk-"), "{c}");
+    assert!(scsi0.contains("/vm-103-disk-"), "{c}");
+    assert_eq!(c["name"], "c103");
+    assert!(c.get("template").is_none());
+    assert!(
+        c["ide2"]
+            .as_str()
+            .unwrap()
+            .starts_with("local-lvm:vm-103-cloudinit")
+    );
+    assert!(
+        c["tpmstate0"]
+            .as_str()
+            .unwrap()
+            .starts_with("local-lvm:vm-103-disk-"),
+        "{c}"
+    );
+    assert_ne!(
+        c["net0"],
+        s.data("GET", "/nodes/pve1/qemu/100/config", &[])["net0"]
+    );
+    // The linked clone's volume is a thin snapshot: it can start and be grown.
+    let u = s.data(
+        "PUT",
+        "/nodes/pve1/qemu/103/resize",
+        &[("disk", "scsi0"), ("size", "+64M")],
+    );
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    assert!(
+        s.data("GET", "/nodes/pve1/qemu/103/config", &[])["scsi0"]
+            .as_str()
+            .unwrap()
+            .contains("size=128M")
+    );
+    // A full clone of the template copies, with progress lines.
+    let u = s.data(
+        "POST",
+        "/nodes/pve1/qemu/100/clone",
+        &[("newid", "120"), ("full", "1"), ("storage", "local")],
+    );
+    let u = u.as_str().unwrap().to_string();
+    let mut saw_lock = false;
+    let end = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < end {
+        let (st, _, body) = s.call("GET", "/nodes/pve1/qemu/120/config", &[]);
+        if st == 200 && body["data"]["lock"] == "clone" {
+            saw_lock = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(saw_lock, "the new VM never showed lock: clone");
+    assert_eq!(s.wait(&u)["exitstatus"], "OK");
+    let log = s.data(
+        "GET",
+        &format!("/nodes/pve1/tasks/{}/log", enc(&u)),
+        &[("limit", "500")],
+    );
+    assert!(log.to_string().contains("transferred "), "{log}");
+    let c = s.data("GET", "/nodes/pve1/qemu/120/config", &[]);
+    assert!(
+        c["scsi0"]
+            .as_str()
+            .unwrap()
+            .starts_with("local:120/vm-120-disk-"),
+        "{c}"
+    );
+    assert!(c.get("lock").is_none());
+    // Destroying the template leaves the base volumes its clones use, with a warning.
+    let u = s.data("DELETE", "/nodes/pve1/qemu/100", &[("purge", "1")]);
+    let t = s.wait(u.as_str().unwrap());
+    assert!(
+        t["exitstatus"].as_str().unwrap().starts_with("WARNINGS"),
+        "{t}"
+    );
+    let u = s.data("POST", "/nodes/pve1/qemu/103/status/start", &[]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+}

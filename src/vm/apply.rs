@@ -8,10 +8,12 @@ use serde_json::{Value, json};
 
 use super::guest;
 use super::plan::{Current, Plan, Step, plan, predict_created};
+use super::spec::CloneSource;
 use super::spec::{Desired, State, desired, format_size};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::pve::client::{Method, Params};
 use crate::pve::encode::node_path;
+use crate::pve::error::task_found_vmid_taken;
 use crate::pve::ops::{self, Dispatched, backoff, dispatch};
 use crate::pve::tasks::active_tasks;
 use crate::pve::upid::Upid;
@@ -367,6 +369,130 @@ impl<'a> Runner<'a> {
             .next()
     }
 
+    /// The clone's source: by vmid, where the cluster lists it; by name, the one VM that
+    /// carries it. Returns (vmid, node, whether it is a template).
+    fn clone_source(&self, source: &CloneSource) -> Result<(u32, String, bool), Failure> {
+        let listed = self.listing()?;
+        let (id, node) = match (source.vmid, &source.name) {
+            (Some(id), _) => listed
+                .into_iter()
+                .find(|v| v.0 == id)
+                .map(|v| (v.0, v.1))
+                .ok_or_else(|| self.fail(format!("clone: the source VM {id} does not exist")))?,
+            (None, Some(name)) => {
+                let named = self.named(name, listed)?;
+                match named.carriers.as_slice() {
+                    [(id, node)] => (*id, node.clone()),
+                    [] => {
+                        return Err(self.fail(format!("clone: no VM named '{name}' to clone from")));
+                    }
+                    many => {
+                        return Err(self.fail(format!(
+                            "clone: the name '{name}' is ambiguous: VMs {} carry it; give clone.vmid",
+                            many.iter()
+                                .map(|(i, n)| format!("{i} (on {n})"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )));
+                    }
+                }
+            }
+            (None, None) => return Err(self.fail("clone needs vmid or name")),
+        };
+        let template = self
+            .config_of(id, &node)?
+            .is_some_and(|c| c["template"].as_u64() == Some(1) || c["template"] == "1");
+        Ok((id, node, template))
+    }
+
+    /// Clones the source into a new VM on `node` (a `qmclone` task, waited on by its UPID),
+    /// with the given vmid or the next free one (another if a parallel run took it first).
+    fn clone_vm(&mut self, node: &str, source: &CloneSource) -> Result<Done, Failure> {
+        let (src, src_node, is_template) = self.clone_source(source)?;
+        // A full clone copies every disk, reporting progress as an import does.
+        let copies = source.full.unwrap_or(!is_template);
+        let mut attempt = 0;
+        loop {
+            let vmid = match self.d.vmid {
+                Some(v) => v,
+                None => self.next_id()?,
+            };
+            let mut req: Params = vec![("newid".into(), vmid.to_string())];
+            if let Some(n) = &self.d.name {
+                req.push(("name".into(), n.clone()));
+            }
+            if node != src_node {
+                req.push(("target".into(), node.to_string()));
+            }
+            if let Some(f) = source.full {
+                req.push(("full".into(), if f { "1" } else { "0" }.into()));
+            }
+            if let Some(s) = &source.storage {
+                req.push(("storage".into(), s.clone()));
+            }
+            if let Some(s) = &source.snapname {
+                req.push(("snapname".into(), s.clone()));
+            }
+            if let Some(pool) = &self.d.pool {
+                req.push(("pool".into(), pool.clone()));
+            }
+            let what = format!("cloning VM {src} on {src_node} to VM {vmid}");
+            // Parallel clones of one template share the source's id in their UPIDs, so a
+            // lost answer cannot be matched to its task: it is not looked for.
+            let result = dispatch(
+                &self.s.client,
+                Method::Post,
+                &format!("{}/qemu/{src}/clone", node_path(&src_node)),
+                &req,
+                self.s.deadline,
+                || None,
+            );
+            match result {
+                Ok(Dispatched::Task(upid)) => {
+                    let before = self.changed;
+                    self.changed = true;
+                    match self.wait_copy(upid, &what, copies) {
+                        Ok(()) => {}
+                        Err(t)
+                            if self.d.vmid.is_none()
+                                && attempt < 5
+                                && t.exitstatus.as_deref().is_some_and(task_found_vmid_taken) =>
+                        {
+                            self.changed = before;
+                            attempt += 1;
+                            continue;
+                        }
+                        Err(t) => {
+                            // A failed clone removes what it made: then nothing changed.
+                            if self.config_of(vmid, node).ok().flatten().is_none() {
+                                self.changed = before;
+                            }
+                            return Err(Failure {
+                                changed: self.changed,
+                                ..t.failure
+                            });
+                        }
+                    }
+                    if self.d.vmid.is_none() && self.d.name.is_some() {
+                        return self.claim_name(vmid, node);
+                    }
+                    return Ok(Done::Vm(vmid, node.to_string()));
+                }
+                Ok(Dispatched::Done) => {
+                    self.changed = true;
+                    return Ok(Done::Vm(vmid, node.to_string()));
+                }
+                // The id was taken between `nextid` and the request: another one. With a
+                // vmid given, that VM exists now: read it again and converge it.
+                Err(e) if e.is_already_exists() && self.d.vmid.is_none() && attempt < 5 => {
+                    attempt += 1;
+                }
+                Err(e) if e.is_already_exists() => return Ok(Done::Stale),
+                Err(e) => return Err(self.fail(format!("{what}: {e}"))),
+            }
+        }
+    }
+
     fn create(&mut self, node: &str, params: &[(String, String)]) -> Result<Done, Failure> {
         let mut attempt = 0;
         let sent_at = epoch_secs();
@@ -662,6 +788,9 @@ impl<'a> Runner<'a> {
         if let Step::Create { node, params } = &step {
             return self.create(node, params);
         }
+        if let Step::Clone { node, source } = &step {
+            return self.clone_vm(node, source);
+        }
         let cur = cur.ok_or_else(|| {
             self.fail(format!(
                 "internal error: {} planned for a VM that does not exist",
@@ -670,7 +799,15 @@ impl<'a> Runner<'a> {
         })?;
         let id = format!("VM {} on {}", cur.vmid, cur.node);
         match step {
-            Step::Create { .. } => unreachable!("handled above"),
+            Step::Create { .. } | Step::Clone { .. } => unreachable!("handled above"),
+            Step::Template => self.task(
+                cur,
+                Method::Post,
+                "/template",
+                Vec::new(),
+                "qmtemplate",
+                &format!("converting {id} to a template"),
+            ),
             Step::Update { set } => {
                 let mut params = set.clone();
                 if let Some(d) = cur.config.get("digest") {
@@ -880,6 +1017,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
         ),
     };
     let first: Plan = plan(d, cur.as_ref()).map_err(|e| r.fail(e))?;
+    r.s.log.warnings.extend(first.notes.iter().cloned());
     if check_mode {
         // A create is followed by what the real run does next (resize, start): plan those
         // against the VM the create would leave.
@@ -987,7 +1125,9 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
         }
         let mut ident = cur.as_ref().map(|c| (c.vmid, c.node.clone()));
         let mut stale = false;
+        let mut cloned = false;
         for step in pending.steps.clone() {
+            cloned |= matches!(step, Step::Clone { .. });
             let label = step.describe();
             match r.execute(step, cur.as_ref())? {
                 Done::Vm(vmid, node) => {
@@ -1030,6 +1170,10 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             effective.state = State::Started;
         }
         effective.config.remove("cipassword");
+        // A clone gets the password a create would have been given, once.
+        if cloned && let Some(pw) = d.create_only.get("cipassword") {
+            effective.config.insert("cipassword".into(), pw.clone());
+        }
         pending = plan(&effective, cur.as_ref()).map_err(|e| r.fail(e))?;
     }
     // What the guest has not taken yet: changes pending until a restart, cloud-init options

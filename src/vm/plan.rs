@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::spec::{Desired, Disk, State, format_size};
+use super::spec::{CloneSource, Desired, Disk, State, format_size};
 use crate::pve::encode::url_decode;
 
 /// The VM as PVE reports it.
@@ -47,6 +47,11 @@ impl Current {
         }
     }
 
+    /// Whether the VM is a template (`template: 1`).
+    pub fn is_template(&self) -> bool {
+        self.config.get("template").is_some_and(|t| t == "1")
+    }
+
     /// The lock, if the VM is locked (`create`, `backup`, …).
     pub fn lock(&self) -> Option<&str> {
         self.config.get("lock").map(String::as_str)
@@ -69,6 +74,14 @@ pub enum Step {
         node: String,
         params: Vec<(String, String)>,
     },
+    /// `POST /nodes/{node}/qemu/{source}/clone` (`qmclone`), to `node`; the new VM is then
+    /// converged like any other.
+    Clone {
+        node: String,
+        source: CloneSource,
+    },
+    /// `POST …/template` (`qmtemplate`): the disks become base volumes, `template: 1`.
+    Template,
     /// `POST …/config` (`qmconfig`): set keys (new disks import or allocate inside the task).
     Update {
         set: Vec<(String, String)>,
@@ -96,6 +109,20 @@ impl Step {
     pub fn describe(&self) -> String {
         match self {
             Step::Create { .. } => "create".into(),
+            Step::Clone { source, .. } => format!(
+                "{} of VM {}",
+                match source.full {
+                    Some(true) => "full clone",
+                    Some(false) => "linked clone",
+                    None => "clone",
+                },
+                source
+                    .vmid
+                    .map(|v| v.to_string())
+                    .or_else(|| source.name.clone())
+                    .unwrap_or_default()
+            ),
+            Step::Template => "convert to template".into(),
             Step::Update { set } => format!(
                 "update {}",
                 set.iter()
@@ -119,6 +146,9 @@ pub struct Plan {
     pub steps: Vec<Step>,
     pub before: BTreeMap<String, String>,
     pub after: BTreeMap<String, String>,
+    /// What differs and is left as it is (an EFI disk's type, a TPM's version: PVE cannot
+    /// change them in place), for warnings.
+    pub notes: Vec<String>,
 }
 
 /// Splits a property string into its leading value and `key=value` pairs.
@@ -363,6 +393,21 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             .node
             .clone()
             .ok_or("node is required to create a VM (no VM with that vmid or name exists)")?;
+        if let Some(source) = &d.clone {
+            p.after.insert(
+                "clone of".into(),
+                Step::Clone {
+                    node: node.clone(),
+                    source: source.clone(),
+                }
+                .describe(),
+            );
+            p.steps.push(Step::Clone {
+                node,
+                source: source.clone(),
+            });
+            return Ok(p);
+        }
         let mut params: Vec<(String, String)> = Vec::new();
         for (k, v) in d.config.iter().chain(d.create_only.iter()) {
             params.push((k.clone(), v.clone()));
@@ -403,9 +448,43 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             .insert(k.clone(), have.cloned().unwrap_or_default());
         p.after.insert(k.clone(), want.clone());
     }
+    // The EFI vars disk and the TPM state: added when missing, never recreated; a different
+    // type or version is reported.
+    for (slot, props) in &d.fixed {
+        match cur.config.get(slot) {
+            None => {
+                let value = d.create_only.get(slot).cloned().unwrap_or_default();
+                p.before.insert(slot.clone(), String::new());
+                p.after.insert(slot.clone(), value.clone());
+                set.push((slot.clone(), value));
+            }
+            Some(have) => {
+                let (_, kv) = prop(have);
+                for (k, want) in props {
+                    let now = kv.get(k).map(String::as_str).unwrap_or(match k.as_str() {
+                        "efitype" => "2m",
+                        "pre-enrolled-keys" => "0",
+                        _ => "",
+                    });
+                    if now != want {
+                        p.notes.push(format!(
+                            "VM {} has {slot} with {k}={now}, not {want}: PVE cannot change it in place, so it was left (remove {slot} and run again to recreate it, losing its content)",
+                            cur.vmid
+                        ));
+                    }
+                }
+            }
+        }
+    }
     let mut resizes = Vec::new();
     for disk in &d.disks {
         let Some(have) = cur.config.get(&disk.slot) else {
+            if disk.storage.is_empty() {
+                return Err(format!(
+                    "{} is not in VM {}: give disks[].storage to add it",
+                    disk.slot, cur.vmid
+                ));
+            }
             set.push((disk.slot.clone(), new_disk_value(disk)));
             p.before.insert(disk.slot.clone(), String::new());
             p.after.insert(disk.slot.clone(), describe_disk(disk));
@@ -500,6 +579,21 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         );
         p.steps.push(step);
     }
+    if d.template && !cur.is_template() {
+        let stops = p
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Stop | Step::Shutdown { .. }));
+        if cur.running && !stops {
+            return Err(format!(
+                "VM {} is running, and a template cannot run: give state: stopped to shut it down and convert it",
+                cur.vmid
+            ));
+        }
+        p.before.insert("template".into(), "0".into());
+        p.after.insert("template".into(), "1".into());
+        p.steps.push(Step::Template);
+    }
     Ok(p)
 }
 
@@ -553,6 +647,9 @@ mod tests {
             force_stop: true,
             restart_when_needed: false,
             wait_for_ip: None,
+            clone: None,
+            template: false,
+            fixed: BTreeMap::new(),
         }
     }
 

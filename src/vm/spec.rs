@@ -63,6 +63,26 @@ pub struct Desired {
     /// `wait_for_ip`: how long to wait for the guest agent to report an address (`None`: do
     /// not wait).
     pub wait_for_ip: Option<std::time::Duration>,
+    /// `clone`: a VM that does not exist yet is cloned from this source instead of created.
+    pub clone: Option<CloneSource>,
+    /// `template`: the VM is converted to a template once it has converged.
+    pub template: bool,
+    /// Properties of fixed drives (`efidisk0`, `tpmstate0`) a re-run does not change but
+    /// reports when they differ: slot → (property → value).
+    pub fixed: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// Where a clone comes from, and how it is made (the `clone` option).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CloneSource {
+    /// The source VM by id, or by `name` (exactly one of them).
+    pub vmid: Option<u32>,
+    pub name: Option<String>,
+    /// `None`: PVE's default (linked from a template, full otherwise).
+    pub full: Option<bool>,
+    /// Target storage of a full clone.
+    pub storage: Option<String>,
+    pub snapname: Option<String>,
 }
 
 const DRIVE_OPTS: &[&str] = &[
@@ -80,7 +100,7 @@ fn disk_options() -> Vec<Opt> {
         Opt::new("slot", Kind::Str)
             .required()
             .aliases(&["interface"]),
-        Opt::new("storage", Kind::Str).required(),
+        Opt::new("storage", Kind::Str),
         Opt::new("import_from", Kind::Str),
         Opt::new("size", Kind::Str),
         Opt::new("format", Kind::Str).choices(&["raw", "qcow2", "vmdk"]),
@@ -210,6 +230,36 @@ pub fn argument_spec() -> Spec {
             .choices(&["never", "when_needed"])
             .default(json!("never")),
         Opt::new("wait_for_ip", Kind::Duration).default(json!("0s")),
+        Opt::new("template", Kind::Bool).default(json!(false)),
+        Opt::new(
+            "clone",
+            Kind::Dict(vec![
+                Opt::new("vmid", int(100, Some(999_999_999))),
+                Opt::new("name", Kind::Str),
+                Opt::new("full", Kind::Bool),
+                Opt::new("storage", Kind::Str),
+                Opt::new("snapname", Kind::Str),
+            ]),
+        ),
+        Opt::new(
+            "efidisk",
+            Kind::Dict(vec![
+                Opt::new("storage", Kind::Str).required(),
+                Opt::new("efitype", Kind::Str)
+                    .choices(&["2m", "4m"])
+                    .default(json!("4m")),
+                Opt::new("pre_enrolled_keys", Kind::Bool).default(json!(false)),
+            ]),
+        ),
+        Opt::new(
+            "tpmstate",
+            Kind::Dict(vec![
+                Opt::new("storage", Kind::Str).required(),
+                Opt::new("version", Kind::Str)
+                    .choices(&["v1.2", "v2.0"])
+                    .default(json!("v2.0")),
+            ]),
+        ),
     ]);
     let mut spec = Spec {
         options,
@@ -582,6 +632,47 @@ fn managed_key(k: &str) -> bool {
         .contains(&k)
 }
 
+/// The `clone` option, checked: exactly one of `vmid` and `name`; `storage` only for a full
+/// clone (PVE refuses it for a linked one).
+fn clone_source(inv: &Invocation) -> Result<Option<CloneSource>, String> {
+    let Some(c) = inv.params.get("clone").and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    let vmid = c.get("vmid").and_then(Value::as_u64).map(|v| v as u32);
+    let name = c
+        .get("name")
+        .and_then(Value::as_str)
+        .map(|n| dns_name("clone.name", n))
+        .transpose()?;
+    if vmid.is_some() == name.is_some() {
+        return Err("clone needs exactly one of vmid and name (the source VM)".into());
+    }
+    let full = c.get("full").and_then(Value::as_bool);
+    let storage = c
+        .get("storage")
+        .and_then(Value::as_str)
+        .map(|s| storage_id("clone.storage", s))
+        .transpose()?;
+    if storage.is_some() && full == Some(false) {
+        return Err(
+            "clone.storage is the target of a full clone; PVE refuses it for a linked clone (full: false)"
+                .into(),
+        );
+    }
+    let snapname = c
+        .get("snapname")
+        .and_then(Value::as_str)
+        .map(|n| plain("clone.snapname", n))
+        .transpose()?;
+    Ok(Some(CloneSource {
+        vmid,
+        name,
+        full,
+        storage,
+        snapname,
+    }))
+}
+
 /// Builds the desired VM from validated options.
 pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     let p = &inv.params;
@@ -786,6 +877,8 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         }
     }
 
+    let clone = clone_source(inv)?;
+    let cloning = clone.is_some();
     let mut disks = Vec::new();
     for (i, d) in p
         .get("disks")
@@ -807,7 +900,12 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         if disks.iter().any(|x: &Disk| x.slot == slot) {
             return Err(format!("{}: slot {slot} is used twice", o("slot")));
         }
-        let storage = storage_id(&o("storage"), d["storage"].as_str().unwrap_or_default())?;
+        // A clone's disks come from its source: a disk listed to be grown needs no storage.
+        let storage = match d["storage"].as_str() {
+            Some(s) => storage_id(&o("storage"), s)?,
+            None if cloning => String::new(),
+            None => return Err(format!("{} is required to create a disk", o("storage"))),
+        };
         let import_from = d["import_from"]
             .as_str()
             .map(|s| import_source(&o("import_from"), s))
@@ -820,6 +918,12 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
             return Err(format!(
                 "{}: give import_from (a cloud image) or size (a new empty disk)",
                 o("slot")
+            ));
+        }
+        if import_from.is_some() && cloning {
+            return Err(format!(
+                "{} and clone exclude each other: a clone's disks come from its source (give size to grow one)",
+                o("import_from")
             ));
         }
         let mut opts = BTreeMap::new();
@@ -870,7 +974,12 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         .transpose()?
         .or_else(|| {
             wants_ci
-                .then(|| disks.first().map(|d| d.storage.clone()))
+                .then(|| {
+                    disks
+                        .first()
+                        .map(|d| d.storage.clone())
+                        .filter(|s| !s.is_empty())
+                })
                 .flatten()
         })
     {
@@ -890,9 +999,60 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
             opts: BTreeMap::new(),
             cloudinit: true,
         });
-    } else if wants_ci {
+    } else if wants_ci && !cloning {
+        // (A clone takes its source's cloud-init drive.)
         return Err(
             "cloud-init options need a cloud-init drive: set cloudinit_storage (or give disks)"
+                .into(),
+        );
+    }
+    let template = inv.bool("template").unwrap_or(false);
+    if template && matches!(state, State::Started | State::Restarted) {
+        return Err(format!(
+            "a template never runs: template: true and state: {} exclude each other",
+            inv.str("state").unwrap_or_default()
+        ));
+    }
+    let mut fixed = BTreeMap::new();
+    if let Some(e) = p.get("efidisk").and_then(Value::as_object) {
+        if config.get("bios").map(String::as_str) != Some("ovmf") {
+            return Err(
+                "efidisk needs bios: ovmf (an EFI vars disk holds OVMF's UEFI variables)".into(),
+            );
+        }
+        let sid = storage_id("efidisk.storage", e["storage"].as_str().unwrap_or_default())?;
+        let efitype = e["efitype"].as_str().unwrap_or("4m").to_string();
+        let keys = b(e["pre_enrolled_keys"].as_bool().unwrap_or(false));
+        create_only.insert(
+            "efidisk0".into(),
+            format!("{sid}:1,efitype={efitype},pre-enrolled-keys={keys}"),
+        );
+        fixed.insert(
+            "efidisk0".to_string(),
+            BTreeMap::from([
+                ("efitype".to_string(), efitype),
+                ("pre-enrolled-keys".to_string(), keys),
+            ]),
+        );
+    }
+    if let Some(t) = p.get("tpmstate").and_then(Value::as_object) {
+        let sid = storage_id(
+            "tpmstate.storage",
+            t["storage"].as_str().unwrap_or_default(),
+        )?;
+        let version = t["version"].as_str().unwrap_or("v2.0").to_string();
+        create_only.insert("tpmstate0".into(), format!("{sid}:1,version={version}"));
+        fixed.insert(
+            "tpmstate0".to_string(),
+            BTreeMap::from([("version".to_string(), version)]),
+        );
+    }
+    if disks
+        .iter()
+        .any(|d| d.slot == "efidisk0" || d.slot == "tpmstate0")
+    {
+        return Err(
+            "give the EFI vars disk and the TPM state through efidisk and tpmstate, not disks"
                 .into(),
         );
     }
@@ -912,6 +1072,11 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
                 "wait_for_ip needs the QEMU guest agent, but agent is false: the address is \
                  read from the agent (set agent: true and install qemu-guest-agent in the image)"
                     .into(),
+            );
+        }
+        if inv.bool("template") == Some(true) {
+            return Err(
+                "a template never runs: template: true and wait_for_ip exclude each other".into(),
             );
         }
         if matches!(state, State::Absent | State::Stopped) {
@@ -939,6 +1104,9 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         force_stop: inv.bool("force_stop").unwrap_or(true),
         restart_when_needed: inv.str("restart") == Some("when_needed"),
         wait_for_ip,
+        clone,
+        template,
+        fixed,
     })
 }
 

@@ -1,0 +1,458 @@
+//! Templates and clones, after qemu-server's API2/Qemu.pm (`template`, `clone_vm`) and
+//! QemuServer.pm (`template_create`, `clone_disk`):
+//!
+//! * `POST …/template` forks `qmtemplate`: refused for a running VM or a template, checked
+//!   again under the file lock; every disk but CD-ROMs (and the cloud-init drive, a CD-ROM)
+//!   becomes a base volume (`vm-N-disk-K` → `base-N-disk-K`, pve-storage vdisk_create_base)
+//!   and the config gets `template: 1`.
+//! * `POST …/clone` forks `qmclone` (its id is the source's): the source is locked shared when
+//!   it is not running (parallel clones of one template proceed), exclusively with a 1 s
+//!   timeout when it runs; the new VM's config exists from the start with `lock: clone`; a
+//!   linked clone (the default from a template) makes thin snapshots of the base volumes
+//!   (`base-N-disk-K/vm-M-disk-J`), refused for a volume that is not a base; a full clone
+//!   copies every disk with `qemu-img convert`, logging PVE's progress lines; the cloud-init
+//!   drive and the TPM state are always copied; every NIC gets a new MAC address. A failed
+//!   clone frees what it made and removes the new config.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::pending::{CloudInitState, Pending};
+use crate::schema;
+use crate::state::{Sim, Vm};
+use crate::storage::{self, Volume};
+use crate::tasks::{self, TaskCtx};
+use crate::vms::{check_lock, config_of, free_volumes, random_mac};
+
+fn is_template(conf: &BTreeMap<String, String>) -> bool {
+    conf.get("template").is_some_and(|t| t == "1")
+}
+
+fn running(sim: &Sim, vmid: u32) -> bool {
+    sim.lock().vms.get(&vmid).is_some_and(|v| v.running)
+}
+
+/// The disks a template conversion or a clone acts on: (key, volid, the rest of the value),
+/// CD-ROMs (and `none`) left out; the cloud-init drive flagged.
+fn disks(conf: &BTreeMap<String, String>) -> Vec<(String, String, bool)> {
+    conf.iter()
+        .filter(|(k, _)| schema::is_drive_key(k))
+        .filter_map(|(k, v)| {
+            let file = v.split(',').next().unwrap_or("");
+            let cloudinit = file.contains("cloudinit");
+            let cdrom = v.split(',').any(|p| p == "media=cdrom") && !cloudinit;
+            (!cdrom && file != "none" && file.contains(':'))
+                .then(|| (k.clone(), file.to_string(), cloudinit))
+        })
+        .collect()
+}
+
+/// `base-N-disk-K` for `vm-N-disk-K` (pve-storage: the volume renamed in place).
+fn base_name(name: &str) -> Option<String> {
+    match name.split_once('/') {
+        // A directory volume: `N/vm-N-disk-K.qcow2`.
+        Some((dir, file)) if !dir.starts_with("base-") => {
+            file.strip_prefix("vm-").map(|r| format!("{dir}/base-{r}"))
+        }
+        Some(_) => None,
+        None => name.strip_prefix("vm-").map(|r| format!("base-{r}")),
+    }
+}
+
+/// `POST /nodes/{node}/qemu/{vmid}/template`.
+pub fn template(sim: &Arc<Sim>, node: &str, vmid: u32, auth: &Auth) -> ApiResult {
+    let load_and_check = move |sim: &Sim, node: &str| -> Result<BTreeMap<String, String>, String> {
+        let conf = config_of(sim, node, vmid).map_err(|e| e.msg)?;
+        check_lock(&conf)?;
+        if is_template(&conf) {
+            return Err("you can't convert a template to a template".into());
+        }
+        if running(sim, vmid) {
+            return Err("you can't convert a VM to template if VM is running".into());
+        }
+        Ok(conf)
+    };
+    load_and_check(sim, node).map_err(ApiErr::die)?;
+    let (s2, n2) = (sim.clone(), node.to_string());
+    let upid = tasks::spawn(
+        sim,
+        node,
+        "qmtemplate",
+        &vmid.to_string(),
+        &auth.id,
+        move |ctx| {
+            let sim = &s2;
+            sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
+            let res = (|| {
+                ctx.sleep(sim.task_duration("qmtemplate"))?;
+                let conf = load_and_check(sim, &n2)?;
+                let data = &sim.opts.data_dir;
+                let mut renamed = Vec::new();
+                for (key, volid, cloudinit) in disks(&conf) {
+                    if cloudinit {
+                        continue;
+                    }
+                    let (sid, name) = volid.split_once(':').unwrap_or_default();
+                    let Some(base) = base_name(name) else {
+                        continue;
+                    };
+                    let from = storage::parse_volume(data, &n2, &volid)?;
+                    let to = storage::parse_volume(data, &n2, &format!("{sid}:{base}"))?;
+                    std::fs::rename(&from.path, &to.path)
+                        .map_err(|e| format!("rename '{volid}' failed: {e}"))?;
+                    ctx.log(format!(
+                        "  Renamed \"{name}\" to \"{base}\" in volume group \"pve\""
+                    ));
+                    renamed.push((key, volid.clone(), format!("{sid}:{base}")));
+                }
+                let mut st = sim.lock();
+                let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
+                for (key, old, new) in renamed {
+                    if let Some(v) = vm.config.get(&key).cloned() {
+                        vm.config.insert(key, v.replacen(&old, &new, 1));
+                    }
+                }
+                vm.config.insert("template".into(), "1".into());
+                Ok(0)
+            })();
+            sim.funlock(vmid);
+            res
+        },
+    );
+    Ok(json!(upid))
+}
+
+/// `POST /nodes/{node}/qemu/{vmid}/clone`.
+pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth) -> ApiResult {
+    let newid: u32 = params
+        .get("newid")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| ApiErr::param("newid", "property is missing and it is not optional"))?;
+    if newid == vmid {
+        return Err(ApiErr::param("newid", "newid is the same as vmid"));
+    }
+    let storage_param = params.get("storage").cloned();
+    if let Some(s) = &storage_param {
+        let def = storage::storage(s)
+            .ok_or_else(|| ApiErr::die(format!("storage '{s}' does not exist")))?;
+        if !def.content.contains(&"images") {
+            return Err(ApiErr::param(
+                "storage",
+                format!("storage '{s}' does not support vm images"),
+            ));
+        }
+    }
+    if let Some(t) = params
+        .get("target")
+        .filter(|t| *t != node && *t != "localhost")
+    {
+        if !sim.opts.nodes.iter().any(|n| n == t) {
+            return Err(ApiErr::die(format!("no such cluster node '{t}'")));
+        }
+        return Err(ApiErr::die(format!(
+            "can't clone VM to node '{t}' (VM uses local storage)"
+        )));
+    }
+    let full_param = params.get("full").map(|f| f == "1");
+    let snapname = params.get("snapname").cloned();
+    let format = params.get("format").cloned();
+    // `$load_and_check`: before forking and again in the worker under the locks.
+    let load_and_check = {
+        let node = node.to_string();
+        let storage_param = storage_param.clone();
+        move |sim: &Sim| -> Result<(BTreeMap<String, String>, bool), String> {
+            let conf = config_of(sim, &node, vmid).map_err(|e| e.msg)?;
+            check_lock(&conf)?;
+            if let Some(s) = &snapname {
+                return Err(format!("snapshot '{s}' does not exist"));
+            }
+            let full = full_param.unwrap_or(!is_template(&conf));
+            if storage_param.is_some() && !full {
+                return Err("parameter 'storage' not allowed for linked clones".into());
+            }
+            if format.is_some() && !full {
+                return Err("parameter 'format' not allowed for linked clones".into());
+            }
+            if sim.lock().vms.contains_key(&newid) {
+                return Err(format!(
+                    "unable to create VM {newid}: config file already exists"
+                ));
+            }
+            Ok((conf, full))
+        }
+    };
+    load_and_check(sim).map_err(ApiErr::die)?;
+    let was_running = running(sim, vmid);
+    let name = params.get("name").cloned();
+    let description = params.get("description").cloned();
+    let (s2, n2) = (sim.clone(), node.to_string());
+    let upid = tasks::spawn(
+        sim,
+        node,
+        "qmclone",
+        &vmid.to_string(),
+        &auth.id,
+        move |ctx| {
+            let sim = &s2;
+            // `$lock_source_vm`: exclusive (1 s) while the source runs, shared otherwise.
+            let exclusive = running(sim, vmid);
+            if exclusive {
+                sim.flock(vmid, &ctx.upid, Duration::from_secs(1))?;
+            } else {
+                sim.flock_shared(vmid, Duration::from_secs(1))?;
+            }
+            let unlock_source = || {
+                if exclusive {
+                    sim.funlock(vmid)
+                } else {
+                    sim.funlock_shared(vmid)
+                }
+            };
+            if let Err(e) = sim.flock(newid, &ctx.upid, Duration::from_secs(1)) {
+                unlock_source();
+                return Err(e);
+            }
+            let res = (|| {
+                let (conf, full) = load_and_check(sim)?;
+                if exclusive != was_running {
+                    return Err("unexpected state change".into());
+                }
+                // The new config exists at once, locked (`file_set_contents(…, "lock: clone")`).
+                {
+                    let mut st = sim.lock();
+                    if st.vms.contains_key(&newid) {
+                        return Err(format!(
+                            "unable to create VM {newid}: config file already exists"
+                        ));
+                    }
+                    st.vms.insert(
+                        newid,
+                        Vm {
+                            node: n2.clone(),
+                            config: BTreeMap::from([("lock".to_string(), "clone".to_string())]),
+                            pending: Pending::default(),
+                            cloudinit: CloudInitState::default(),
+                            running: false,
+                            started: None,
+                            pid: 0,
+                        },
+                    );
+                }
+                ctx.log(format!(
+                    "create {} clone of drive(s)",
+                    if full { "full" } else { "linked" }
+                ));
+                let mut made: Vec<Volume> = Vec::new();
+                let copied = clone_disks(
+                    sim,
+                    ctx,
+                    &n2,
+                    newid,
+                    &conf,
+                    full,
+                    storage_param.as_deref(),
+                    &mut made,
+                );
+                let drives = match copied {
+                    Ok(d) => d,
+                    Err(e) => {
+                        if !ctx.killed() {
+                            free_volumes(&made);
+                            sim.lock().vms.remove(&newid);
+                        }
+                        return Err(format!("clone failed: {e}"));
+                    }
+                };
+                let mut newconf: BTreeMap<String, String> = BTreeMap::new();
+                for (k, v) in &conf {
+                    let skip = k.starts_with("unused")
+                        || [
+                            "template", "lock", "parent", "snaptime", "vmstate", "meta", "vmgenid",
+                        ]
+                        .contains(&k.as_str())
+                        || schema::is_drive_key(k) && drives.iter().any(|(dk, _)| dk == k);
+                    if skip {
+                        continue;
+                    }
+                    if k.starts_with("net") && k[3..].bytes().all(|b| b.is_ascii_digit()) {
+                        // Always a new MAC address.
+                        let rest: Vec<&str> = v.split(',').collect();
+                        let model = rest[0].split('=').next().unwrap_or("virtio");
+                        let mut nv = format!("{model}={}", random_mac(sim));
+                        for p in &rest[1..] {
+                            nv.push(',');
+                            nv.push_str(p);
+                        }
+                        newconf.insert(k.clone(), nv);
+                    } else {
+                        newconf.insert(k.clone(), v.clone());
+                    }
+                }
+                newconf.extend(drives);
+                newconf.insert(
+                    "name".into(),
+                    name.clone().unwrap_or_else(|| {
+                        format!(
+                            "Copy-of-VM-{}",
+                            conf.get("name").cloned().unwrap_or(vmid.to_string())
+                        )
+                    }),
+                );
+                if let Some(d) = &description {
+                    newconf.insert("description".into(), d.clone());
+                }
+                newconf.insert(
+                    "meta".into(),
+                    format!(
+                        "creation-qemu=9.2.0,ctime={}",
+                        std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map(|d| d.as_secs())
+                            .unwrap_or(0)
+                    ),
+                );
+                let mut st = sim.lock();
+                let vm = st.vms.get_mut(&newid).ok_or("VM vanished")?;
+                vm.config = newconf;
+                Ok(0)
+            })();
+            sim.funlock(newid);
+            unlock_source();
+            res
+        },
+    );
+    Ok(json!(upid))
+}
+
+/// `clone_disk` for each disk: a thin snapshot of a base volume (linked), or a copy with
+/// progress lines (full, and always for the cloud-init drive and the TPM state). Returns the
+/// new drive values.
+#[allow(clippy::too_many_arguments)]
+fn clone_disks(
+    sim: &Sim,
+    ctx: &TaskCtx,
+    node: &str,
+    newid: u32,
+    conf: &BTreeMap<String, String>,
+    full: bool,
+    target_storage: Option<&str>,
+    made: &mut Vec<Volume>,
+) -> Result<Vec<(String, String)>, String> {
+    let data = &sim.opts.data_dir;
+    let mut out = Vec::new();
+    for (key, volid, cloudinit) in disks(conf) {
+        let value = conf.get(&key).cloned().unwrap_or_default();
+        let rest: Vec<&str> = value.split(',').skip(1).collect();
+        let (src_sid, src_name) = volid.split_once(':').unwrap_or_default();
+        let src = storage::parse_volume(data, node, &volid)?;
+        let sid = target_storage
+            .filter(|_| full)
+            .unwrap_or(src_sid)
+            .to_string();
+        let dir = storage::storage(&sid).is_some_and(|s| s.kind == "dir");
+        if cloudinit {
+            let name = if dir {
+                format!("{newid}/vm-{newid}-cloudinit.qcow2")
+            } else {
+                format!("vm-{newid}-cloudinit")
+            };
+            let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+            storage::create_image(&dst.path, if dir { "qcow2" } else { "raw" }, 4 << 20)?;
+            made.push(dst);
+            let mut v = format!("{sid}:{name}");
+            for p in &rest {
+                v.push(',');
+                v.push_str(p);
+            }
+            out.push((key, v));
+            continue;
+        }
+        let base = src_name.split('/').next().unwrap_or("");
+        let linked = !full && key != "tpmstate0";
+        let fmt = if dir {
+            if linked {
+                src.format.clone()
+            } else {
+                "qcow2".into()
+            }
+        } else {
+            "raw".to_string()
+        };
+        let taken: Vec<String> = made
+            .iter()
+            .map(|v| format!("{}:{}", v.storage, v.name))
+            .collect();
+        let own = storage::alloc_name(data, node, &sid, newid, &fmt, &taken)?;
+        let (new_volid, size) = if linked {
+            // pve-storage vdisk_clone: only a base volume has the `clone` feature.
+            if !base.starts_with("base-") {
+                return Err(format!(
+                    "Linked clone feature is not supported for '{volid}' ({key})"
+                ));
+            }
+            let dst = storage::parse_volume(data, node, &format!("{sid}:{base}/{own}"))?;
+            storage::thin_snapshot(&src.path, &dst.path)?;
+            let size = storage::virtual_size(&src.path, &src.format)?;
+            made.push(Volume {
+                storage: sid.clone(),
+                name: format!("{base}/{own}"),
+                ..dst
+            });
+            (format!("{sid}:{base}/{own}"), size)
+        } else {
+            let dst = storage::parse_volume(data, node, &format!("{sid}:{own}"))?;
+            ctx.log(format!("create full clone of drive {key} ({volid})"));
+            made.push(Volume {
+                storage: sid.clone(),
+                name: own.clone(),
+                vtype: "images",
+                vmid: Some(newid),
+                path: dst.path.clone(),
+                format: fmt.clone(),
+            });
+            let size = storage::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate, &sid)?;
+            (format!("{sid}:{own}"), size)
+        };
+        let mut v = new_volid;
+        for p in rest.iter().filter(|p| !p.starts_with("size=")) {
+            v.push(',');
+            v.push_str(p);
+        }
+        if dir && fmt != "raw" && !v.contains("format=") {
+            v.push_str(&format!(",format={fmt}"));
+        }
+        v.push_str(&format!(",size={}", storage::format_size(size)));
+        out.push((key, v));
+    }
+    Ok(out)
+}
+
+/// Whether a base volume still backs a linked clone (pve-storage, vdisk_free: "base volume
+/// '…' is still in use by linked cloned").
+pub fn base_in_use(sim: &Sim, node: &str, volid: &str) -> Option<String> {
+    let (sid, name) = volid.split_once(':')?;
+    if !name.starts_with("base-") || name.contains('/') {
+        return None;
+    }
+    let base = storage::parse_volume(&sim.opts.data_dir, node, volid).ok()?;
+    let st = sim.lock();
+    for vm in st.vms.values().filter(|v| v.node == node) {
+        for v in vm.config.values() {
+            let file = v.split(',').next().unwrap_or("");
+            if let Some(rest) = file.strip_prefix(&format!("{sid}:{name}/"))
+                && let Ok(vol) =
+                    storage::parse_volume(&sim.opts.data_dir, node, &format!("{sid}:{name}/{rest}"))
+                && storage::backs(&base.path, &vol.path)
+            {
+                return Some(format!(
+                    "base volume '{volid}' is still in use by linked cloned"
+                ));
+            }
+        }
+    }
+    None
+}
