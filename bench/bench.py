@@ -35,6 +35,9 @@ VM_BIN = os.path.join(ROOT, "target", "release", "vm")
 OURS_ANSIBLE = os.path.join(ROOT, ".venv", "bin", "ansible")
 PEER_BIN = os.path.join(WORK, "peer-venv", "bin")
 PASSWORD = "bench-password"
+# The commit the run starts on (`make bench` builds the binaries from it first).
+COMMIT = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                        cwd=ROOT).stdout.strip() or "unknown"
 
 
 class Sim:
@@ -379,6 +382,51 @@ def load_experiment(have_peer, n=20, task_s=40, cost_ms=20):
     return rows
 
 
+def storage_bytes(sim, sid="local-lvm"):
+    """Bytes the storage's files really take on disk (allocated blocks, not sizes)."""
+    total = 0
+    for root, _, files in os.walk(os.path.join(sim.dir, "data", "nodes", "pve1", sid)):
+        for f in files:
+            total += os.stat(os.path.join(root, f)).st_blocks * 512
+    return total
+
+
+def clones_experiment(n=10):
+    """n VMs from one cloud image: each importing the image (a playbook loop of creates), or
+    the image imported once into a template and n linked clones of it, each with its own
+    cloud-init and a grown disk. Wall time, API requests and storage used, on one pve-sim each
+    (import rate IMPORT_RATE_MB MiB/s, the 200 MiB / 1 GiB image of the wait experiments)."""
+    img = make_image(200, 1024)
+    vol = f"local:import/{os.path.basename(img)}"
+    rows = []
+    for how in ("imports", "clones"):
+        sim = Sim(f"clones-{how}", ["--seed-image", img, "--import-rate", f"{IMPORT_RATE_MB}M"])
+        try:
+            before = len(sim.requests())
+            t = time.monotonic()
+            ok = 0
+            if how == "clones":
+                r = ours(sim, {"node": "pve1", "vmid": 9000, "name": "tpl", "template": True, "timeout": "30m",
+                               "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": vol}],
+                               "ciuser": "ubuntu"})
+                assert not r.get("failed"), r
+            for i in range(n):
+                spec = {"node": "pve1", "vmid": 300 + i, "name": f"vm{i}", "timeout": "30m", "ciuser": "ubuntu",
+                        "ipconfig": [{"ip": f"192.0.2.{10 + i}/24", "gw": "192.0.2.1"}]}
+                if how == "clones":
+                    spec.update({"clone": {"vmid": 9000}, "disks": [{"slot": "scsi0", "size": "2G"}]})
+                else:
+                    spec["disks"] = [{"slot": "scsi0", "storage": "local-lvm", "import_from": vol, "size": "2G"}]
+                r = ours(sim, spec)
+                ok += not r.get("failed")
+            wall = time.monotonic() - t
+            rows.append({"how": how, "n": n, "ok": ok, "wall_s": wall, "requests": len(sim.requests()) - before,
+                         "storage_mib": storage_bytes(sim) / 2**20})
+        finally:
+            sim.stop()
+    return rows
+
+
 def noop_experiment(have_peer, runs):
     sim = Sim("noop", [])
     res = {}
@@ -562,14 +610,14 @@ def scale_experiment(n, have_peer):
     return out
 
 
-def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=()):
+def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), clones=()):
     size = {b: os.path.getsize(os.path.join(ROOT, "target", "release", b)) for b in ("vm", "image", "pve-sim")}
     lines = [
         "# Benchmark results",
         "",
         f"Run: `bench/run.sh{' --full' if args.full else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} cores, against pve-sim (release build), both clients on the same simulator in the same run; "
-        f"commit {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True, cwd=ROOT).stdout.strip() or 'unknown'}.",
+        f"commit {COMMIT}.",
         "Peer: `ansible` 14.5.0 from PyPI (community.proxmox `proxmox_kvm`, `proxmox_disk`) with proxmoxer 2.3.0.",
     ]
     if lat:
@@ -615,6 +663,14 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=()):
             name = "sankofa.proxmox.vm" if r["who"] == "ours" else "proxmox_kvm"
             lines.append(f"| {name} | {r['window_s']:.0f} | {r['rps']:.1f} | {stats(r['version_ms'])} | "
                          f"{stats(r['late_ms'])} |")
+    if clones:
+        lines += ["", f"### Ten VMs from one image: each importing it, or linked clones of a template ({IMPORT_RATE_MB} MiB/s)", "",
+                  "Ours, one run after the other. `imports`: each VM imports the 200 MiB / 1 GiB image and grows its disk "
+                  "to 2 GiB. `clones`: the image imported once into a template, then each VM a linked clone with its own "
+                  "cloud-init and a disk grown to 2 GiB. Storage: what `local-lvm`'s files take on disk.", "",
+                  "| how | VMs | succeeded | wall s | API requests | storage used, MiB |", "|---|---|---|---|---|---|"]
+        for r in clones:
+            lines.append(f"| {r['how']} | {r['n']} | {r['ok']} | {r['wall_s']:.1f} | {r['requests']} | {r['storage_mib']:.0f} |")
     if noop:
         lines += ["", "## 3. A no-op call (VM exists, nothing to change)", "",
                   "| client | module process wall ms (median) | module peak RSS MiB | API requests | whole `ansible localhost -m` ms (median) |",
@@ -655,7 +711,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="also 2- and 5-minute tasks and imports")
     ap.add_argument("--no-peer", action="store_true")
-    ap.add_argument("--only", default="latency,imports,waits,load,noop,e2e,scale",
+    ap.add_argument("--only", default="latency,imports,waits,load,clones,noop,e2e,scale",
                     help="comma-separated experiments to run (default: all)")
     ap.add_argument("--wait-runs", type=int, default=10, help="runs per client and import scenario")
     ap.add_argument("--wait-runs-others", type=int, default=None,
@@ -672,6 +728,7 @@ def main():
               if not args.wait_scenarios or sc[0].split()[0] in args.wait_scenarios.split(",")]
     waits = waits_experiment(have_peer, args.wait_runs, picked, args.wait_runs_others) if "waits" in only else []
     load = load_experiment(have_peer) if "load" in only else []
+    clones = clones_experiment() if "clones" in only else []
     noop = noop_experiment(have_peer, runs=20) if "noop" in only else {}
     e2e = e2e_experiment(have_peer) if "e2e" in only else []
     scale = scale_experiment(50, have_peer) if "scale" in only else {}
@@ -681,7 +738,10 @@ def main():
         # A run of the wait experiments alone keeps the full report and writes its own.
         write_report(args, [], [], {}, [], {}, os.path.join(out, "waits.md"), waits, load)
         return
-    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits, load)
+    if only == {"clones"}:
+        write_report(args, [], [], {}, [], {}, os.path.join(out, "clones.md"), clones=clones)
+        return
+    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits, load, clones)
     with open(os.path.join(WORK, "results.json"), "w") as f:
         json.dump({"latency": lat, "imports": imports, "e2e": e2e}, f)
     plot = os.path.join(WORK, "plot-venv", "bin", "python")

@@ -22,6 +22,13 @@ run create playbooks/create_from_cloud_image.yml -e vm_name=web2
 grep -q 'web2 is VM 101 on pve1 (running)' "$dir/create.log"
 run connect playbooks/create_and_connect.yml -e vm_name=web3 -e vm_connect=false
 grep -qE 'web3 is VM [0-9]+ on pve1 at 10\.0\.' "$dir/connect.log"
+run templates playbooks/template_and_clones.yml
+recap "$dir/templates.log" | grep -q 'changed=2 '
+grep -q 'app3 is VM [0-9]* (running), disk local-lvm:base-9000-disk-0/vm-' "$dir/templates.log"
+run templates-again playbooks/template_and_clones.yml
+recap "$dir/templates-again.log" | grep -q 'changed=0 '
+run templates-teardown playbooks/teardown.yml -e '{"vm_ids": [], "vm_names": ["app1", "app2", "app3"]}'
+run templates-teardown2 playbooks/teardown.yml -e '{"vm_ids": [9000], "vm_names": []}'
 run async playbooks/async_import.yml
 grep -q 'VM 120 on pve1: create' "$dir/async.log"
 run defaults playbooks/module_defaults.yml
@@ -49,4 +56,4 @@ inv="$dir/parallel.ini"
 run parallel playbooks/parallel_create.yml -i "$inv" -f 50
 ids=$(grep -oE '"par[0-9]+=[0-9]+"' "$dir/parallel.log" | cut -d= -f2 | tr -d '"' | sort -u | wc -l)
 [ "$ids" = 50 ] || { echo "parallel creates: $ids distinct ids, expected 50" >&2; exit 1; }
-echo "playbooks: 10 passed, 0 failed"
+echo "playbooks: 11 passed, 0 failed"
