@@ -455,11 +455,11 @@ impl<'a> Runner<'a> {
                         Ok(()) => {}
                         Err(t)
                             if self.d.vmid.is_none()
-                                && attempt < 5
                                 && t.exitstatus.as_deref().is_some_and(task_found_vmid_taken) =>
                         {
                             self.changed = before;
                             attempt += 1;
+                            self.before_next_id(attempt, &t.failure.msg)?;
                             continue;
                         }
                         Err(t) => {
@@ -484,13 +484,24 @@ impl<'a> Runner<'a> {
                 }
                 // The id was taken between `nextid` and the request: another one. With a
                 // vmid given, that VM exists now: read it again and converge it.
-                Err(e) if e.is_already_exists() && self.d.vmid.is_none() && attempt < 5 => {
+                Err(e) if e.is_already_exists() && self.d.vmid.is_none() => {
                     attempt += 1;
+                    self.before_next_id(attempt, &format!("{what}: {e}"))?;
                 }
                 Err(e) if e.is_already_exists() => return Ok(Done::Stale),
                 Err(e) => return Err(self.fail(format!("{what}: {e}"))),
             }
         }
+    }
+
+    /// Before asking for another vmid (a parallel run took the one `nextid` gave): a short,
+    /// jittered pause, so runs that collided do not collide again; the deadline ends it.
+    fn before_next_id(&self, attempt: u32, what: &str) -> Result<(), Failure> {
+        if Instant::now() >= self.s.deadline {
+            return Err(self.fail(format!("{what} (no free vmid found before the timeout)")));
+        }
+        crate::interrupt::sleep(backoff(attempt.min(3), self.seed).mul_f64(0.4));
+        Ok(())
     }
 
     fn create(&mut self, node: &str, params: &[(String, String)]) -> Result<Done, Failure> {
@@ -551,12 +562,7 @@ impl<'a> Runner<'a> {
                     }
                     // Another client took the id between nextid and create: take a fresh one.
                     attempt += 1;
-                    if Instant::now() >= self.s.deadline {
-                        return Err(self.fail(format!(
-                            "{what}: {e} (no free vmid found before the timeout)"
-                        )));
-                    }
-                    crate::interrupt::sleep(backoff(attempt.min(3), self.seed).mul_f64(0.4));
+                    self.before_next_id(attempt, &format!("{what}: {e}"))?;
                 }
                 Err(e) => return Err(self.fail(format!("{what}: {e}"))),
             }

@@ -673,28 +673,22 @@ fn clone_source(inv: &Invocation) -> Result<Option<CloneSource>, String> {
     }))
 }
 
-/// Builds the desired VM from validated options.
-pub fn desired(inv: &Invocation) -> Result<Desired, String> {
+/// A value the argument spec gives a default for: missing only if the spec lost it, which is
+/// said rather than papered over with a second default here.
+fn given<T>(v: Option<T>, key: &str) -> Result<T, String> {
+    v.ok_or_else(|| format!("{key}: no value and no default in the argument spec"))
+}
+
+/// The hardware and management keys: name, CPU, memory, firmware, boot, serial ports, tags,
+/// description, and `extra_config`.
+fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(), String> {
     let p = &inv.params;
-    let state = match inv.str("state").unwrap_or("present") {
-        "absent" => State::Absent,
-        "started" => State::Started,
-        "stopped" => State::Stopped,
-        "restarted" => State::Restarted,
-        _ => State::Present,
-    };
-    let mut config = BTreeMap::new();
-    let mut create_only = BTreeMap::new();
-    let name = inv.str("name").map(|n| dns_name("name", n)).transpose()?;
-    if let Some(n) = &name {
-        config.insert("name".into(), n.clone());
-    }
     for k in ["cores", "sockets", "memory", "balloon"] {
         if let Some(v) = inv.int(k) {
             config.insert(k.into(), v.to_string());
         }
     }
-    for k in ["bios", "ostype", "scsihw", "citype"] {
+    for k in ["bios", "ostype", "scsihw"] {
         if let Some(v) = inv.str(k) {
             config.insert(k.into(), v.to_string());
         }
@@ -710,10 +704,99 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
             config.insert(k.into(), v.to_string());
         }
     }
-    for k in ["agent", "onboot", "numa", "protection", "ciupgrade"] {
+    for k in ["agent", "onboot", "numa", "protection"] {
         if let Some(v) = inv.bool(k) {
             config.insert(k.into(), b(v));
         }
+    }
+    if let Some(tags) = p
+        .get("tags")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        let mut out = Vec::new();
+        for (i, t) in tags.iter().filter_map(Value::as_str).enumerate() {
+            let ok = !t.is_empty()
+                && t.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b"-_+.".contains(&c))
+                && !t.starts_with(['-', '_', '+', '.']);
+            if !ok {
+                return Err(format!(
+                    "tags[{i}] must use letters, digits and - _ + . (not first), got {t}",
+                    t = quote(t)
+                ));
+            }
+            out.push(t.to_ascii_lowercase());
+        }
+        config.insert("tags".into(), out.join(";"));
+    }
+    if let Some(d) = inv.str("description") {
+        config.insert("description".into(), d.to_string());
+    }
+    for (i, s) in p
+        .get("serial")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .enumerate()
+    {
+        if i > 3 {
+            return Err("serial takes at most 4 entries (serial0 to serial3)".into());
+        }
+        if !(s == "socket" || (s.starts_with("/dev/") && !s.contains(['\n', ',', ' ']))) {
+            return Err(format!(
+                "serial[{i}] must be 'socket' or a /dev/ path, got {s}",
+                s = quote(s)
+            ));
+        }
+        config.insert(format!("serial{i}"), s.to_string());
+    }
+    if let Some(extra) = p.get("extra_config").and_then(Value::as_object) {
+        for (k, v) in extra {
+            let v = v.as_str().unwrap_or_default();
+            let key_ok = !k.is_empty()
+                && k.as_bytes()[0].is_ascii_lowercase()
+                && k.bytes().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-'
+                });
+            if !key_ok {
+                return Err(format!(
+                    "extra_config: {} is not a PVE config key",
+                    quote(k)
+                ));
+            }
+            if let Some(why) = not_a_config_key(k) {
+                return Err(format!("extra_config: {k} {why}"));
+            }
+            if managed_key(k) {
+                return Err(format!(
+                    "extra_config: set {k} through the module's own option, not extra_config"
+                ));
+            }
+            if v.contains(['\n', '\r']) {
+                return Err(format!("extra_config.{k} must be a single line"));
+            }
+            config.insert(k.clone(), v.to_string());
+        }
+    }
+
+    Ok(())
+}
+
+/// The cloud-init keys: user, password (sent once unless `update_password: always`), SSH
+/// keys, DNS, and the per-NIC `ipconfigN`.
+fn cloud_init(
+    inv: &Invocation,
+    config: &mut BTreeMap<String, String>,
+    create_only: &mut BTreeMap<String, String>,
+) -> Result<(), String> {
+    let p = &inv.params;
+    if let Some(v) = inv.str("citype") {
+        config.insert("citype".into(), v.to_string());
+    }
+    if let Some(v) = inv.bool("ciupgrade") {
+        config.insert("ciupgrade".into(), b(v));
     }
     if let Some(u) = inv.str("ciuser") {
         config.insert("ciuser".into(), plain("ciuser", u)?);
@@ -781,42 +864,6 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     if let Some(sd) = inv.str("searchdomain") {
         config.insert("searchdomain".into(), dns_name("searchdomain", sd)?);
     }
-    if let Some(tags) = p
-        .get("tags")
-        .and_then(Value::as_array)
-        .filter(|a| !a.is_empty())
-    {
-        let mut out = Vec::new();
-        for (i, t) in tags.iter().filter_map(Value::as_str).enumerate() {
-            let ok = !t.is_empty()
-                && t.bytes()
-                    .all(|c| c.is_ascii_alphanumeric() || b"-_+.".contains(&c))
-                && !t.starts_with(['-', '_', '+', '.']);
-            if !ok {
-                return Err(format!(
-                    "tags[{i}] must use letters, digits and - _ + . (not first), got {t}",
-                    t = quote(t)
-                ));
-            }
-            out.push(t.to_ascii_lowercase());
-        }
-        config.insert("tags".into(), out.join(";"));
-    }
-    if let Some(d) = inv.str("description") {
-        config.insert("description".into(), d.to_string());
-    }
-    for (i, n) in p
-        .get("net")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        config.insert(
-            format!("net{i}"),
-            net_value(i, n.as_object().ok_or("net items must be dicts")?)?,
-        );
-    }
     for (i, m) in p
         .get("ipconfig")
         .and_then(Value::as_array)
@@ -829,56 +876,31 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
             ipconfig_value(i, m.as_object().ok_or("ipconfig items must be dicts")?)?,
         );
     }
-    for (i, s) in p
-        .get("serial")
+    Ok(())
+}
+
+/// The NICs, `net0`, `net1`, … in the order given.
+fn network(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(), String> {
+    let p = &inv.params;
+    for (i, n) in p
+        .get("net")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(Value::as_str)
         .enumerate()
     {
-        if i > 3 {
-            return Err("serial takes at most 4 entries (serial0 to serial3)".into());
-        }
-        if !(s == "socket" || (s.starts_with("/dev/") && !s.contains(['\n', ',', ' ']))) {
-            return Err(format!(
-                "serial[{i}] must be 'socket' or a /dev/ path, got {s}",
-                s = quote(s)
-            ));
-        }
-        config.insert(format!("serial{i}"), s.to_string());
+        config.insert(
+            format!("net{i}"),
+            net_value(i, n.as_object().ok_or("net items must be dicts")?)?,
+        );
     }
-    if let Some(extra) = p.get("extra_config").and_then(Value::as_object) {
-        for (k, v) in extra {
-            let v = v.as_str().unwrap_or_default();
-            let key_ok = !k.is_empty()
-                && k.as_bytes()[0].is_ascii_lowercase()
-                && k.bytes().all(|c| {
-                    c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-'
-                });
-            if !key_ok {
-                return Err(format!(
-                    "extra_config: {} is not a PVE config key",
-                    quote(k)
-                ));
-            }
-            if let Some(why) = not_a_config_key(k) {
-                return Err(format!("extra_config: {k} {why}"));
-            }
-            if managed_key(k) {
-                return Err(format!(
-                    "extra_config: set {k} through the module's own option, not extra_config"
-                ));
-            }
-            if v.contains(['\n', '\r']) {
-                return Err(format!("extra_config.{k} must be a single line"));
-            }
-            config.insert(k.clone(), v.to_string());
-        }
-    }
+    Ok(())
+}
 
-    let clone = clone_source(inv)?;
-    let cloning = clone.is_some();
+/// The disks (`disks`), and the cloud-init drive when cloud-init options are given (on
+/// `cloudinit_storage`, or the first disk's storage). A clone's disks come from its source.
+fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String> {
+    let p = &inv.params;
     let mut disks = Vec::new();
     for (i, d) in p
         .get("disks")
@@ -983,7 +1005,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
                 .flatten()
         })
     {
-        let slot = inv.str("cloudinit_slot").unwrap_or("ide2").to_string();
+        let slot = given(inv.str("cloudinit_slot"), "cloudinit_slot")?.to_string();
         if !is_drive_slot(&slot) || disks.iter().any(|d| d.slot == slot) {
             return Err(format!(
                 "cloudinit_slot must be a free drive slot such as ide2, got {slot}",
@@ -1006,13 +1028,17 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
                 .into(),
         );
     }
-    let template = inv.bool("template").unwrap_or(false);
-    if template && matches!(state, State::Started | State::Restarted) {
-        return Err(format!(
-            "a template never runs: template: true and state: {} exclude each other",
-            inv.str("state").unwrap_or_default()
-        ));
-    }
+    Ok(disks)
+}
+
+/// The EFI vars disk and the TPM state, sent only at create; returns what a re-run compares
+/// (slot → properties).
+fn firmware(
+    inv: &Invocation,
+    config: &BTreeMap<String, String>,
+    create_only: &mut BTreeMap<String, String>,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
+    let p = &inv.params;
     let mut fixed = BTreeMap::new();
     if let Some(e) = p.get("efidisk").and_then(Value::as_object) {
         if config.get("bios").map(String::as_str) != Some("ovmf") {
@@ -1021,8 +1047,11 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
             );
         }
         let sid = storage_id("efidisk.storage", e["storage"].as_str().unwrap_or_default())?;
-        let efitype = e["efitype"].as_str().unwrap_or("4m").to_string();
-        let keys = b(e["pre_enrolled_keys"].as_bool().unwrap_or(false));
+        let efitype = given(e["efitype"].as_str(), "efidisk.efitype")?.to_string();
+        let keys = b(given(
+            e["pre_enrolled_keys"].as_bool(),
+            "efidisk.pre_enrolled_keys",
+        )?);
         create_only.insert(
             "efidisk0".into(),
             format!("{sid}:1,efitype={efitype},pre-enrolled-keys={keys}"),
@@ -1040,13 +1069,44 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
             "tpmstate.storage",
             t["storage"].as_str().unwrap_or_default(),
         )?;
-        let version = t["version"].as_str().unwrap_or("v2.0").to_string();
+        let version = given(t["version"].as_str(), "tpmstate.version")?.to_string();
         create_only.insert("tpmstate0".into(), format!("{sid}:1,version={version}"));
         fixed.insert(
             "tpmstate0".to_string(),
             BTreeMap::from([("version".to_string(), version)]),
         );
     }
+    Ok(fixed)
+}
+
+/// Builds the desired VM from validated options.
+pub fn desired(inv: &Invocation) -> Result<Desired, String> {
+    let state = match given(inv.str("state"), "state")? {
+        "absent" => State::Absent,
+        "started" => State::Started,
+        "stopped" => State::Stopped,
+        "restarted" => State::Restarted,
+        _ => State::Present,
+    };
+    let mut config = BTreeMap::new();
+    let mut create_only = BTreeMap::new();
+    let name = inv.str("name").map(|n| dns_name("name", n)).transpose()?;
+    if let Some(n) = &name {
+        config.insert("name".into(), n.clone());
+    }
+    hardware(inv, &mut config)?;
+    cloud_init(inv, &mut config, &mut create_only)?;
+    network(inv, &mut config)?;
+    let clone = clone_source(inv)?;
+    let disks = disks(inv, clone.is_some())?;
+    let template = given(inv.bool("template"), "template")?;
+    if template && matches!(state, State::Started | State::Restarted) {
+        return Err(format!(
+            "a template never runs: template: true and state: {} exclude each other",
+            inv.str("state").unwrap_or_default()
+        ));
+    }
+    let fixed = firmware(inv, &config, &mut create_only)?;
     if disks
         .iter()
         .any(|d| d.slot == "efidisk0" || d.slot == "tpmstate0")
@@ -1062,10 +1122,11 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         create_only.insert("boot".into(), format!("order={}", first.slot));
     }
     let pool = inv.str("pool").map(|s| plain("pool", s)).transpose()?;
-    let wait_for_ip = inv
-        .str("wait_for_ip")
-        .and_then(|s| crate::ansible::spec::parse_duration(s).ok())
-        .filter(|d| !d.is_zero());
+    let wait_for_ip = Some(crate::ansible::spec::parse_duration(given(
+        inv.str("wait_for_ip"),
+        "wait_for_ip",
+    )?)?)
+    .filter(|d| !d.is_zero());
     if wait_for_ip.is_some() {
         if inv.bool("agent") == Some(false) {
             return Err(
@@ -1099,10 +1160,10 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         create_only,
         disks,
         pool,
-        purge: inv.bool("purge").unwrap_or(true),
-        shutdown_timeout: inv.int("shutdown_timeout").unwrap_or(180) as u64,
-        force_stop: inv.bool("force_stop").unwrap_or(true),
-        restart_when_needed: inv.str("restart") == Some("when_needed"),
+        purge: given(inv.bool("purge"), "purge")?,
+        shutdown_timeout: given(inv.int("shutdown_timeout"), "shutdown_timeout")? as u64,
+        force_stop: given(inv.bool("force_stop"), "force_stop")?,
+        restart_when_needed: given(inv.str("restart"), "restart")? == "when_needed",
         wait_for_ip,
         clone,
         template,
