@@ -7,6 +7,7 @@
 //!   transient? refused by a worker before it acted?).
 //! * [`ops`]: the retry semantics of a request: a dispatched task, a plain call.
 //! * [`tasks`], [`wait`], [`upid`]: waiting on a task by its UPID; the wait policy is pure.
+//! * [`paths`]: every API path the client calls, by PVE's grouping.
 //! * [`tls`], [`proxy`], [`encode`]: trust, proxies, path segments and form bodies.
 //! * [`interrupt`]: signals end a wait cleanly (the one place that installs handlers).
 
@@ -19,6 +20,7 @@ pub mod encode;
 pub mod error;
 pub mod interrupt;
 pub mod ops;
+pub mod paths;
 pub mod proxy;
 pub mod tasks;
 pub mod tls;

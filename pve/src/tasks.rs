@@ -214,14 +214,6 @@ impl fmt::Display for WaitError {
 
 impl std::error::Error for WaitError {}
 
-fn task_path(upid: &Upid) -> String {
-    format!(
-        "{}/tasks/{}",
-        super::encode::node_path(&upid.node),
-        super::encode::segment(&upid.text)
-    )
-}
-
 /// Reads log lines after those already in `log`.
 /// Lines asked for per log request.
 const LOG_PAGE: u64 = 500;
@@ -280,7 +272,7 @@ fn log_page(client: &Client, upid: &Upid, start: u64) -> Result<LogPage, ApiErro
         ("start".into(), start.to_string()),
         ("limit".into(), LOG_PAGE.to_string()),
     ];
-    let env = client.get_envelope(&format!("{}/log", task_path(upid)), &params)?;
+    let env = client.get_envelope(&crate::paths::task_log(upid), &params)?;
     let lines: Vec<(u64, String)> = env["data"]
         .as_array()
         .into_iter()
@@ -368,7 +360,7 @@ fn look_at_status(
     upid: &Upid,
     log: &mut LogWindow,
 ) -> Result<Observation, ApiError> {
-    match client.get(&format!("{}/status", task_path(upid)), &Vec::new()) {
+    match client.get(&crate::paths::task_status(upid), &Vec::new()) {
         Ok(st) if st["status"].as_str() == Some("stopped") => {
             // The tail for messages: best effort.
             let _ = read_log(client, upid, log);
@@ -536,10 +528,10 @@ pub fn wait_task(
                 }
                 let stopped = stop_on_timeout.then(|| {
                     client
-                        .write(Method::Delete, &task_path(upid), &Vec::new())
+                        .write(Method::Delete, &crate::paths::task(upid), &Vec::new())
                         .map_err(|e| e.to_string())?;
                     let st = client
-                        .get(&format!("{}/status", task_path(upid)), &Vec::new())
+                        .get(&crate::paths::task_status(upid), &Vec::new())
                         .map_err(|e| e.to_string())?;
                     Ok(st["exitstatus"]
                         .as_str()
@@ -578,10 +570,7 @@ pub fn active_tasks(
     if let Some(t) = ttype {
         params.push(("typefilter".into(), t.into()));
     }
-    let list = client.get(
-        &format!("{}/tasks", super::encode::node_path(node)),
-        &params,
-    )?;
+    let list = client.get(&crate::paths::Node::new(node).tasks(), &params)?;
     Ok(list
         .as_array()
         .into_iter()

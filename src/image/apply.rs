@@ -9,18 +9,18 @@ use super::plan::{Step, plan};
 use super::spec::{Desired, desired};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::pve::client::{Client, Method, Params};
-use crate::pve::encode::{node_path, segment};
 use crate::pve::ops::{self, Dispatched, dispatch};
+use crate::pve::paths::{Node, Storage};
 use crate::runner::Session;
 
-/// `/nodes/{node}/storage/{storage}`, encoded.
-fn storage_path(d: &Desired) -> String {
-    format!("{}/storage/{}", node_path(&d.node), segment(&d.storage))
+/// `/nodes/{node}/storage/{storage}`.
+fn storage_of(d: &Desired) -> Storage {
+    Node::new(&d.node).storage(&d.storage)
 }
 
 /// The file's entry in the storage's content listing, if it is there.
 fn lookup(client: &Client, d: &Desired, deadline: Instant) -> Result<Option<Value>, Failure> {
-    let path = format!("{}/content", storage_path(d));
+    let path = storage_of(d).content();
     let params: Params = vec![("content".into(), d.content.clone())];
     let list = ops::read(client, &path, &params, deadline)
         .map_err(|e| Failure::msg(format!("listing {} on {}: {e}", d.storage, d.node)))?;
@@ -83,7 +83,7 @@ fn converge(
             match step {
                 Step::Delete => {
                     // The volume id holds '/' and ':': it travels as one encoded path segment.
-                    let path = format!("{}/content/{}", storage_path(d), segment(&d.volid()));
+                    let path = storage_of(d).volume(&d.volid());
                     let what = format!("removing {}", d.volid());
                     match dispatch(
                         &s.client,
@@ -119,7 +119,7 @@ fn converge(
                         params.push(("checksum".into(), sum.clone()));
                         params.push(("checksum-algorithm".into(), algo.clone()));
                     }
-                    let path = format!("{}/download-url", storage_path(d));
+                    let path = storage_of(d).download_url();
                     let what = format!("downloading {url} to {}", d.volid());
                     let client = &s.client;
                     let recover = || {

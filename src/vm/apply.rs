@@ -12,9 +12,9 @@ use super::spec::CloneSource;
 use super::spec::{Desired, State, desired, format_size};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::pve::client::{Method, Params};
-use crate::pve::encode::node_path;
 use crate::pve::error::task_found_vmid_taken;
 use crate::pve::ops::{self, Dispatched, backoff, dispatch};
+use crate::pve::paths::{self, Node, Vm};
 use crate::pve::tasks::active_tasks;
 use crate::pve::upid::Upid;
 use crate::runner::{Session, TaskFailed};
@@ -128,7 +128,7 @@ impl<'a> Runner<'a> {
     fn listing(&self) -> Result<Vec<(u32, String, String)>, Failure> {
         let list = ops::read(
             &self.s.client,
-            "/cluster/resources",
+            paths::CLUSTER_RESOURCES,
             &p(&[("type", "vm".into())]),
             self.s.deadline,
         )
@@ -170,7 +170,7 @@ impl<'a> Runner<'a> {
         for node in nodes {
             let list = ops::read(
                 &self.s.client,
-                &format!("{}/qemu", node_path(node)),
+                &Node::new(node).qemu(),
                 &Vec::new(),
                 self.s.deadline,
             )
@@ -222,7 +222,7 @@ impl<'a> Runner<'a> {
     fn config_of(&self, vmid: u32, node: &str) -> Result<Option<Value>, Failure> {
         match ops::read(
             &self.s.client,
-            &format!("{}/qemu/{vmid}/config", node_path(node)),
+            &Node::new(node).vm(vmid).config(),
             &Vec::new(),
             self.s.deadline,
         ) {
@@ -244,7 +244,7 @@ impl<'a> Runner<'a> {
         };
         let status = match ops::read(
             &self.s.client,
-            &format!("{}/qemu/{vmid}/status/current", node_path(node)),
+            &Node::new(node).vm(vmid).status_current(),
             &Vec::new(),
             self.s.deadline,
         ) {
@@ -349,7 +349,7 @@ impl<'a> Runner<'a> {
     fn next_id(&self) -> Result<u32, Failure> {
         let v = ops::read(
             &self.s.client,
-            "/cluster/nextid",
+            paths::CLUSTER_NEXTID,
             &Vec::new(),
             self.s.deadline,
         )
@@ -442,7 +442,7 @@ impl<'a> Runner<'a> {
             let result = dispatch(
                 &self.s.client,
                 Method::Post,
-                &format!("{}/qemu/{src}/clone", node_path(&src_node)),
+                &Node::new(&src_node).vm(src).clone_vm(),
                 &req,
                 self.s.deadline,
                 || None,
@@ -518,7 +518,7 @@ impl<'a> Runner<'a> {
             let result = dispatch(
                 &self.s.client,
                 Method::Post,
-                &format!("{}/qemu", node_path(node)),
+                &Node::new(node).qemu(),
                 &req,
                 self.s.deadline,
                 || self.recover(node, vmid, "qmcreate"),
@@ -579,7 +579,7 @@ impl<'a> Runner<'a> {
         ]);
         ops::read(
             &self.s.client,
-            &format!("{}/tasks", node_path(node)),
+            &Node::new(node).tasks(),
             &params,
             self.s.deadline,
         )
@@ -631,7 +631,7 @@ impl<'a> Runner<'a> {
         match dispatch(
             &self.s.client,
             Method::Delete,
-            &format!("{}/qemu/{vmid}", node_path(node)),
+            Node::new(node).vm(vmid).path(),
             &params,
             self.s.deadline,
             || self.recover(node, vmid, "qmdestroy"),
@@ -651,7 +651,7 @@ impl<'a> Runner<'a> {
         &mut self,
         cur: &Current,
         method: Method,
-        path: &str,
+        path: fn(&Vm) -> String,
         params: Params,
         ttype: &str,
         what: &str,
@@ -661,7 +661,7 @@ impl<'a> Runner<'a> {
         let result = dispatch(
             &self.s.client,
             method,
-            &format!("{}/qemu/{vmid}{path}", node_path(&node)),
+            &path(&Node::new(&node).vm(vmid)),
             &params,
             self.s.deadline,
             || self.recover(&node, vmid, ttype),
@@ -696,16 +696,11 @@ impl<'a> Runner<'a> {
     /// stopped VM takes it at its next start) and the cloud-init options its drive does not
     /// hold (when it has a cloud-init drive). Returns (pending keys, cloud-init keys).
     fn untaken(&self, c: &Current) -> Result<(Vec<String>, Vec<String>), Failure> {
-        let base = format!("{}/qemu/{}", node_path(&c.node), c.vmid);
+        let vm = Node::new(&c.node).vm(c.vmid);
         let id = format!("VM {} on {}", c.vmid, c.node);
         let pending = if c.running {
-            let l = ops::read(
-                &self.s.client,
-                &format!("{base}/pending"),
-                &Vec::new(),
-                self.s.deadline,
-            )
-            .map_err(|e| self.fail(format!("reading the pending changes of {id}: {e}")))?;
+            let l = ops::read(&self.s.client, &vm.pending(), &Vec::new(), self.s.deadline)
+                .map_err(|e| self.fail(format!("reading the pending changes of {id}: {e}")))?;
             guest::pending_keys(&l)
         } else {
             Vec::new()
@@ -713,7 +708,7 @@ impl<'a> Runner<'a> {
         let cloudinit = if guest::has_cloudinit_drive(&c.config) {
             let l = ops::read(
                 &self.s.client,
-                &format!("{base}/cloudinit"),
+                &vm.cloudinit(),
                 &Vec::new(),
                 self.s.deadline,
             )
@@ -734,7 +729,7 @@ impl<'a> Runner<'a> {
         match dispatch(
             &self.s.client,
             Method::Put,
-            &format!("{}/qemu/{}/cloudinit", node_path(&c.node), c.vmid),
+            &Node::new(&c.node).vm(c.vmid).cloudinit(),
             &Vec::new(),
             self.s.deadline,
             || None,
@@ -752,11 +747,9 @@ impl<'a> Runner<'a> {
     /// the guest is up; that is waited through. Returns (addresses, the agent's answer).
     fn wait_for_ip(&self, c: &Current, limit: Duration) -> Result<(Vec<String>, Value), Failure> {
         let until = (Instant::now() + limit).min(self.s.deadline);
-        let path = format!(
-            "{}/qemu/{}/agent/network-get-interfaces",
-            node_path(&c.node),
-            c.vmid
-        );
+        let path = Node::new(&c.node)
+            .vm(c.vmid)
+            .agent("network-get-interfaces");
         let id = format!("VM {} on {}", c.vmid, c.node);
         let mut last;
         loop {
@@ -809,7 +802,7 @@ impl<'a> Runner<'a> {
             Step::Template => self.task(
                 cur,
                 Method::Post,
-                "/template",
+                Vm::template,
                 Vec::new(),
                 "qmtemplate",
                 &format!("converting {id} to a template"),
@@ -827,7 +820,7 @@ impl<'a> Runner<'a> {
                 self.task(
                     cur,
                     Method::Post,
-                    "/config",
+                    Vm::config,
                     params,
                     "qmconfig",
                     &format!("updating {keys} of {id}"),
@@ -838,7 +831,7 @@ impl<'a> Runner<'a> {
                 self.task(
                     cur,
                     Method::Put,
-                    "/resize",
+                    Vm::resize,
                     params,
                     "resize",
                     &format!("resizing {slot} of {id} to {}", format_size(to)),
@@ -847,7 +840,7 @@ impl<'a> Runner<'a> {
             Step::Start => self.task(
                 cur,
                 Method::Post,
-                "/status/start",
+                |v| v.power("start"),
                 Vec::new(),
                 "qmstart",
                 &format!("starting {id}"),
@@ -855,7 +848,7 @@ impl<'a> Runner<'a> {
             Step::Stop => self.task(
                 cur,
                 Method::Post,
-                "/status/stop",
+                |v| v.power("stop"),
                 Vec::new(),
                 "qmstop",
                 &format!("stopping {id}"),
@@ -863,7 +856,7 @@ impl<'a> Runner<'a> {
             Step::Reboot => self.task(
                 cur,
                 Method::Post,
-                "/status/reboot",
+                |v| v.power("reboot"),
                 Vec::new(),
                 "qmreboot",
                 &format!("rebooting {id}"),
@@ -876,7 +869,7 @@ impl<'a> Runner<'a> {
                 self.task(
                     cur,
                     Method::Post,
-                    "/status/shutdown",
+                    |v| v.power("shutdown"),
                     params,
                     "qmshutdown",
                     &format!("shutting down {id}"),
@@ -890,7 +883,7 @@ impl<'a> Runner<'a> {
                 match self.task(
                     cur,
                     Method::Delete,
-                    "",
+                    |v| v.path().to_string(),
                     params,
                     "qmdestroy",
                     &format!("destroying {id}"),
@@ -1201,7 +1194,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             if let Some(c) = &cur {
                 untaken = r.untaken(c)?;
             }
-        } else if !c.running && !untaken.1.is_empty() {
+        } else if !c.running && !c.is_template() && !untaken.1.is_empty() {
             let what = untaken.1.join(", ");
             r.regenerate_cloudinit(&c)?;
             done_steps.push(format!("regenerated the cloud-init drive ({what})"));
