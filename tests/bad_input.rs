@@ -314,6 +314,88 @@ fn cases(sim: &Sim) -> Vec<(Value, String)> {
             json!({"api_port": sim.info["admin"].as_str().unwrap().rsplit(':').next().unwrap().parse::<u16>().unwrap()}),
             "connecting to the Proxmox VE API at 127.0.0.1:",
         ),
+        // After the create, templates and clones, firmware: the options of issues 13 and 14.
+        c(
+            json!({"restart": "always"}),
+            "value of restart must be one of: never, when_needed, got: always",
+        ),
+        c(
+            json!({"wait_for_ip": "soon"}),
+            "value of wait_for_ip is not a valid duration",
+        ),
+        c(
+            json!({"wait_for_ip": "1m", "agent": false}),
+            "wait_for_ip needs the QEMU guest agent",
+        ),
+        c(
+            json!({"wait_for_ip": "1m", "state": "stopped"}),
+            "wait_for_ip needs a running VM, but state is stopped",
+        ),
+        c(json!({"template": "sometimes"}), "argument 'template'"),
+        c(
+            json!({"template": true, "state": "started"}),
+            "a template never runs: template: true and state: started exclude each other",
+        ),
+        c(
+            json!({"template": true, "state": "present", "wait_for_ip": "1m"}),
+            "template: true and wait_for_ip exclude each other",
+        ),
+        c(
+            json!({"clone": {"vmid": 900, "name": "tpl"}}),
+            "clone needs exactly one of vmid and name",
+        ),
+        c(
+            json!({"clone": {}}),
+            "clone needs exactly one of vmid and name",
+        ),
+        c(
+            json!({"clone": {"vmid": 5}}),
+            "value of clone.vmid must be at least 100",
+        ),
+        c(
+            json!({"clone": {"name": "bad name"}}),
+            "clone.name must be a valid DNS name",
+        ),
+        c(
+            json!({"clone": {"vmid": 900, "storage": "../x"}}),
+            "clone.storage must be a PVE storage ID",
+        ),
+        c(
+            json!({"clone": {"vmid": 900, "full": false, "storage": "local"}}),
+            "clone.storage is the target of a full clone",
+        ),
+        c(
+            json!({"clone": {"vmid": 900}}),
+            "disks[0].import_from and clone exclude each other",
+        ),
+        c(
+            json!({"clone": {"vmid": 900, "colour": "red"}}),
+            "Unsupported parameters found in clone: colour",
+        ),
+        c(
+            json!({"efidisk": {"storage": "local-lvm"}}),
+            "efidisk needs bios: ovmf",
+        ),
+        c(
+            json!({"bios": "ovmf", "efidisk": {"storage": "local-lvm", "efitype": "8m"}}),
+            "value of efidisk.efitype must be one of: 2m, 4m, got: 8m",
+        ),
+        c(
+            json!({"bios": "ovmf", "efidisk": {}}),
+            "missing required arguments: storage found in efidisk",
+        ),
+        c(
+            json!({"tpmstate": {"storage": "local-lvm", "version": "v3"}}),
+            "value of tpmstate.version must be one of: v1.2, v2.0, got: v3",
+        ),
+        c(
+            json!({"disks": [{"slot": "efidisk0", "storage": "local-lvm", "size": "1M"}]}),
+            "through efidisk and tpmstate, not disks",
+        ),
+        c(
+            json!({"disks": [{"slot": "scsi0", "size": "1G"}]}),
+            "disks[0].storage is required to create a disk",
+        ),
     ]
 }
 

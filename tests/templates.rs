@@ -52,7 +52,7 @@ fn twenty_parallel_linked_clones_of_a_template() {
         merge(&[
             sim.conn(),
             json!({
-                "node": "pve1", "name": format!("web{i}"), "clone": {"vmid": 900},
+                "name": format!("web{i}"), "clone": {"vmid": 900},
                 "cores": 2, "ciuser": "admin", "ipconfig": [{"ip": format!("192.0.2.{}/24", 10 + i), "gw": "192.0.2.1"}],
                 "disks": [{"slot": "scsi0", "size": "1G"}], "state": "started"
             }),

@@ -409,6 +409,11 @@ impl<'a> Runner<'a> {
     /// with the given vmid or the next free one (another if a parallel run took it first).
     fn clone_vm(&mut self, node: &str, source: &CloneSource) -> Result<Done, Failure> {
         let (src, src_node, is_template) = self.clone_source(source)?;
+        let node = if node.is_empty() {
+            src_node.as_str()
+        } else {
+            node
+        };
         // A full clone copies every disk, reporting progress as an import does.
         let copies = source.full.unwrap_or(!is_template);
         let mut attempt = 0;

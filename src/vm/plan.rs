@@ -389,11 +389,9 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         if d.state == State::Absent {
             return Ok(p);
         }
-        let node = d
-            .node
-            .clone()
-            .ok_or("node is required to create a VM (no VM with that vmid or name exists)")?;
         if let Some(source) = &d.clone {
+            // Without `node`, the clone goes to its source's node (empty: decided then).
+            let node = d.node.clone().unwrap_or_default();
             p.after.insert(
                 "clone of".into(),
                 Step::Clone {
@@ -408,6 +406,10 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             });
             return Ok(p);
         }
+        let node = d
+            .node
+            .clone()
+            .ok_or("node is required to create a VM (no VM with that vmid or name exists)")?;
         let mut params: Vec<(String, String)> = Vec::new();
         for (k, v) in d.config.iter().chain(d.create_only.iter()) {
             params.push((k.clone(), v.clone()));
