@@ -734,12 +734,12 @@ def main():
     scale = scale_experiment(50, have_peer) if "scale" in only else {}
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
-    if only <= {"waits", "load"}:
-        # A run of the wait experiments alone keeps the full report and writes its own.
-        write_report(args, [], [], {}, [], {}, os.path.join(out, "waits.md"), waits, load)
-        return
-    if only == {"clones"}:
-        write_report(args, [], [], {}, [], {}, os.path.join(out, "clones.md"), clones=clones)
+    everything = set(ap.get_default("only").split(","))
+    if only != everything:
+        # A partial run keeps the full report and writes its own: waits.md for the wait
+        # experiments, else one named after what ran (noop-latency.md, …).
+        name = "waits" if only <= {"waits", "load"} else "-".join(sorted(only))
+        write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, f"{name}.md"), waits, load, clones)
         return
     write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits, load, clones)
     with open(os.path.join(WORK, "results.json"), "w") as f:
