@@ -133,7 +133,16 @@ pub fn parse_volume(data: &Path, node: &str, volid: &str) -> Result<Volume, Stri
         if vmid.parse::<u32>().is_err() {
             return Err(format!("unable to parse directory volume name '{name}'"));
         }
-        ("images", PathBuf::from("images").join(vmid).join(f))
+        // A linked clone: `N/base-N-disk-K.qcow2/M/vm-M-disk-J.qcow2` (pve-storage Plugin.pm,
+        // parse_name_dir with a base), the volume being the last two parts.
+        let parts: Vec<&str> = f.split('/').collect();
+        match parts.as_slice() {
+            [_] => ("images", PathBuf::from("images").join(vmid).join(f)),
+            [base, owner, file] if base.starts_with("base-") && owner.parse::<u32>().is_ok() => {
+                ("images", PathBuf::from("images").join(owner).join(file))
+            }
+            _ => return Err(format!("unable to parse directory volume name '{name}'")),
+        }
     } else {
         return Err(format!("unable to parse directory volume name '{name}'"));
     };
@@ -149,7 +158,11 @@ pub fn parse_volume(data: &Path, node: &str, volid: &str) -> Result<Volume, Stri
         name: name.into(),
         vtype,
         vmid: if vtype == "images" {
-            name.split('/').next().and_then(|v| v.parse().ok())
+            // The owner: the directory the volume is in (for a linked clone, the clone's).
+            rel.parent()
+                .and_then(|d| d.file_name())
+                .and_then(|d| d.to_str())
+                .and_then(|v| v.parse().ok())
         } else {
             None
         },
@@ -214,12 +227,13 @@ fn file_format(path: &Path, fmt: &str) -> String {
 
 /// A thin snapshot of `base` at `path` (a linked clone's volume): a qcow2 overlay whose
 /// backing file is the base volume, so it costs what is written to it.
-pub fn thin_snapshot(base: &Path, path: &Path) -> Result<(), String> {
+pub fn thin_snapshot(base: &Path, base_fmt: &str, path: &Path) -> Result<(), String> {
     if let Some(p) = path.parent() {
         std::fs::create_dir_all(p).map_err(|e| e.to_string())?;
     }
+    let base_fmt = file_format(base, base_fmt);
     run(Command::new("qemu-img")
-        .args(["create", "-q", "-f", "qcow2", "-F", "raw", "-b"])
+        .args(["create", "-q", "-f", "qcow2", "-F", &base_fmt, "-b"])
         .arg(base)
         .arg(path))?;
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
@@ -605,6 +619,23 @@ mod tests {
             Some(100)
         );
         assert!(parse_volume(d, "pve1", "local-lvm:vm-1/vm-2").is_err());
+        let v = parse_volume(
+            d,
+            "pve1",
+            "local:100/base-100-disk-0.qcow2/101/vm-101-disk-0.qcow2",
+        )
+        .unwrap();
+        assert_eq!(v.vmid, Some(101));
+        assert_eq!(
+            v.path,
+            Path::new("/d/nodes/pve1/local/images/101/vm-101-disk-0.qcow2")
+        );
+        assert_eq!(
+            parse_volume(d, "pve1", "local:100/vm-100-disk-0.qcow2")
+                .unwrap()
+                .vmid,
+            Some(100)
+        );
         assert_eq!(
             parse_volume(d, "pve1", "local:iso/x.img").unwrap().vtype,
             "iso"

@@ -371,17 +371,14 @@ fn clone_disks(
             out.push((key, v));
             continue;
         }
-        let base = src_name.split('/').next().unwrap_or("");
+        // The base volume's name: `base-N-disk-K` (LVM-thin) or `N/base-N-disk-K.qcow2` (a
+        // directory), whose file part must be a base for a linked clone.
+        let base_file = src_name.rsplit('/').next().unwrap_or("");
+        let is_base = base_file.starts_with("base-") && !src_name.contains("/vm-");
         let linked = !full && key != "tpmstate0";
-        let fmt = if dir {
-            if linked {
-                src.format.clone()
-            } else {
-                "qcow2".into()
-            }
-        } else {
-            "raw".to_string()
-        };
+        // A new volume on a directory storage is a qcow2 (a linked one backed by its base,
+        // pve-storage Plugin.pm clone_image); on LVM-thin, raw.
+        let fmt = if dir { "qcow2" } else { "raw" }.to_string();
         let taken: Vec<String> = made
             .iter()
             .map(|v| format!("{}:{}", v.storage, v.name))
@@ -389,20 +386,21 @@ fn clone_disks(
         let own = storage::alloc_name(data, node, &sid, newid, &fmt, &taken)?;
         let (new_volid, size) = if linked {
             // pve-storage vdisk_clone: only a base volume has the `clone` feature.
-            if !base.starts_with("base-") {
+            if !is_base {
                 return Err(format!(
                     "Linked clone feature is not supported for '{volid}' ({key})"
                 ));
             }
-            let dst = storage::parse_volume(data, node, &format!("{sid}:{base}/{own}"))?;
-            storage::thin_snapshot(&src.path, &dst.path)?;
+            let name = format!("{src_name}/{own}");
+            let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+            storage::thin_snapshot(&src.path, &src.format, &dst.path)?;
             let size = storage::virtual_size(&src.path, &src.format)?;
             made.push(Volume {
                 storage: sid.clone(),
-                name: format!("{base}/{own}"),
+                name: name.clone(),
                 ..dst
             });
-            (format!("{sid}:{base}/{own}"), size)
+            (format!("{sid}:{name}"), size)
         } else {
             let dst = storage::parse_volume(data, node, &format!("{sid}:{own}"))?;
             ctx.log(format!("create full clone of drive {key} ({volid})"));
@@ -435,7 +433,8 @@ fn clone_disks(
 /// '…' is still in use by linked cloned").
 pub fn base_in_use(sim: &Sim, node: &str, volid: &str) -> Option<String> {
     let (sid, name) = volid.split_once(':')?;
-    if !name.starts_with("base-") || name.contains('/') {
+    let file = name.rsplit('/').next().unwrap_or("");
+    if !file.starts_with("base-") || name.contains("/vm-") {
         return None;
     }
     let base = storage::parse_volume(&sim.opts.data_dir, node, volid).ok()?;

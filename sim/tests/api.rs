@@ -1638,3 +1638,52 @@ fn templates_and_clones() {
     let u = s.data("POST", "/nodes/pve1/qemu/103/status/start", &[]);
     assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
 }
+
+/// A template on a directory storage: its qcow2 disk becomes `N/base-N-disk-K.qcow2`, and a
+/// linked clone `N/base-N-disk-K.qcow2/M/vm-M-disk-J.qcow2`, a qcow2 backed by the base.
+#[test]
+fn linked_clones_on_a_directory_storage() {
+    let img = image("dirtpl.qcow2", 64, 8);
+    let sim = Sim::plain(&[], &[&img]);
+    let s = Session::login(&sim);
+    quick_vm(
+        &s,
+        "200",
+        &[(
+            "scsi0",
+            "local:0,import-from=local:import/dirtpl.qcow2,format=qcow2",
+        )],
+    );
+    let u = s.data("POST", "/nodes/pve1/qemu/200/template", &[]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    let conf = s.data("GET", "/nodes/pve1/qemu/200/config", &[]);
+    assert!(
+        conf["scsi0"]
+            .as_str()
+            .unwrap()
+            .starts_with("local:200/base-200-disk-0.qcow2"),
+        "{conf}"
+    );
+    let u = s.data("POST", "/nodes/pve1/qemu/200/clone", &[("newid", "201")]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    let c = s.data("GET", "/nodes/pve1/qemu/201/config", &[]);
+    assert!(
+        c["scsi0"]
+            .as_str()
+            .unwrap()
+            .starts_with("local:200/base-200-disk-0.qcow2/201/vm-201-disk-0.qcow2"),
+        "{c}"
+    );
+    let listed = s.data(
+        "GET",
+        "/nodes/pve1/storage/local/content",
+        &[("vmid", "201")],
+    );
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let u = s.data(
+        "PUT",
+        "/nodes/pve1/qemu/201/resize",
+        &[("disk", "scsi0"), ("size", "+64M")],
+    );
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+}
