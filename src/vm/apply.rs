@@ -1185,6 +1185,10 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
     let mut untaken = (Vec::new(), Vec::new());
     if let Some(c) = cur.clone() {
         untaken = r.untaken(&c)?;
+        if c.is_template() {
+            // A template never runs: its clones regenerate their own cloud-init drives.
+            untaken.1.clear();
+        }
         let keys = |u: &(Vec<String>, Vec<String>)| {
             let mut k: Vec<String> = u.0.iter().chain(&u.1).cloned().collect();
             k.sort();
@@ -1199,7 +1203,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             if let Some(c) = &cur {
                 untaken = r.untaken(c)?;
             }
-        } else if !c.running && !c.is_template() && !untaken.1.is_empty() {
+        } else if !c.running && !untaken.1.is_empty() {
             let what = untaken.1.join(", ");
             r.regenerate_cloudinit(&c)?;
             done_steps.push(format!("regenerated the cloud-init drive ({what})"));
