@@ -121,15 +121,19 @@ fn hotplug_set(conf: &BTreeMap<String, String>, k: &str, new: &str) -> bool {
             let enabled = |v: Option<&str>| v.is_none_or(|b| b != "0");
             enabled(conf.get("balloon").map(String::as_str)) == enabled(Some(new))
         }
-        // `vmconfig_update_agent`: only the options that need no new device apply at once.
-        "agent" => {
-            let enabled = |v: &str| {
-                let (first, m) = props(v);
-                first == "1" || m.get("enabled").is_some_and(|e| e == "1")
+        // `vmconfig_update_agent`: with an agent already configured, only
+        // `fstrim_cloned_disks` may change at once; any other option waits.
+        "agent" => conf.get("agent").is_some_and(|old| {
+            let parse = |v: &str| {
+                let (first, mut m) = props(v);
+                if !first.is_empty() {
+                    m.entry("enabled".into()).or_insert(first);
+                }
+                m.remove("fstrim_cloned_disks");
+                m
             };
-            conf.get("agent")
-                .is_some_and(|old| enabled(old) == enabled(new))
-        }
+            parse(old) == parse(new)
+        }),
         _ if numbered(k, "net") => match conf.get(k) {
             // A new NIC needs hotplug.
             None => has("network"),
