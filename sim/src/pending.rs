@@ -126,9 +126,10 @@ fn hotplug_set(conf: &BTreeMap<String, String>, k: &str, new: &str) -> bool {
         "agent" => conf.get("agent").is_some_and(|old| {
             let parse = |v: &str| {
                 let (first, mut m) = props(v);
-                if !first.is_empty() {
-                    m.entry("enabled".into()).or_insert(first);
-                }
+                match first.split_once('=') {
+                    Some((k, v)) => m.insert(k.to_string(), v.to_string()),
+                    None => m.insert("enabled".into(), first),
+                };
                 m.remove("fstrim_cloned_disks");
                 m
             };
@@ -465,6 +466,15 @@ mod tests {
         p.queue_delete("sockets");
         p.cleanup(&c);
         assert!(p.is_empty());
+    }
+
+    #[test]
+    fn only_fstrim_of_the_agent_hotplugs() {
+        let c = conf(&[("agent", "1")]);
+        assert!(hotplug_set(&c, "agent", "enabled=1,fstrim_cloned_disks=1"));
+        assert!(!hotplug_set(&c, "agent", "1,type=isa"));
+        assert!(!hotplug_set(&c, "agent", "0"));
+        assert!(!hotplug_set(&conf(&[]), "agent", "1"));
     }
 
     #[test]
