@@ -96,6 +96,13 @@ fn net(v: &str) -> (String, String, BTreeMap<String, String>) {
     (model.to_string(), mac.to_string(), m)
 }
 
+/// `$is_usb_hotplug_supported`: the `usb` feature, QEMU 7.1+ (always here), and a guest OS
+/// that handles it (Linux 2.6+, Windows after 7).
+fn usb_hotplug(conf: &BTreeMap<String, String>, features: &BTreeSet<String>) -> bool {
+    let os = conf.get("ostype").map(String::as_str).unwrap_or("");
+    features.contains("usb") && (os == "l26" || matches!(os, "win8" | "win10" | "win11"))
+}
+
 /// Whether a running VM takes this new value of `k` at once (`vmconfig_hotplug_pending`, the
 /// add/change loop, with `vmconfig_update_net` and `vmconfig_update_disk`).
 fn hotplug_set(conf: &BTreeMap<String, String>, k: &str, new: &str) -> bool {
@@ -116,6 +123,7 @@ fn hotplug_set(conf: &BTreeMap<String, String>, k: &str, new: &str) -> bool {
         "vcpus" => has("cpu"),
         "memory" => has("memory"),
         "cpuunits" | "cpulimit" => true,
+        _ if numbered(k, "usb") => usb_hotplug(conf, &features),
         // Enabling or disabling the balloon device is not hotpluggable; a new target is.
         "balloon" => {
             let enabled = |v: Option<&str>| v.is_none_or(|b| b != "0");
@@ -196,6 +204,7 @@ fn hotplug_delete(conf: &BTreeMap<String, String>, k: &str) -> bool {
         "balloon" => conf.get("balloon").is_none_or(|b| b != "0"),
         "memory" => has("memory"),
         "cpuunits" | "cpulimit" => true,
+        _ if numbered(k, "usb") => usb_hotplug(conf, &features),
         _ if numbered(k, "net") => has("network"),
         _ if is_drive(k) => {
             has("disk")
