@@ -921,15 +921,25 @@ fn pending_changes_on_a_running_vm_are_reported_and_applied_by_a_restart() {
     // Check mode shows the restart it would make.
     let r = ok(run(create_args(
         &sim,
-        json!({"cores": 4, "memory": 4096, "restart": "when_needed", "_ansible_check_mode": true}),
+        json!({"cores": 4, "memory": 4096, "restart": "when_needed", "_ansible_check_mode": true, "_ansible_diff": true}),
     )));
     assert_eq!(r["planned"], json!(["shut down", "start"]), "{r}");
+    assert_eq!(
+        r["diff"]["before"]["not running yet"], "cores, memory",
+        "{r}"
+    );
+    assert_eq!(r["diff"]["after"]["not running yet"], "", "{r}");
     let r = ok(run(create_args(
         &sim,
-        json!({"cores": 4, "memory": 4096, "restart": "when_needed"}),
+        json!({"cores": 4, "memory": 4096, "restart": "when_needed", "_ansible_diff": true}),
     )));
     assert_eq!(r["changed"], true);
     assert_eq!(task_types(&r), ["qmshutdown", "qmstart"]);
+    assert_eq!(
+        r["diff"]["before"]["not running yet"], "cores, memory",
+        "{r}"
+    );
+    assert_eq!(r["diff"]["after"]["not running yet"], "", "{r}");
     assert_eq!(
         (r["restart_needed"].as_bool(), r["pending"].clone()),
         (Some(false), json!([]))

@@ -945,6 +945,14 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     r.s.finish(result, r.changed)
 }
 
+/// The keys of (pending changes, cloud-init changes), sorted, each once.
+fn all_keys(untaken: &(Vec<String>, Vec<String>)) -> Vec<String> {
+    let mut k: Vec<String> = untaken.0.iter().chain(&untaken.1).cloned().collect();
+    k.sort();
+    k.dedup();
+    k
+}
+
 /// Shuts the VM down (gracefully within `shutdown_timeout`, then stopped if `force_stop`) and
 /// starts it, each task waited on by its UPID; a step PVE refused before acting (another
 /// operation held the VM) is tried again, spaced out, within the deadline.
@@ -1102,11 +1110,12 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
                 json!(!restart_keys.is_empty() && stays_running),
             );
         }
-        o.diff = Some(diff_value(
-            &first.before,
-            &first.after,
-            &header(cur.as_ref()),
-        ));
+        let (mut before, mut after) = (first.before.clone(), first.after.clone());
+        if d.restart_when_needed && stays_running && !restart_keys.is_empty() {
+            before.insert("not running yet".into(), restart_keys.join(", "));
+            after.insert("not running yet".into(), String::new());
+        }
+        o.diff = Some(diff_value(&before, &after, &header(cur.as_ref())));
         return Ok(o);
     }
     let mut done_steps: Vec<String> = Vec::new();
@@ -1183,22 +1192,18 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
     // What the guest has not taken yet: changes pending until a restart, cloud-init options
     // its drive does not hold. Restarted when asked; a stopped VM's drive is regenerated.
     let mut untaken = (Vec::new(), Vec::new());
+    let mut restarted = None;
     if let Some(c) = cur.clone() {
         untaken = r.untaken(&c)?;
         if c.is_template() {
             // A template never runs: its clones regenerate their own cloud-init drives.
             untaken.1.clear();
         }
-        let keys = |u: &(Vec<String>, Vec<String>)| {
-            let mut k: Vec<String> = u.0.iter().chain(&u.1).cloned().collect();
-            k.sort();
-            k.dedup();
-            k
-        };
-        if c.running && !keys(&untaken).is_empty() && d.restart_when_needed {
-            let what = keys(&untaken).join(", ");
+        if c.running && !all_keys(&untaken).is_empty() && d.restart_when_needed {
+            let what = all_keys(&untaken).join(", ");
             restart(r, &c)?;
             done_steps.push(format!("restarted to apply {what}"));
+            restarted = Some(what);
             cur = r.read(c.vmid, &c.node)?;
             if let Some(c) = &cur {
                 untaken = r.untaken(c)?;
@@ -1210,12 +1215,7 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             untaken.1.clear();
         }
     }
-    let untaken_keys: Vec<String> = {
-        let mut k: Vec<String> = untaken.0.iter().chain(&untaken.1).cloned().collect();
-        k.sort();
-        k.dedup();
-        k
-    };
+    let untaken_keys = all_keys(&untaken);
     let restart_needed = cur.as_ref().is_some_and(|c| c.running) && !untaken_keys.is_empty();
     if restart_needed && let Some(c) = &cur {
         r.s.log.warnings.push(format!(
@@ -1238,17 +1238,22 @@ fn converge(r: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
             None => {}
         }
     }
-    let after = first
+    let mut before = first.before.clone();
+    let mut after: std::collections::BTreeMap<String, String> = first
         .before
         .keys()
         .chain(first.after.keys())
         .map(|k| (k.clone(), observed(cur.as_ref(), k)))
         .collect();
+    if let Some(what) = restarted {
+        before.insert("not running yet".into(), what);
+        after.insert("not running yet".into(), untaken_keys.join(", "));
+    }
     let mut o = Outcome {
         changed: r.changed,
         ..Default::default()
     };
-    o.diff = Some(diff_value(&first.before, &after, &header(cur.as_ref())));
+    o.diff = Some(diff_value(&before, &after, &header(cur.as_ref())));
     match &cur {
         Some(c) => {
             o.msg = if done_steps.is_empty() {
