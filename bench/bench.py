@@ -716,13 +716,17 @@ def main():
     ap.add_argument("--wait-runs", type=int, default=10, help="runs per client and import scenario")
     ap.add_argument("--wait-runs-others", type=int, default=None,
                     help="runs per client for the scenarios other than steady (default: --wait-runs)")
+    ap.add_argument("--latency-runs", type=int, default=20, help="tasks per length and client")
+    ap.add_argument("--latency-lengths", default="", help="comma-separated task lengths in s (default: 0.2,1,5,30)")
+    ap.add_argument("--report", default="", help="the report's file name under bench/results (default: by what ran)")
     ap.add_argument("--wait-scenarios", default="",
                     help="comma-separated scenario names to run (default: all), e.g. steady,stalls")
     args = ap.parse_args()
     only = set(args.only.split(","))
     have_peer = not args.no_peer and os.path.exists(os.path.join(PEER_BIN, "ansible"))
-    durations = [0.2, 1, 5, 30] + ([120, 300] if args.full else [])
-    lat = latency_experiment(durations, runs=20, have_peer=have_peer) if "latency" in only else []
+    durations = ([float(x) for x in args.latency_lengths.split(",")] if args.latency_lengths
+                 else [0.2, 1, 5, 30]) + ([120, 300] if args.full else [])
+    lat = latency_experiment(durations, runs=args.latency_runs, have_peer=have_peer) if "latency" in only else []
     imports = import_experiment([1] + ([2, 5] if args.full else [])) if "imports" in only else []
     picked = [sc for sc in WAIT_SCENARIOS
               if not args.wait_scenarios or sc[0].split()[0] in args.wait_scenarios.split(",")]
@@ -738,7 +742,7 @@ def main():
     if only != everything:
         # A partial run keeps the full report and writes its own: waits.md for the wait
         # experiments, else one named after what ran (noop-latency.md, …).
-        name = "waits" if only <= {"waits", "load"} else "-".join(sorted(only))
+        name = args.report or ("waits" if only <= {"waits", "load"} else "-".join(sorted(only)))
         write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, f"{name}.md"), waits, load, clones)
         return
     write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits, load, clones)

@@ -374,7 +374,7 @@ impl WaitState {
         elapsed.saturating_sub(last.at) > gap.saturating_mul(3).max(Duration::from_secs(3))
     }
 
-    fn record(&mut self, elapsed: Duration, pct: f64) {
+    fn record(&mut self, elapsed: Duration, pct: f64, expect_progress: bool) {
         // Progress going back means the next copy has begun (a VM with several imported
         // disks): what was learnt about the previous one is dropped.
         if self.samples.last().is_some_and(|s| pct < s.pct) {
@@ -392,14 +392,17 @@ impl WaitState {
             self.step = Some(self.step.map_or(d, |s| s.min(d)));
         }
         if self.budget_from.is_none() {
-            // The budget counts from dispatch, as a one-second poll's would: the requests made
-            // before the first progress line count as at most one a second (more are
-            // forgiven, so a copy that began late is not starved of polls).
-            let secs = u32::try_from(elapsed.as_secs()).unwrap_or(u32::MAX);
-            self.budget_from = Some((
-                self.requests.saturating_sub(secs.saturating_add(1)),
-                Duration::ZERO,
-            ));
+            // The budget counts from dispatch, as a one-second poll's would. A wait that
+            // expected the copy paid for its early looks from the start; otherwise the
+            // requests made before the first progress line count as at most one a second
+            // (more are forgiven, so a copy nobody expected is not starved of polls).
+            let forgiven = if expect_progress {
+                0
+            } else {
+                let secs = u32::try_from(elapsed.as_secs()).unwrap_or(u32::MAX);
+                self.requests.saturating_sub(secs.saturating_add(1))
+            };
+            self.budget_from = Some((forgiven, Duration::ZERO));
         }
         if std::mem::take(&mut self.was_stalled) {
             self.samples.clear();
@@ -492,7 +495,7 @@ impl WaitState {
                 self.seen = true;
                 self.errors = 0;
                 if let Some(pct) = progress {
-                    self.record(elapsed, pct);
+                    self.record(elapsed, pct, p.expect_progress);
                 }
                 let stalled = self.stalled(elapsed);
                 let d = match self.prediction() {
@@ -805,15 +808,29 @@ mod tests {
             }
         }
 
-        /// Runs the policy against the model: (polls, how late the end was noticed).
+        /// Runs the policy against the model: (polls, how late the end was noticed). A task
+        /// whose log reports progress is waited on as an import is (expecting the copy).
         fn run(&self) -> (u32, Duration) {
-            run_policy(self.copy + self.tail, |t| self.observe(t))
+            let p =
+                Policy::with_timeout(Duration::from_secs(3600)).expecting_progress(self.progress);
+            run_policy_with(&p, self.copy + self.tail, |t| self.observe(t))
         }
     }
 
     /// Runs the policy against a task that ends at `end` and looks like `observe` says.
+    /// Runs the policy of an import wait (which expects the copy's progress) against a
+    /// simulated task ending at `end`: (polls, how late the end was noticed).
     fn run_policy(end: Duration, observe: impl Fn(Duration) -> Observation) -> (u32, Duration) {
-        let p = Policy::with_timeout(Duration::from_secs(3600));
+        let p = Policy::with_timeout(Duration::from_secs(3600)).expecting_progress(true);
+        run_policy_with(&p, end, observe)
+    }
+
+    fn run_policy_with(
+        p: &Policy,
+        end: Duration,
+        observe: impl Fn(Duration) -> Observation,
+    ) -> (u32, Duration) {
+        let p = p.clone();
         let mut s = WaitState::new();
         let mut t = Duration::ZERO;
         loop {
