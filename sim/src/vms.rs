@@ -667,30 +667,39 @@ fn typed(k: &str, v: &str) -> Value {
     }
 }
 
-/// `GET …/pending` (API2/Qemu.pm, vm_pending; GuestHelpers.pm, config_with_pending_array):
-/// every key with its current `value`, its `pending` value and a pending `delete`.
+/// `GET …/pending` (API2/Qemu.pm, vm_pending; pve-guest-common GuestHelpers.pm,
+/// config_with_pending_array): every key of the config file, `digest` included, with its
+/// current `value`, its `pending` value and a pending `delete`, all as the file has them
+/// (strings: the answer's schema types them so); `cipassword` masked (`'**********'`, and
+/// `'********** '` for a pending one, as the source writes it).
 pub fn get_pending(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
     let (conf, pend) = file_of(sim, node, vmid)?;
-    let mut keys: std::collections::BTreeSet<&String> = conf.keys().collect();
-    keys.extend(pend.set.keys());
-    keys.extend(pend.delete.iter());
-    let items: Vec<Value> = keys
-        .into_iter()
-        .map(|k| {
-            let mut item = serde_json::Map::new();
-            item.insert("key".into(), json!(k));
-            if let Some(v) = conf.get(k) {
-                item.insert("value".into(), typed(k, v));
-            }
-            if let Some(v) = pend.set.get(k) {
-                item.insert("pending".into(), typed(k, v));
-            }
-            if pend.delete.contains(k) {
-                item.insert("delete".into(), json!(1));
-            }
-            Value::Object(item)
-        })
-        .collect();
+    let mask = |k: &str, v: &str, pending: bool| match (k, pending) {
+        ("cipassword", false) => "**********".to_string(),
+        ("cipassword", true) => "********** ".to_string(),
+        _ => v.to_string(),
+    };
+    let mut items: Vec<Value> = Vec::new();
+    let mut file = conf.clone();
+    file.insert("digest".into(), digest(&conf, &pend));
+    for (k, v) in &file {
+        let mut item = serde_json::Map::new();
+        item.insert("key".into(), json!(k));
+        item.insert("value".into(), json!(mask(k, v, false)));
+        if let Some(p) = pend.set.get(k) {
+            item.insert("pending".into(), json!(mask(k, p, true)));
+        }
+        if pend.delete.contains(k) {
+            item.insert("delete".into(), json!(1));
+        }
+        items.push(Value::Object(item));
+    }
+    for (k, p) in pend.set.iter().filter(|(k, _)| !file.contains_key(*k)) {
+        items.push(json!({"key": k, "pending": mask(k, p, true)}));
+    }
+    for k in pend.delete.iter().filter(|k| !file.contains_key(*k)) {
+        items.push(json!({"key": k, "delete": 1}));
+    }
     Ok(json!(items))
 }
 
