@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use crate::ansible::protocol::{Failure, Invocation, quote};
-use crate::ansible::spec::{Kind, Opt, Spec};
+use crate::ansible::spec::{Kind, Opt, Spec, given};
 use crate::pve::client::{Client, Connection, Credentials, Hints};
 use crate::pve::tls::{Trust, parse_ca_pem, parse_fingerprint};
 use crate::runner::duration;
@@ -132,7 +132,10 @@ pub fn connection(
             let id = if id.contains('!') {
                 id.to_string()
             } else {
-                format!("{}!{id}", inv.str("api_user").unwrap_or("root@pam"))
+                format!(
+                    "{}!{id}",
+                    given(inv.str("api_user"), "api_user").map_err(Failure::msg)?
+                )
             };
             if id.contains('=') || !header_safe(&id) {
                 return Err(Failure::msg(
@@ -155,7 +158,9 @@ pub fn connection(
             }
         }
         (_, _, Some(password)) => Credentials::Password {
-            user: inv.str("api_user").unwrap_or("root@pam").to_string(),
+            user: given(inv.str("api_user"), "api_user")
+                .map_err(Failure::msg)?
+                .to_string(),
             password: password.to_string(),
         },
         _ => {
@@ -168,7 +173,7 @@ pub fn connection(
         .map_err(Failure::msg)?;
     let conn = Connection {
         host,
-        port: inv.int("api_port").unwrap_or(8006) as u16,
+        port: given(inv.int("api_port"), "api_port").map_err(Failure::msg)? as u16,
         trust,
         timeout: duration(inv, "api_timeout")?,
         deadline,

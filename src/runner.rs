@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::ansible::protocol::{Failure, Invocation, Outcome, quote};
-use crate::ansible::spec::{Kind, Opt, parse_duration};
+use crate::ansible::spec::{Kind, Opt, given, parse_duration};
 use crate::pve::client::Client;
 use crate::pve::error::task_refused_before_acting;
 use crate::pve::tasks::{TAIL_LINES, TaskReport, WaitError, wait_task};
@@ -66,7 +66,8 @@ impl WaitSettings {
     pub fn from_invocation(inv: &Invocation) -> Result<WaitSettings, Failure> {
         Ok(WaitSettings {
             timeout: duration(inv, "timeout")?,
-            stop_on_timeout: inv.bool("stop_task_on_timeout").unwrap_or(false),
+            stop_on_timeout: given(inv.bool("stop_task_on_timeout"), "stop_task_on_timeout")
+                .map_err(Failure::msg)?,
             poll_interval: poll_interval(inv)?,
         })
     }

@@ -27,6 +27,12 @@ pub enum Kind {
     RawDict,
 }
 
+/// A value the argument spec gives a default for: missing only if the spec lost it, which is
+/// said rather than papered over with a second default where the value is read.
+pub fn given<T>(v: Option<T>, key: &str) -> Result<T, String> {
+    v.ok_or_else(|| format!("{key}: no value and no default in the argument spec"))
+}
+
 /// One option.
 #[derive(Clone, Debug)]
 pub struct Opt {

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use crate::ansible::protocol::{Invocation, quote};
-use crate::ansible::spec::{Kind, Opt, Spec};
+use crate::ansible::spec::{Kind, Opt, Spec, given};
 use crate::{connection, runner};
 
 /// The image asked for.
@@ -144,7 +144,7 @@ pub fn filename(given: Option<&str>, url: Option<&str>, content: &str) -> Result
 
 /// Builds the desired image from validated options.
 pub fn desired(inv: &Invocation) -> Result<Desired, String> {
-    let content = inv.str("content").unwrap_or("import").to_string();
+    let content = given(inv.str("content"), "content")?.to_string();
     let url = inv.str("url").map(str::to_string);
     if let Some(u) = &url
         && (!(u.starts_with("http://") || u.starts_with("https://"))
@@ -158,10 +158,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     let checksum = match inv.str("checksum") {
         Some(c) => {
             let c = c.trim().to_ascii_lowercase();
-            let algo = inv
-                .str("checksum_algorithm")
-                .unwrap_or("sha256")
-                .to_string();
+            let algo = given(inv.str("checksum_algorithm"), "checksum_algorithm")?.to_string();
             let len = match algo.as_str() {
                 "md5" => 32,
                 "sha1" => 40,
@@ -182,13 +179,13 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     Ok(Desired {
         present: inv.str("state") != Some("absent"),
         node: crate::ids::node_name("node", inv.str("node").unwrap_or_default())?,
-        storage: crate::ids::storage_id("storage", inv.str("storage").unwrap_or("local"))?,
+        storage: crate::ids::storage_id("storage", given(inv.str("storage"), "storage")?)?,
         filename: filename(inv.str("filename"), url.as_deref(), &content)?,
         content,
         url,
         checksum,
-        verify_certificates: inv.bool("verify_certificates").unwrap_or(true),
-        force: inv.bool("force").unwrap_or(false),
+        verify_certificates: given(inv.bool("verify_certificates"), "verify_certificates")?,
+        force: given(inv.bool("force"), "force")?,
     })
 }
 

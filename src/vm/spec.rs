@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use crate::ansible::protocol::{Invocation, quote};
-use crate::ansible::spec::{Kind, Opt, Spec};
+use crate::ansible::spec::{Kind, Opt, Spec, given};
 use crate::ids::{cidr, dns_name, mac, storage_id};
 use crate::pve::encode::url_encode;
 use crate::{connection, runner};
@@ -671,12 +671,6 @@ fn clone_source(inv: &Invocation) -> Result<Option<CloneSource>, String> {
         storage,
         snapname,
     }))
-}
-
-/// A value the argument spec gives a default for: missing only if the spec lost it, which is
-/// said rather than papered over with a second default here.
-fn given<T>(v: Option<T>, key: &str) -> Result<T, String> {
-    v.ok_or_else(|| format!("{key}: no value and no default in the argument spec"))
 }
 
 /// The hardware and management keys: name, CPU, memory, firmware, boot, serial ports, tags,
