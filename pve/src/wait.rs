@@ -63,9 +63,10 @@ pub struct Policy {
     pub allowance: u32,
     /// The longest sleep a prediction may ask for.
     pub long_cap: Duration,
-    /// The task is expected to copy and report progress (an import, a download): before its
-    /// first progress line it is polled at one request a second after [`EARLY_LOOKS`] quick
-    /// ones, so a copy that is slow to begin costs no more than a one-second poll.
+    /// The task is expected to copy and report progress (an import): before its first
+    /// progress line it is polled at one request a second after [`EARLY_LOOKS`] quick ones,
+    /// so a copy that is slow to begin costs no more than a one-second poll, and its early
+    /// looks count against the budget from dispatch.
     pub expect_progress: bool,
     /// How long a fresh task may answer `no such task` before that is an error.
     pub invisible_grace: Duration,
