@@ -7,15 +7,6 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 use support::*;
 
-fn task_types(r: &Value) -> Vec<String> {
-    r["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["type"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// The template: imported once, converged, converted (`qmtemplate`); a re-run is unchanged.
 fn make_template(sim: &Sim) {
     let r = ok(run(merge(&[

@@ -20,15 +20,6 @@ fn create_args(sim: &Sim, extra: Value) -> Value {
     ])
 }
 
-fn task_types(r: &Value) -> Vec<String> {
-    r["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["type"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn creates_from_a_cloud_image_then_changes_nothing() {
     let img = small_image();

@@ -231,21 +231,7 @@ impl Sim {
 
     /// Takes the per-VM file lock, waiting up to `timeout` like PVE's `lock_file_full`.
     pub fn flock(&self, vmid: u32, holder: &str, timeout: Duration) -> Result<(), String> {
-        let deadline = Instant::now() + timeout;
-        let mut st = self.lock();
-        while st.flocks.contains_key(&vmid) || st.shared_flocks.get(&vmid).is_some_and(|n| *n > 0) {
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(format!(
-                    "can't lock file '/var/lock/qemu-server/lock-{vmid}.conf' - got timeout"
-                ));
-            }
-            st = self
-                .cv
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        let mut st = self.wait_for_flock(vmid, timeout, true)?;
         st.flocks.insert(vmid, holder.to_string());
         Ok(())
     }
@@ -253,9 +239,26 @@ impl Sim {
     /// A shared hold of the VM's file lock (`flock LOCK_SH`): any number at once, none while
     /// the lock is held exclusively, and an exclusive one waits for all to go.
     pub fn flock_shared(&self, vmid: u32, timeout: Duration) -> Result<(), String> {
+        let mut st = self.wait_for_flock(vmid, timeout, false)?;
+        *st.shared_flocks.entry(vmid).or_default() += 1;
+        Ok(())
+    }
+
+    /// Waits up to `timeout` until the VM's file lock can be taken (`exclusive`: nobody holds
+    /// it; shared: nobody holds it exclusively), returning the state still locked.
+    fn wait_for_flock(
+        &self,
+        vmid: u32,
+        timeout: Duration,
+        exclusive: bool,
+    ) -> Result<MutexGuard<'_, State>, String> {
         let deadline = Instant::now() + timeout;
         let mut st = self.lock();
-        while st.flocks.contains_key(&vmid) {
+        let taken = |st: &State| {
+            st.flocks.contains_key(&vmid)
+                || (exclusive && st.shared_flocks.get(&vmid).is_some_and(|n| *n > 0))
+        };
+        while taken(&st) {
             let now = Instant::now();
             if now >= deadline {
                 return Err(format!(
@@ -268,8 +271,7 @@ impl Sim {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
-        *st.shared_flocks.entry(vmid).or_default() += 1;
-        Ok(())
+        Ok(st)
     }
 
     pub fn funlock_shared(&self, vmid: u32) {

@@ -83,14 +83,7 @@ pub fn task_log(sim: &Sim, node: &str, upid: &str, params: &Params, auth: &Auth)
             {"n": 1, "t": "unable to open file - No such file or directory"}
         ]}));
     };
-    let start: usize = params
-        .get("start")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let limit: usize = params
-        .get("limit")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
+    let (start, limit) = paging(params);
     let total = t.log.len();
     let lines: Vec<Value> = if total == 0 {
         vec![json!({"n": 1, "t": "no content"})]
@@ -107,6 +100,17 @@ pub fn task_log(sim: &Sim, node: &str, upid: &str, params: &Params, auth: &Auth)
     Ok(json!({"__total": total.max(1), "lines": lines}))
 }
 
+/// `start` and `limit` of a paged read (PVE's defaults: 0 and 50).
+fn paging(params: &Params) -> (usize, usize) {
+    let get = |k: &str, default: usize| {
+        params
+            .get(k)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    (get("start", 0), get("limit", 50))
+}
+
 /// `GET /nodes/{node}/tasks` with PVE's filters; newest first. Without `Sys.Audit` on the
 /// node a user sees only its own tasks (Tasks.pm, node_tasks); running tasks carry
 /// `status: RUNNING`.
@@ -120,14 +124,7 @@ pub fn task_list(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Value {
     let vmid = params.get("vmid");
     let typefilter = params.get("typefilter");
     let errors = params.get("errors").is_some_and(|e| e == "1");
-    let start: usize = params
-        .get("start")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let limit: usize = params
-        .get("limit")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
+    let (start, limit) = paging(params);
     let items: Vec<Value> = st
         .tasks
         .iter()

@@ -575,3 +575,13 @@ pub fn sha256(path: &Path) -> String {
         .unwrap()
         .to_string()
 }
+
+/// The types of the tasks a run reports (`qmcreate`, `resize`, …), in order.
+pub fn task_types(r: &Value) -> Vec<String> {
+    r["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["type"].as_str().unwrap().to_string())
+        .collect()
+}
