@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use crate::api_schema;
 use crate::faults::Action;
 use crate::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::http::{Handler, Request, Response, parse_form};
@@ -17,7 +18,7 @@ use crate::schema;
 use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::vms;
-use crate::{cluster, storage_api, task_api, templates};
+use crate::{cluster, config_api, storage_api, task_api, templates};
 
 pub struct Api {
     pub sim: Arc<Sim>,
@@ -51,6 +52,9 @@ const SECRET_KEYS: &[&str] = &[
 impl Handler for Api {
     fn handle(&self, req: &Request) -> Response {
         let started = Instant::now();
+        if !self.sim.opts.request_cost.is_zero() {
+            std::thread::sleep(self.sim.opts.request_cost);
+        }
         let path = req
             .path
             .strip_prefix("/api2/json")
@@ -245,7 +249,7 @@ impl Api {
             ["nodes"] if m == "GET" => Ok(self.nodes()),
             ["cluster", "status"] if m == "GET" => Ok(self.cluster_status()),
             ["cluster", "resources"] if m == "GET" => {
-                schema::check(&schema::cluster_resources(), params)?;
+                schema::check(&api_schema::cluster_resources(), params)?;
                 Ok(cluster::cluster_resources(
                     sim,
                     params.get("type").map(String::as_str),
@@ -253,7 +257,7 @@ impl Api {
             }
             ["access", "permissions"] if m == "GET" => Ok(self.permissions(&auth, params)),
             ["cluster", "nextid"] if m == "GET" => {
-                schema::check(&schema::next_id(), params)?;
+                schema::check(&api_schema::next_id(), params)?;
                 cluster::next_id(sim, params.get("vmid"))
             }
             ["nodes", node, rest @ ..] => self.node_route(m, node, rest, params, &auth),
@@ -305,7 +309,7 @@ impl Api {
         };
         match (m, rest) {
             ("GET", ["tasks"]) => {
-                schema::check(&schema::task_list(), params)?;
+                schema::check(&api_schema::task_list(), params)?;
                 check_node()?;
                 Ok(task_api::task_list(sim, node, params, auth))
             }
@@ -313,17 +317,17 @@ impl Api {
                 set(params, "upid", upid)?;
                 match (m, tail) {
                     ("GET", ["status"]) => {
-                        schema::check(&schema::task_upid(), params)?;
+                        schema::check(&api_schema::task_upid(), params)?;
                         check_node()?;
                         task_api::task_status(sim, node, upid, auth)
                     }
                     ("GET", ["log"]) => {
-                        schema::check(&schema::task_log(), params)?;
+                        schema::check(&api_schema::task_log(), params)?;
                         check_node()?;
                         task_api::task_log(sim, node, upid, params, auth)
                     }
                     ("DELETE", []) => {
-                        schema::check(&schema::task_upid(), params)?;
+                        schema::check(&api_schema::task_upid(), params)?;
                         check_node()?;
                         task_api::task_stop(sim, node, upid)
                     }
@@ -331,7 +335,7 @@ impl Api {
                 }
             }
             ("GET", ["storage"]) => {
-                schema::check(&schema::storage_list(), params)?;
+                schema::check(&api_schema::storage_list(), params)?;
                 check_node()?;
                 Ok(storage_api::storage_list(sim, node, params))
             }
@@ -339,7 +343,7 @@ impl Api {
                 set(params, "storage", sid)?;
                 match (m, tail) {
                     ("GET", ["content"]) => {
-                        schema::check(&schema::storage_content(), params)?;
+                        schema::check(&api_schema::storage_content(), params)?;
                         check_node()?;
                         storage::storage(sid).ok_or_else(|| {
                             ApiErr::die(format!("storage '{sid}' does not exist"))
@@ -355,12 +359,12 @@ impl Api {
                     }
                     ("DELETE", ["content", volume]) => {
                         set(params, "volume", volume)?;
-                        schema::check(&schema::storage_volume_delete(), params)?;
+                        schema::check(&api_schema::storage_volume_delete(), params)?;
                         check_node()?;
                         storage_api::volume_delete(sim, node, sid, volume, auth)
                     }
                     ("POST", ["download-url"]) => {
-                        schema::check(&schema::download_url(), params)?;
+                        schema::check(&api_schema::download_url(), params)?;
                         check_node()?;
                         crate::download::download_url(sim, node, sid, params, auth)
                     }
@@ -372,7 +376,7 @@ impl Api {
                 Ok(vms::vm_list(sim, node))
             }
             ("POST", ["qemu"]) => {
-                schema::check(&schema::create_vm(), params)?;
+                schema::check(&api_schema::create_vm(), params)?;
                 check_node()?;
                 vms::create(sim, node, params, auth)
             }
@@ -385,60 +389,60 @@ impl Api {
                 };
                 match (m, tail) {
                     ("GET", ["config"]) => {
-                        let id = check(schema::vm_config_get(), params)?;
+                        let id = check(api_schema::vm_config_get(), params)?;
                         let current = params.get("current").is_some_and(|v| v == "1");
-                        vms::get_config(sim, node, id, current)
+                        config_api::get_config(sim, node, id, current)
                     }
                     ("GET", ["agent", "network-get-interfaces"]) => {
-                        let id = check(schema::vm_path(vec![]), params)?;
+                        let id = check(api_schema::vm_path(vec![]), params)?;
                         vms::agent_network(sim, node, id)
                     }
                     ("POST", ["template"]) => {
-                        let id = check(schema::template(), params)?;
+                        let id = check(api_schema::template(), params)?;
                         templates::template(sim, node, id, auth)
                     }
                     ("POST", ["clone"]) => {
-                        let id = check(schema::clone_vm(), params)?;
+                        let id = check(api_schema::clone_vm(), params)?;
                         templates::clone(sim, node, id, params, auth)
                     }
                     ("GET", ["pending"]) => {
-                        let id = check(schema::vm_path(vec![]), params)?;
-                        vms::get_pending(sim, node, id)
+                        let id = check(api_schema::vm_path(vec![]), params)?;
+                        config_api::get_pending(sim, node, id)
                     }
                     ("GET", ["cloudinit"]) => {
-                        let id = check(schema::vm_path(vec![]), params)?;
+                        let id = check(api_schema::vm_path(vec![]), params)?;
                         vms::get_cloudinit(sim, node, id)
                     }
                     ("PUT", ["cloudinit"]) => {
-                        let id = check(schema::vm_path(vec![]), params)?;
+                        let id = check(api_schema::vm_path(vec![]), params)?;
                         vms::put_cloudinit(sim, node, id)
                     }
                     ("PUT", ["config"]) => {
-                        let id = check(schema::update_vm(false), params)?;
-                        vms::update(sim, node, id, params, auth, false)
+                        let id = check(api_schema::update_vm(false), params)?;
+                        config_api::update(sim, node, id, params, auth, false)
                     }
                     ("POST", ["config"]) => {
-                        let id = check(schema::update_vm(true), params)?;
-                        vms::update(sim, node, id, params, auth, true)
+                        let id = check(api_schema::update_vm(true), params)?;
+                        config_api::update(sim, node, id, params, auth, true)
                     }
                     ("PUT", ["resize"]) => {
-                        let id = check(schema::resize(), params)?;
+                        let id = check(api_schema::resize(), params)?;
                         vms::resize(sim, node, id, params, auth)
                     }
                     ("DELETE", []) => {
-                        let id = check(schema::delete_vm(), params)?;
+                        let id = check(api_schema::delete_vm(), params)?;
                         vms::destroy(sim, node, id, params, auth)
                     }
                     ("GET", ["status", "current"]) => {
-                        let id = check(schema::vm_path(vec![]), params)?;
+                        let id = check(api_schema::vm_path(vec![]), params)?;
                         vms::status_current(sim, node, id)
                     }
                     ("POST", ["status", action]) => {
                         let spec = match *action {
-                            "start" => schema::vm_start(),
-                            "stop" => schema::vm_stop(),
-                            "shutdown" => schema::vm_shutdown(),
-                            "reboot" => schema::vm_reboot(),
+                            "start" => api_schema::vm_start(),
+                            "stop" => api_schema::vm_stop(),
+                            "shutdown" => api_schema::vm_shutdown(),
+                            "reboot" => api_schema::vm_reboot(),
                             _ => return Err(not_impl()),
                         };
                         let id = check(spec, params)?;
@@ -519,7 +523,7 @@ impl Api {
     }
 
     fn login(&self, params: &Params, user_out: &mut String) -> ApiResult {
-        schema::check(&schema::ticket(), params)?;
+        schema::check(&api_schema::ticket(), params)?;
         let mut username = params["username"].clone();
         if let Some(realm) = params.get("realm")
             && !username.contains('@')

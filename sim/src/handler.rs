@@ -43,6 +43,13 @@ impl ApiErr {
     }
 }
 
+/// A message from a step that fails as `die` does (a lock not taken, a check refused).
+impl From<String> for ApiErr {
+    fn from(msg: String) -> Self {
+        ApiErr::die(msg)
+    }
+}
+
 impl From<schema::Errors> for ApiErr {
     fn from(e: schema::Errors) -> Self {
         ApiErr::params(e)

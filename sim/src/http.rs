@@ -1,7 +1,8 @@
 //! A small HTTP/1.1 server (plain or TLS) with keep-alive, shaped like pveproxy: a thread per
-//! connection, and a bounded number of requests handled at once (`--workers`).
+//! connection, and a bounded number of requests handled at once (`--workers`). Request heads
+//! are parsed by `httparse`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -149,15 +150,110 @@ pub fn serve(
     }
 }
 
+/// A connection's bytes read but not yet taken: a request's head is parsed from here by
+/// `httparse`, and what follows it (a body, or the next request) stays for the next read.
+struct Reader {
+    conn: Conn,
+    buf: Vec<u8>,
+}
+
+/// The most header bytes pve-sim reads before refusing a request (431).
+const MAX_HEAD: usize = 64 * 1024;
+/// The most header lines one request may have.
+const MAX_HEADERS: usize = 256;
+/// pveproxy's limit on a request body is 512 KiB.
+const MAX_BODY: usize = 512 * 1024;
+
+impl Reader {
+    /// Reads more bytes into the buffer; false at the end of the stream.
+    fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 16 * 1024];
+        match self.conn.read(&mut chunk) {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+        }
+    }
+
+    /// The next request: `Ok(None)` when the peer closed (or went quiet) between requests,
+    /// `Err(status)` for a request pve-sim refuses to read.
+    fn read_request(&mut self) -> Result<Option<Request>, u16> {
+        let (method, target, headers, head_len) = loop {
+            let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut parsed = httparse::Request::new(&mut slots);
+            match parsed.parse(&self.buf) {
+                Ok(httparse::Status::Complete(len)) => {
+                    let headers: Vec<(String, String)> = parsed
+                        .headers
+                        .iter()
+                        .map(|h| {
+                            (
+                                h.name.to_ascii_lowercase(),
+                                String::from_utf8_lossy(h.value).trim().to_string(),
+                            )
+                        })
+                        .collect();
+                    break (
+                        parsed.method.unwrap_or_default().to_string(),
+                        parsed.path.unwrap_or_default().to_string(),
+                        headers,
+                        len,
+                    );
+                }
+                Ok(httparse::Status::Partial) if self.buf.len() > MAX_HEAD => return Err(431),
+                Ok(httparse::Status::Partial) => {
+                    if !self.fill() {
+                        return Ok(None);
+                    }
+                }
+                Err(httparse::Error::TooManyHeaders) => return Err(431),
+                Err(_) => return Err(400),
+            }
+        };
+        self.buf.drain(..head_len);
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p.to_string(), q.to_string()),
+            None => (target, String::new()),
+        };
+        let len: usize = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .map(|(_, v)| v.parse().map_err(|_| 400u16))
+            .transpose()?
+            .unwrap_or(0);
+        if len > MAX_BODY {
+            return Err(413);
+        }
+        while self.buf.len() < len {
+            if !self.fill() {
+                return Err(400);
+            }
+        }
+        let body: Vec<u8> = self.buf.drain(..len).collect();
+        Ok(Some(Request {
+            method,
+            path,
+            query,
+            headers,
+            body,
+        }))
+    }
+}
+
 fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
-    let mut reader = BufReader::new(conn);
+    let mut reader = Reader {
+        conn,
+        buf: Vec::new(),
+    };
     loop {
-        let req = match read_request(&mut reader) {
+        let req = match reader.read_request() {
             Ok(Some(r)) => r,
             Ok(None) => return,
             Err(status) => {
                 let resp = Response::new(status, "bad request", Vec::new());
-                let _ = write_response(reader.get_mut(), &resp, false);
+                let _ = write_response(&mut reader.conn, &resp, false);
                 return;
             }
         };
@@ -167,7 +263,7 @@ fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
         workers.acquire();
         let resp = handler.handle(&req);
         workers.release();
-        let conn = reader.get_mut();
+        let conn = &mut reader.conn;
         // pve-http-server AnyEvent.pm, response: `keep_alive = 0 if $code >= 400`.
         if write_response(conn, &resp, req.method == "HEAD").is_err()
             || resp.drop_after.is_some()
@@ -179,61 +275,6 @@ fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
             return;
         }
     }
-}
-
-fn read_request(r: &mut BufReader<Conn>) -> Result<Option<Request>, u16> {
-    let mut line = String::new();
-    match r.read_line(&mut line) {
-        Ok(0) | Err(_) => return Ok(None),
-        Ok(_) => {}
-    }
-    let mut parts = line.split_whitespace();
-    let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
-        return Err(400);
-    };
-    let (path, query) = match target.split_once('?') {
-        Some((p, q)) => (p.to_string(), q.to_string()),
-        None => (target.to_string(), String::new()),
-    };
-    let method = method.to_string();
-    let mut headers = Vec::new();
-    let mut total = 0usize;
-    loop {
-        let mut h = String::new();
-        match r.read_line(&mut h) {
-            Ok(0) | Err(_) => return Ok(None),
-            Ok(n) => total += n,
-        }
-        if total > 64 * 1024 {
-            return Err(431);
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-        }
-    }
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k == "content-length")
-        .map(|(_, v)| v.parse().map_err(|_| 400u16))
-        .transpose()?
-        .unwrap_or(0);
-    // pveproxy's limit on a request body is 512 KiB.
-    if len > 512 * 1024 {
-        return Err(413);
-    }
-    let mut body = vec![0; len];
-    r.read_exact(&mut body).map_err(|_| 400u16)?;
-    Ok(Some(Request {
-        method,
-        path,
-        query,
-        headers,
-        body,
-    }))
 }
 
 fn write_response(w: &mut Conn, resp: &Response, head: bool) -> std::io::Result<()> {

@@ -1,8 +1,7 @@
-//! Parameter checking as `PVE::JSONSchema` does it, for the endpoints the simulator implements.
-//!
-//! The official schema is not shipped in this repository; the parameters below are written
-//! out by hand from it (PVE 9.1), with PVE's own error texts, so that a request real PVE
-//! would reject is rejected here with the same kind of 400 `Parameter verification failed.`
+//! The checking engine of `PVE::JSONSchema` (pve-common JSONSchema.pm): types, named formats,
+//! `check_type`-style value checks with PVE's own error texts, and property strings
+//! (`parse_property_string`, `print_property_string`). The tables it checks against, one per
+//! implemented endpoint, are in `api_schema.rs`.
 
 use std::collections::BTreeMap;
 
@@ -52,23 +51,28 @@ pub struct Sub {
     pub ty: Ty,
     pub default_key: bool,
     pub required: bool,
+    /// For an enum sub-key whose values are also written as keys (a NIC's `virtio=MAC`):
+    /// the sub-key that such a key's value belongs to (`macaddr`).
+    pub value_key: Option<&'static str>,
 }
 
-const fn sub(key: &'static str, ty: Ty) -> Sub {
+pub const fn sub(key: &'static str, ty: Ty) -> Sub {
     Sub {
         key,
         ty,
         default_key: false,
         required: false,
+        value_key: None,
     }
 }
 
-const fn default_sub(key: &'static str, ty: Ty) -> Sub {
+pub const fn default_sub(key: &'static str, ty: Ty) -> Sub {
     Sub {
         key,
         ty,
         default_key: true,
         required: true,
+        value_key: None,
     }
 }
 
@@ -80,7 +84,7 @@ pub struct Param {
     pub indexed: Option<(u32, u32)>,
 }
 
-const fn opt(name: &'static str, ty: Ty) -> Param {
+pub const fn opt(name: &'static str, ty: Ty) -> Param {
     Param {
         name,
         ty,
@@ -89,7 +93,7 @@ const fn opt(name: &'static str, ty: Ty) -> Param {
     }
 }
 
-const fn req(name: &'static str, ty: Ty) -> Param {
+pub const fn req(name: &'static str, ty: Ty) -> Param {
     Param {
         name,
         ty,
@@ -98,7 +102,7 @@ const fn req(name: &'static str, ty: Ty) -> Param {
     }
 }
 
-const fn idx(name: &'static str, lo: u32, hi: u32, ty: Ty) -> Param {
+pub const fn idx(name: &'static str, lo: u32, hi: u32, ty: Ty) -> Param {
     Param {
         name,
         ty,
@@ -107,7 +111,8 @@ const fn idx(name: &'static str, lo: u32, hi: u32, ty: Ty) -> Param {
     }
 }
 
-fn is_size(s: &str) -> bool {
+/// A disk size as PVE writes it: `\+?\d+(\.\d+)?[KMGT]?`.
+pub fn is_size(s: &str) -> bool {
     // \+?\d+(\.\d+)?[KMGT]?
     let s = s.strip_prefix('+').unwrap_or(s);
     let s = s.strip_suffix(['K', 'M', 'G', 'T']).unwrap_or(s);
@@ -120,483 +125,8 @@ fn is_size(s: &str) -> bool {
         && frac.is_none_or(|f| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()))
 }
 
-fn is_serial_dev(s: &str) -> bool {
-    s == "socket" || (s.starts_with("/dev/") && s.len() > 5)
-}
-
-fn is_url(s: &str) -> bool {
-    s.starts_with("http://") || s.starts_with("https://")
-}
-
-fn is_digest(s: &str) -> bool {
-    s.len() <= 40
-}
-
-const DISK_SUBS: &[Sub] = &[
-    default_sub("file", Ty::Fmt(Named::VolumeId)),
-    sub("aio", Ty::Enum(&["native", "threads", "io_uring"])),
-    sub("backup", Ty::Bool),
-    sub(
-        "cache",
-        Ty::Enum(&["none", "writethrough", "writeback", "unsafe", "directsync"]),
-    ),
-    sub("detect_zeroes", Ty::Bool),
-    sub("discard", Ty::Enum(&["ignore", "on"])),
-    sub(
-        "format",
-        Ty::Enum(&["raw", "qcow", "qed", "qcow2", "vmdk", "cloop"]),
-    ),
-    sub("import-from", Ty::Fmt(Named::VolumeId)),
-    sub("iops", Ty::Int(None, None)),
-    sub("iops_rd", Ty::Int(None, None)),
-    sub("iops_wr", Ty::Int(None, None)),
-    sub("iothread", Ty::Bool),
-    sub("mbps", Ty::Num(None, None)),
-    sub("mbps_rd", Ty::Num(None, None)),
-    sub("mbps_wr", Ty::Num(None, None)),
-    sub("media", Ty::Enum(&["cdrom", "disk"])),
-    sub("queues", Ty::Int(Some(2), None)),
-    sub("replicate", Ty::Bool),
-    sub("rerror", Ty::Enum(&["ignore", "report", "stop"])),
-    sub("ro", Ty::Bool),
-    sub("serial", Ty::Fmt(Named::UrlEncoded)),
-    sub("shared", Ty::Bool),
-    sub("size", Ty::Fmt(Named::DiskSize)),
-    sub("snapshot", Ty::Bool),
-    sub("ssd", Ty::Bool),
-    sub("werror", Ty::Enum(&["enospc", "ignore", "report", "stop"])),
-    sub("efitype", Ty::Enum(&["2m", "4m"])),
-    sub("pre-enrolled-keys", Ty::Bool),
-    sub("version", Ty::Enum(&["v1.2", "v2.0"])),
-];
-
-/// NIC models; each is also a sub-key carrying the MAC (`virtio=BC:24:11:..`).
-pub const NIC_MODELS: &[&str] = &[
-    "e1000",
-    "e1000-82540em",
-    "e1000-82544gc",
-    "e1000-82545em",
-    "e1000e",
-    "i82551",
-    "i82557b",
-    "i82559er",
-    "ne2k_isa",
-    "ne2k_pci",
-    "pcnet",
-    "rtl8139",
-    "virtio",
-    "vmxnet3",
-];
-
-const NET_SUBS: &[Sub] = &[
-    default_sub("model", Ty::Enum(NIC_MODELS)),
-    sub("macaddr", Ty::Fmt(Named::MacAddr)),
-    sub("bridge", Ty::Str),
-    sub("firewall", Ty::Bool),
-    sub("link_down", Ty::Bool),
-    sub("mtu", Ty::Int(Some(1), Some(65520))),
-    sub("queues", Ty::Int(Some(0), Some(64))),
-    sub("rate", Ty::Num(Some(0.0), None)),
-    sub("tag", Ty::Int(Some(1), Some(4094))),
-    sub("trunks", Ty::Str),
-];
-
-const MEMORY_SUBS: &[Sub] = &[default_sub("current", Ty::Int(Some(16), None))];
-const AGENT_SUBS: &[Sub] = &[
-    default_sub("enabled", Ty::Bool),
-    sub("freeze-fs-on-backup", Ty::Bool),
-    sub("fstrim_cloned_disks", Ty::Bool),
-    sub("type", Ty::Enum(&["virtio", "isa"])),
-];
-const VGA_SUBS: &[Sub] = &[
-    Sub {
-        key: "type",
-        ty: Ty::Enum(&[
-            "cirrus",
-            "qxl",
-            "qxl2",
-            "qxl3",
-            "qxl4",
-            "none",
-            "serial0",
-            "serial1",
-            "serial2",
-            "serial3",
-            "std",
-            "virtio",
-            "virtio-gl",
-            "vmware",
-        ]),
-        default_key: true,
-        required: false,
-    },
-    sub("clipboard", Ty::Enum(&["vnc"])),
-    sub("memory", Ty::Int(Some(4), Some(512))),
-];
-const MACHINE_SUBS: &[Sub] = &[
-    Sub {
-        key: "type",
-        ty: Ty::Str,
-        default_key: true,
-        required: false,
-    },
-    sub("viommu", Ty::Enum(&["intel", "virtio"])),
-    sub("enable-s3", Ty::Bool),
-    sub("enable-s4", Ty::Bool),
-];
-
-const OSTYPES: &[&str] = &[
-    "other", "wxp", "w2k", "w2k3", "w2k8", "wvista", "win7", "win8", "win10", "win11", "l24",
-    "l26", "solaris",
-];
-
-/// VM configuration keys accepted by create and by PUT/POST config.
-pub fn vm_config_params() -> Vec<Param> {
-    vec![
-        opt("acpi", Ty::Bool),
-        opt("affinity", Ty::Str),
-        opt("agent", Ty::Prop(AGENT_SUBS)),
-        opt("allow-ksm", Ty::Bool),
-        opt("arch", Ty::Enum(&["x86_64", "aarch64"])),
-        opt("args", Ty::Str),
-        opt("audio0", Ty::Str),
-        opt("autostart", Ty::Bool),
-        opt("balloon", Ty::Int(Some(0), None)),
-        opt("bios", Ty::Enum(&["seabios", "ovmf"])),
-        opt("boot", Ty::Fmt(Named::Boot)),
-        opt("cicustom", Ty::Str),
-        opt("cipassword", Ty::Str),
-        opt(
-            "citype",
-            Ty::Enum(&["configdrive2", "nocloud", "opennebula"]),
-        ),
-        opt("ciupgrade", Ty::Bool),
-        opt("ciuser", Ty::Str),
-        opt("cores", Ty::Int(Some(1), None)),
-        opt("cpu", Ty::Fmt(Named::Cpu)),
-        opt("cpulimit", Ty::Num(Some(0.0), Some(128.0))),
-        opt("cpuunits", Ty::Int(Some(1), Some(262144))),
-        opt("description", Ty::StrMax(8192)),
-        opt("efidisk0", Ty::Prop(DISK_SUBS)),
-        opt("freeze", Ty::Bool),
-        opt("hookscript", Ty::Str),
-        idx("hostpci", 0, 15, Ty::Str),
-        opt("hotplug", Ty::Str),
-        opt("hugepages", Ty::Enum(&["any", "2", "1024"])),
-        idx("ide", 0, 3, Ty::Prop(DISK_SUBS)),
-        idx("ipconfig", 0, 31, Ty::Fmt(Named::IpConfig)),
-        opt("keyboard", Ty::Str),
-        opt("kvm", Ty::Bool),
-        opt("localtime", Ty::Bool),
-        opt(
-            "lock",
-            Ty::Enum(&[
-                "backup",
-                "clone",
-                "create",
-                "migrate",
-                "rollback",
-                "snapshot",
-                "snapshot-delete",
-                "suspending",
-                "suspended",
-            ]),
-        ),
-        opt("machine", Ty::Prop(MACHINE_SUBS)),
-        opt("memory", Ty::Prop(MEMORY_SUBS)),
-        opt("migrate_downtime", Ty::Num(Some(0.0), None)),
-        opt("migrate_speed", Ty::Int(Some(0), None)),
-        opt("name", Ty::Fmt(Named::DnsName)),
-        opt("nameserver", Ty::Fmt(Named::AddressList)),
-        idx("net", 0, 31, Ty::Prop(NET_SUBS)),
-        opt("numa", Ty::Bool),
-        opt("onboot", Ty::Bool),
-        opt("ostype", Ty::Enum(OSTYPES)),
-        opt("protection", Ty::Bool),
-        opt("reboot", Ty::Bool),
-        opt("rng0", Ty::Str),
-        idx("sata", 0, 5, Ty::Prop(DISK_SUBS)),
-        idx("scsi", 0, 30, Ty::Prop(DISK_SUBS)),
-        opt(
-            "scsihw",
-            Ty::Enum(&[
-                "lsi",
-                "lsi53c810",
-                "virtio-scsi-pci",
-                "virtio-scsi-single",
-                "megasas",
-                "pvscsi",
-            ]),
-        ),
-        opt("searchdomain", Ty::Str),
-        idx("serial", 0, 3, Ty::Pat(is_serial_dev)),
-        opt("shares", Ty::Int(Some(0), Some(50000))),
-        opt("smbios1", Ty::StrMax(512)),
-        opt("sockets", Ty::Int(Some(1), None)),
-        opt("sshkeys", Ty::Fmt(Named::UrlEncoded)),
-        opt("startup", Ty::Str),
-        opt("tablet", Ty::Bool),
-        opt("tags", Ty::Fmt(Named::TagList)),
-        opt("template", Ty::Bool),
-        opt("tpmstate0", Ty::Prop(DISK_SUBS)),
-        idx("unused", 0, 255, Ty::Str),
-        idx("usb", 0, 29, Ty::Str),
-        opt("vcpus", Ty::Int(Some(1), None)),
-        opt("vga", Ty::Prop(VGA_SUBS)),
-        idx("virtio", 0, 15, Ty::Prop(DISK_SUBS)),
-        opt("vmgenid", Ty::Str),
-        opt("watchdog", Ty::Str),
-    ]
-}
-
-/// `POST /nodes/{node}/qemu`.
-pub fn create_vm() -> Vec<Param> {
-    let mut p = vm_config_params();
-    p.extend([
-        req("node", Ty::Fmt(Named::Node)),
-        req("vmid", Ty::Fmt(Named::Vmid)),
-        opt("archive", Ty::StrMax(255)),
-        opt("bwlimit", Ty::Int(Some(0), None)),
-        opt("force", Ty::Bool),
-        opt("ha-managed", Ty::Bool),
-        opt("import-working-storage", Ty::Fmt(Named::StorageId)),
-        opt("live-restore", Ty::Bool),
-        opt("pool", Ty::Str),
-        opt("start", Ty::Bool),
-        opt("storage", Ty::Fmt(Named::StorageId)),
-        opt("unique", Ty::Bool),
-    ]);
-    p
-}
-
-/// `PUT` and `POST /nodes/{node}/qemu/{vmid}/config`.
-pub fn update_vm(async_api: bool) -> Vec<Param> {
-    let mut p = vm_config_params();
-    p.extend([
-        req("node", Ty::Fmt(Named::Node)),
-        req("vmid", Ty::Fmt(Named::Vmid)),
-        opt("delete", Ty::Fmt(Named::ConfigIdList)),
-        opt("revert", Ty::Fmt(Named::ConfigIdList)),
-        opt("digest", Ty::Pat(is_digest)),
-        opt("force", Ty::Bool),
-        opt("skiplock", Ty::Bool),
-        opt("import-working-storage", Ty::Fmt(Named::StorageId)),
-    ]);
-    if async_api {
-        p.push(opt("background_delay", Ty::Int(Some(1), Some(30))));
-    }
-    p
-}
-
-/// Parameters that only name the node and VM, plus the given extra ones.
-pub fn vm_path(extra: Vec<Param>) -> Vec<Param> {
-    let mut p = vec![
-        req("node", Ty::Fmt(Named::Node)),
-        req("vmid", Ty::Fmt(Named::Vmid)),
-    ];
-    p.extend(extra);
-    p
-}
-
-/// Parameters that only name the node, plus the given extra ones.
-pub fn node_path(extra: Vec<Param>) -> Vec<Param> {
-    let mut p = vec![req("node", Ty::Fmt(Named::Node))];
-    p.extend(extra);
-    p
-}
-
-/// Disk keys accepted by `PUT …/resize`.
-fn is_resize_disk(s: &str) -> bool {
-    let idx_in = |prefix: &str, hi: u32| {
-        s.strip_prefix(prefix)
-            .and_then(|n| {
-                n.parse::<u32>()
-                    .ok()
-                    .filter(|n| n.to_string().len() == s.len() - prefix.len())
-            })
-            .is_some_and(|n| n <= hi)
-    };
-    idx_in("ide", 3)
-        || idx_in("scsi", 30)
-        || idx_in("virtio", 15)
-        || idx_in("sata", 5)
-        || s == "efidisk0"
-        || s == "tpmstate0"
-}
-
-pub fn resize() -> Vec<Param> {
-    vm_path(vec![
-        req("disk", Ty::Pat(is_resize_disk)),
-        req("size", Ty::Pat(is_size)),
-        opt("digest", Ty::Pat(is_digest)),
-        opt("skiplock", Ty::Bool),
-    ])
-}
-
-pub fn delete_vm() -> Vec<Param> {
-    vm_path(vec![
-        opt("purge", Ty::Bool),
-        opt("destroy-unreferenced-disks", Ty::Bool),
-        opt("skiplock", Ty::Bool),
-    ])
-}
-
-pub fn vm_start() -> Vec<Param> {
-    vm_path(vec![
-        opt("skiplock", Ty::Bool),
-        opt("timeout", Ty::Int(Some(0), None)),
-        opt("force-cpu", Ty::Str),
-        opt("machine", Ty::Prop(MACHINE_SUBS)),
-        opt("migratedfrom", Ty::Fmt(Named::Node)),
-        opt("migration_network", Ty::Str),
-        opt("migration_type", Ty::Enum(&["secure", "insecure"])),
-        opt("stateuri", Ty::Str),
-        opt("targetstorage", Ty::Str),
-        opt("with-conntrack-state", Ty::Bool),
-        opt("nets-host-mtu", Ty::Str),
-    ])
-}
-
-pub fn vm_stop() -> Vec<Param> {
-    vm_path(vec![
-        opt("skiplock", Ty::Bool),
-        opt("timeout", Ty::Int(Some(0), None)),
-        opt("keepActive", Ty::Bool),
-        opt("migratedfrom", Ty::Fmt(Named::Node)),
-        opt("overrule-shutdown", Ty::Bool),
-    ])
-}
-
-pub fn vm_shutdown() -> Vec<Param> {
-    vm_path(vec![
-        opt("skiplock", Ty::Bool),
-        opt("timeout", Ty::Int(Some(0), None)),
-        opt("forceStop", Ty::Bool),
-        opt("keepActive", Ty::Bool),
-    ])
-}
-
-pub fn vm_reboot() -> Vec<Param> {
-    vm_path(vec![opt("timeout", Ty::Int(Some(0), None))])
-}
-
-/// `POST /nodes/{node}/qemu/{vmid}/template` (qemu-server API2/Qemu.pm, template).
-pub fn template() -> Vec<Param> {
-    vm_path(vec![opt("disk", Ty::Str)])
-}
-
-/// `POST /nodes/{node}/qemu/{vmid}/clone` (qemu-server API2/Qemu.pm, clone_vm).
-pub fn clone_vm() -> Vec<Param> {
-    vm_path(vec![
-        req("newid", Ty::Fmt(Named::Vmid)),
-        opt("name", Ty::Str),
-        opt("description", Ty::Str),
-        opt("full", Ty::Bool),
-        opt("storage", Ty::Str),
-        opt("format", Ty::Enum(&["raw", "qcow2", "vmdk"])),
-        opt("target", Ty::Fmt(Named::Node)),
-        opt("snapname", Ty::Str),
-        opt("pool", Ty::Str),
-        opt("bwlimit", Ty::Int(Some(0), None)),
-    ])
-}
-
-pub fn vm_config_get() -> Vec<Param> {
-    vm_path(vec![opt("current", Ty::Bool), opt("snapshot", Ty::Str)])
-}
-
-pub fn task_list() -> Vec<Param> {
-    node_path(vec![
-        opt("errors", Ty::Bool),
-        opt("limit", Ty::Int(Some(0), None)),
-        opt("since", Ty::Int(None, None)),
-        opt("source", Ty::Enum(&["archive", "active", "all"])),
-        opt("start", Ty::Int(Some(0), None)),
-        opt("statusfilter", Ty::Str),
-        opt("typefilter", Ty::Str),
-        opt("until", Ty::Int(None, None)),
-        opt("userfilter", Ty::Str),
-        opt("vmid", Ty::Fmt(Named::Vmid)),
-    ])
-}
-
-pub fn task_upid() -> Vec<Param> {
-    node_path(vec![req("upid", Ty::Str)])
-}
-
-pub fn task_log() -> Vec<Param> {
-    node_path(vec![
-        req("upid", Ty::Str),
-        opt("start", Ty::Int(Some(0), None)),
-        opt("limit", Ty::Int(Some(0), None)),
-        opt("download", Ty::Bool),
-    ])
-}
-
-pub fn storage_list() -> Vec<Param> {
-    node_path(vec![
-        opt("content", Ty::Str),
-        opt("enabled", Ty::Bool),
-        opt("format", Ty::Bool),
-        opt("storage", Ty::Fmt(Named::StorageId)),
-        opt("target", Ty::Fmt(Named::Node)),
-    ])
-}
-
-pub fn storage_content() -> Vec<Param> {
-    node_path(vec![
-        req("storage", Ty::Fmt(Named::StorageId)),
-        opt("content", Ty::Str),
-        opt("vmid", Ty::Fmt(Named::Vmid)),
-    ])
-}
-
-pub fn storage_volume_delete() -> Vec<Param> {
-    node_path(vec![
-        opt("storage", Ty::Fmt(Named::StorageId)),
-        req("volume", Ty::Str),
-        opt("delay", Ty::Int(Some(1), Some(30))),
-    ])
-}
-
-pub fn download_url() -> Vec<Param> {
-    node_path(vec![
-        req("storage", Ty::Fmt(Named::StorageId)),
-        req("content", Ty::Enum(&["iso", "vztmpl", "import"])),
-        req("filename", Ty::Str),
-        req("url", Ty::Pat(is_url)),
-        opt("checksum", Ty::Str),
-        opt(
-            "checksum-algorithm",
-            Ty::Enum(&["md5", "sha1", "sha224", "sha256", "sha384", "sha512"]),
-        ),
-        opt("compression", Ty::Str),
-        opt("verify-certificates", Ty::Bool),
-    ])
-}
-
-pub fn next_id() -> Vec<Param> {
-    vec![opt("vmid", Ty::Fmt(Named::Vmid))]
-}
-
-pub fn cluster_resources() -> Vec<Param> {
-    vec![opt("type", Ty::Enum(&["vm", "storage", "node", "sdn"]))]
-}
-
-pub fn ticket() -> Vec<Param> {
-    vec![
-        req("username", Ty::StrMax(64)),
-        req("password", Ty::Str),
-        opt("otp", Ty::Str),
-        opt("realm", Ty::Str),
-        opt("path", Ty::Str),
-        opt("privs", Ty::Str),
-        opt("new-format", Ty::Bool),
-        opt("tfa-challenge", Ty::Str),
-    ]
-}
-
-fn find<'a>(params: &'a [Param], name: &str) -> Option<&'a Param> {
+/// The parameter of a spec that `name` is (an indexed one by its range).
+pub fn find<'a>(params: &'a [Param], name: &str) -> Option<&'a Param> {
     params.iter().find(|p| match p.indexed {
         None => p.name == name,
         Some((lo, hi)) => name
@@ -605,26 +135,6 @@ fn find<'a>(params: &'a [Param], name: &str) -> Option<&'a Param> {
             .and_then(|n| n.parse::<u32>().ok())
             .is_some_and(|n| (lo..=hi).contains(&n)),
     })
-}
-
-/// True when `name` is a VM configuration key (`scsi0`, `cores`, …).
-pub fn is_config_key(name: &str) -> bool {
-    find(&vm_config_params(), name).is_some()
-}
-
-/// The type of a VM configuration key, if it is one.
-pub fn config_key_type(name: &str) -> Option<Ty> {
-    find(&vm_config_params(), name).map(|p| p.ty)
-}
-
-/// True for drive keys (`scsi0`, `virtio1`, `ide2`, `efidisk0`, …).
-pub fn is_drive_key(name: &str) -> bool {
-    ["ide", "sata", "scsi", "virtio"].iter().any(|b| {
-        name.strip_prefix(b)
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
-    }) && is_config_key(name)
-        || name == "efidisk0"
-        || name == "tpmstate0"
 }
 
 /// Checks parameters against a spec; returns PVE's per-parameter errors.
@@ -945,12 +455,20 @@ pub fn parse_property_string(subs: &[Sub], v: &str) -> Result<BTreeMap<String, S
                 return Err(format!("format error | {k}: value is empty"));
             }
             // `virtio=MAC` style: the model as key, the MAC as value.
-            if NIC_MODELS.contains(&k) && subs.iter().any(|s| s.key == "model") {
-                if res.contains_key("model") {
-                    return Err("duplicate key in comma-separated list property: model".into());
+            let aliased = subs.iter().find_map(|s| match (s.ty, s.value_key) {
+                (Ty::Enum(values), Some(value_key)) if values.contains(&k) => {
+                    Some((s.key, value_key))
                 }
-                res.insert("model".to_string(), k.to_string());
-                res.insert("macaddr".to_string(), val.to_string());
+                _ => None,
+            });
+            if let Some((enum_key, value_key)) = aliased {
+                if res.contains_key(enum_key) {
+                    return Err(format!(
+                        "duplicate key in comma-separated list property: {enum_key}"
+                    ));
+                }
+                res.insert(enum_key.to_string(), k.to_string());
+                res.insert(value_key.to_string(), val.to_string());
                 continue;
             }
             if !subs.iter().any(|s| s.key == k) {
@@ -997,16 +515,6 @@ pub fn parse_property_string(subs: &[Sub], v: &str) -> Result<BTreeMap<String, S
     }
 }
 
-/// Parses a drive value (`local-lvm:vm-100-disk-0,size=2G`) into its sub-keys.
-pub fn parse_drive(v: &str) -> Result<BTreeMap<String, String>, String> {
-    parse_property_string(DISK_SUBS, v)
-}
-
-/// Parses a NIC value into its sub-keys (`model`, `macaddr`, `bridge`, …).
-pub fn parse_net(v: &str) -> Result<BTreeMap<String, String>, String> {
-    parse_property_string(NET_SUBS, v)
-}
-
 /// Prints a property string the way PVE stores it: the default key's value first,
 /// then the other keys in alphabetical order.
 pub fn print_property_string(default_key: &str, kv: &BTreeMap<String, String>) -> String {
@@ -1040,87 +548,6 @@ pub fn print_net(kv: &BTreeMap<String, String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn rejects_unknown_and_missing() {
-        let e = check(&create_vm(), &map(&[("node", "pve1"), ("bogus", "1")])).unwrap_err();
-        assert!(e["bogus"].contains("not defined in schema"));
-        assert_eq!(e["vmid"], "property is missing and it is not optional");
-    }
-
-    #[test]
-    fn top_level_boolean_is_strict() {
-        let e = check(
-            &create_vm(),
-            &map(&[("node", "pve1"), ("vmid", "100"), ("onboot", "true")]),
-        )
-        .unwrap_err();
-        assert_eq!(e["onboot"], "type check ('boolean') failed - got 'true'");
-    }
-
-    #[test]
-    fn drive_property_strings() {
-        assert!(parse_drive("local-lvm:0,import-from=local:import/a.qcow2,discard=on").is_ok());
-        let e = parse_drive("local-lvm:0,format=raw,format=qcow2").unwrap_err();
-        assert!(e.contains("duplicate key"));
-        let e = parse_drive("local-lvm:0,bogus=1").unwrap_err();
-        assert!(e.contains("invalid key in comma-separated list property: bogus"));
-        let e = parse_drive("local-lvm:0,discard=maybe").unwrap_err();
-        assert!(e.contains("discard: value 'maybe' does not have a value in the enumeration"));
-    }
-
-    #[test]
-    fn indexed_ranges() {
-        assert!(is_config_key("scsi30"));
-        assert!(!is_config_key("scsi31"));
-        assert!(!is_config_key("scsi"));
-        assert!(is_config_key("ipconfig0"));
-    }
-
-    #[test]
-    fn urlencoded_sshkeys() {
-        let e = check(
-            &update_vm(false),
-            &map(&[
-                ("node", "p"),
-                ("vmid", "100"),
-                ("sshkeys", "ssh-ed25519 AAAA"),
-            ]),
-        )
-        .unwrap_err();
-        assert!(e["sshkeys"].starts_with("invalid format - invalid urlencoded string"));
-        assert!(
-            check(
-                &update_vm(false),
-                &map(&[
-                    ("node", "p"),
-                    ("vmid", "100"),
-                    ("sshkeys", "ssh-ed25519%20AAAA")
-                ])
-            )
-            .is_ok()
-        );
-    }
-
-    #[test]
-    fn net_canonical_order() {
-        let kv = parse_net("bridge=vmbr0,virtio=BC:24:11:00:00:01,firewall=1").unwrap();
-        assert_eq!(
-            print_net(&kv),
-            "virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1"
-        );
-        let kv = parse_drive("local-lvm:vm-100-disk-0,ssd=1,discard=on,size=2G").unwrap();
-        assert_eq!(
-            print_property_string("file", &kv),
-            "local-lvm:vm-100-disk-0,discard=on,size=2G,ssd=1"
-        );
-    }
 
     #[test]
     fn sizes() {

@@ -24,6 +24,9 @@ pub struct Options {
     pub users: Vec<(String, String, bool)>,
     pub tokens: Vec<(String, String)>,
     pub workers: usize,
+    /// Time spent on each API request before it is answered (`--request-cost`), holding a
+    /// worker as a real pveproxy's request handling does.
+    pub request_cost: std::time::Duration,
     pub time_scale: f64,
     pub durations: HashMap<String, Duration>,
     pub import_rate: Option<u64>,
@@ -234,6 +237,23 @@ impl Sim {
         let mut st = self.wait_for_flock(vmid, timeout, true)?;
         st.flocks.insert(vmid, holder.to_string());
         Ok(())
+    }
+
+    /// Runs `work` holding the VM's file lock (`/var/lock/qemu-server/lock-N.conf`), taken
+    /// within `timeout`, and releases it whatever `work` returns (pve-guest-common
+    /// AbstractConfig.pm, `lock_config_full`; qemu-server's `lock_config` waits 10 s, see
+    /// [`crate::tasks::LOCK_CONFIG_TIMEOUT`]).
+    pub fn lock_config<T, E: From<String>>(
+        &self,
+        vmid: u32,
+        holder: &str,
+        timeout: Duration,
+        work: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E> {
+        self.flock(vmid, holder, timeout)?;
+        let res = work();
+        self.funlock(vmid);
+        res
     }
 
     /// A shared hold of the VM's file lock (`flock LOCK_SH`): any number at once, none while

@@ -72,6 +72,33 @@ impl TaskCtx {
 /// How a worker ended: `Ok(n)` with `n` warnings, or an error message.
 pub type Outcome = Result<u32, String>;
 
+/// How long `PVE::QemuConfig->lock_config` waits for a VM's file lock.
+pub const LOCK_CONFIG_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// qemu-server's lock-then-fork: RPCEnvironment `fork_worker` (a task of `ttype` on the VM,
+/// its UPID returned at once) whose work runs under `PVE::QemuConfig->lock_config` (the VM's
+/// file lock, waited for [`LOCK_CONFIG_TIMEOUT`], held by the task and released when the work
+/// ends however it ends), as `resize_vm`, `vm_start`, `destroy_vm`, `template` and
+/// `update_vm_api` do.
+pub fn fork_locked<F>(
+    sim: &Arc<Sim>,
+    node: &str,
+    ttype: &str,
+    vmid: u32,
+    user: &str,
+    work: F,
+) -> String
+where
+    F: FnOnce(&Arc<Sim>, &TaskCtx) -> Outcome + Send + 'static,
+{
+    let worker_sim = sim.clone();
+    spawn(sim, node, ttype, &vmid.to_string(), user, move |ctx| {
+        worker_sim.lock_config(vmid, &ctx.upid, LOCK_CONFIG_TIMEOUT, || {
+            work(&worker_sim, ctx)
+        })
+    })
+}
+
 /// Starts a worker task on `node` and returns its UPID at once.
 pub fn spawn<F>(sim: &Arc<Sim>, node: &str, ttype: &str, id: &str, user: &str, work: F) -> String
 where

@@ -20,13 +20,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::api_schema;
 use crate::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::pending::{CloudInitState, Pending};
-use crate::schema;
+use crate::qemu_config::{check_lock, config_of, free_volumes, random_mac};
 use crate::state::{Sim, Vm};
 use crate::storage::{self, Volume};
 use crate::tasks::{self, TaskCtx};
-use crate::vms::{check_lock, config_of, free_volumes, random_mac};
 
 fn is_template(conf: &BTreeMap<String, String>) -> bool {
     conf.get("template").is_some_and(|t| t == "1")
@@ -40,7 +40,7 @@ fn running(sim: &Sim, vmid: u32) -> bool {
 /// CD-ROMs (and `none`) left out; the cloud-init drive flagged.
 fn disks(conf: &BTreeMap<String, String>) -> Vec<(String, String, bool)> {
     conf.iter()
-        .filter(|(k, _)| schema::is_drive_key(k))
+        .filter(|(k, _)| api_schema::is_drive_key(k))
         .filter_map(|(k, v)| {
             let file = v.split(',').next().unwrap_or("");
             let cloudinit = file.contains("cloudinit");
@@ -77,52 +77,39 @@ pub fn template(sim: &Arc<Sim>, node: &str, vmid: u32, auth: &Auth) -> ApiResult
         Ok(conf)
     };
     load_and_check(sim, node).map_err(ApiErr::die)?;
-    let (s2, n2) = (sim.clone(), node.to_string());
-    let upid = tasks::spawn(
-        sim,
-        node,
-        "qmtemplate",
-        &vmid.to_string(),
-        &auth.id,
-        move |ctx| {
-            let sim = &s2;
-            sim.flock(vmid, &ctx.upid, Duration::from_secs(10))?;
-            let res = (|| {
-                ctx.sleep(sim.task_duration("qmtemplate"))?;
-                let conf = load_and_check(sim, &n2)?;
-                let data = &sim.opts.data_dir;
-                let mut renamed = Vec::new();
-                for (key, volid, cloudinit) in disks(&conf) {
-                    if cloudinit {
-                        continue;
-                    }
-                    let (sid, name) = volid.split_once(':').unwrap_or_default();
-                    let Some(base) = base_name(name) else {
-                        continue;
-                    };
-                    let from = storage::parse_volume(data, &n2, &volid)?;
-                    let to = storage::parse_volume(data, &n2, &format!("{sid}:{base}"))?;
-                    std::fs::rename(&from.path, &to.path)
-                        .map_err(|e| format!("rename '{volid}' failed: {e}"))?;
-                    ctx.log(format!(
-                        "  Renamed \"{name}\" to \"{base}\" in volume group \"pve\""
-                    ));
-                    renamed.push((key, volid.clone(), format!("{sid}:{base}")));
-                }
-                let mut st = sim.lock();
-                let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
-                for (key, old, new) in renamed {
-                    if let Some(v) = vm.config.get(&key).cloned() {
-                        vm.config.insert(key, v.replacen(&old, &new, 1));
-                    }
-                }
-                vm.config.insert("template".into(), "1".into());
-                Ok(0)
-            })();
-            sim.funlock(vmid);
-            res
-        },
-    );
+    let n2 = node.to_string();
+    let upid = tasks::fork_locked(sim, node, "qmtemplate", vmid, &auth.id, move |sim, ctx| {
+        ctx.sleep(sim.task_duration("qmtemplate"))?;
+        let conf = load_and_check(sim, &n2)?;
+        let data = &sim.opts.data_dir;
+        let mut renamed = Vec::new();
+        for (key, volid, cloudinit) in disks(&conf) {
+            if cloudinit {
+                continue;
+            }
+            let (sid, name) = volid.split_once(':').unwrap_or_default();
+            let Some(base) = base_name(name) else {
+                continue;
+            };
+            let from = storage::parse_volume(data, &n2, &volid)?;
+            let to = storage::parse_volume(data, &n2, &format!("{sid}:{base}"))?;
+            std::fs::rename(&from.path, &to.path)
+                .map_err(|e| format!("rename '{volid}' failed: {e}"))?;
+            ctx.log(format!(
+                "  Renamed \"{name}\" to \"{base}\" in volume group \"pve\""
+            ));
+            renamed.push((key, volid.clone(), format!("{sid}:{base}")));
+        }
+        let mut st = sim.lock();
+        let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
+        for (key, old, new) in renamed {
+            if let Some(v) = vm.config.get(&key).cloned() {
+                vm.config.insert(key, v.replacen(&old, &new, 1));
+            }
+        }
+        vm.config.insert("template".into(), "1".into());
+        Ok(0)
+    });
     Ok(json!(upid))
 }
 
@@ -212,11 +199,8 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                     sim.funlock_shared(vmid)
                 }
             };
-            if let Err(e) = sim.flock(newid, &ctx.upid, Duration::from_secs(1)) {
-                unlock_source();
-                return Err(e);
-            }
-            let res = (|| {
+            // The new VM's config lock (lock_config_full, 1 s), inside the source's.
+            let res = sim.lock_config(newid, &ctx.upid, Duration::from_secs(1), || {
                 let (conf, full) = load_and_check(sim)?;
                 if exclusive != was_running {
                     return Err("unexpected state change".into());
@@ -274,7 +258,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                             "template", "lock", "parent", "snaptime", "vmstate", "meta", "vmgenid",
                         ]
                         .contains(&k.as_str())
-                        || schema::is_drive_key(k) && drives.iter().any(|(dk, _)| dk == k);
+                        || api_schema::is_drive_key(k) && drives.iter().any(|(dk, _)| dk == k);
                     if skip {
                         continue;
                     }
@@ -319,8 +303,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                 let vm = st.vms.get_mut(&newid).ok_or("VM vanished")?;
                 vm.config = newconf;
                 Ok(0)
-            })();
-            sim.funlock(newid);
+            });
             unlock_source();
             res
         },

@@ -1,0 +1,296 @@
+//! `…/config` and `…/pending`, after qemu-server API2/Qemu.pm (`vm_config`, `vm_pending`,
+//! `update_vm_api`) and QemuServer.pm (`vmconfig_apply_pending`): changes go to the pending
+//! section first, a stopped VM applies them at once, a running one what it can hotplug.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::api_schema;
+use crate::drives::{plan_drives, run_drives};
+use crate::handler::{ApiErr, ApiResult, Auth, Params, wait_until};
+use crate::pending::Pending;
+use crate::qemu_config::{check_lock, digest, file_of, free_volumes};
+use crate::state::{Sim, Vm};
+use crate::tasks::{self, TaskCtx};
+use crate::write_path::{normalize, typed};
+
+/// qemu-server API2/Qemu.pm, `$load_and_check_config`: a balloon target above the
+/// (new or current) memory is refused.
+fn check_balloon(params: &Params, conf: &BTreeMap<String, String>) -> Result<(), String> {
+    let mem_param = params.get("memory").filter(|m| !m.is_empty());
+    if mem_param.is_none() && !params.contains_key("balloon") {
+        return Ok(());
+    }
+    // get_current_memory: `memory` is `N` or `current=N`; PVE's default is 512 MiB.
+    let current = |m: &str| -> u64 {
+        let v = m
+            .split(',')
+            .find_map(|kv| kv.strip_prefix("current="))
+            .unwrap_or(m);
+        v.parse().unwrap_or(512)
+    };
+    let maxmem = current(
+        mem_param
+            .or(conf.get("memory"))
+            .map_or("512", |s| s.as_str()),
+    );
+    let balloon: u64 = params
+        .get("balloon")
+        .or(conf.get("balloon"))
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(0);
+    if balloon > 0 && balloon > maxmem {
+        return Err("balloon value too large (must be smaller than assigned memory)".into());
+    }
+    Ok(())
+}
+
+/// `GET …/config`: values typed as PVE returns them, secrets masked, with `digest`; the
+/// pending values applied unless `current` (API2/Qemu.pm, vm_config).
+pub fn get_config(sim: &Sim, node: &str, vmid: u32, current: bool) -> ApiResult {
+    let (file, pend) = file_of(sim, node, vmid)?;
+    let conf = if current {
+        file.clone()
+    } else {
+        pend.overlay(&file)
+    };
+    let mut out = serde_json::Map::new();
+    for (k, v) in &conf {
+        out.insert(k.clone(), typed(k, v));
+    }
+    out.insert("digest".into(), json!(digest(&file, &pend)));
+    Ok(Value::Object(out))
+}
+
+/// `GET …/pending` (API2/Qemu.pm, vm_pending; pve-guest-common GuestHelpers.pm,
+/// config_with_pending_array): every key of the config file, `digest` included, with its
+/// current `value`, its `pending` value and a pending `delete`, all as the file has them
+/// (strings: the answer's schema types them so); `cipassword` masked (`'**********'`, and
+/// `'********** '` for a pending one, as the source writes it).
+pub fn get_pending(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
+    let (conf, pend) = file_of(sim, node, vmid)?;
+    let mask = |k: &str, v: &str, pending: bool| match (k, pending) {
+        ("cipassword", false) => "**********".to_string(),
+        ("cipassword", true) => "********** ".to_string(),
+        _ => v.to_string(),
+    };
+    let mut items: Vec<Value> = Vec::new();
+    let mut file = conf.clone();
+    file.insert("digest".into(), digest(&conf, &pend));
+    for (k, v) in &file {
+        let mut item = serde_json::Map::new();
+        item.insert("key".into(), json!(k));
+        item.insert("value".into(), json!(mask(k, v, false)));
+        if let Some(p) = pend.set.get(k) {
+            item.insert("pending".into(), json!(mask(k, p, true)));
+        }
+        if pend.delete.contains(k) {
+            item.insert("delete".into(), json!(1));
+        }
+        items.push(Value::Object(item));
+    }
+    for (k, p) in pend.set.iter().filter(|(k, _)| !file.contains_key(*k)) {
+        items.push(json!({"key": k, "pending": mask(k, p, true)}));
+    }
+    for k in pend.delete.iter().filter(|k| !file.contains_key(*k)) {
+        items.push(json!({"key": k, "delete": 1}));
+    }
+    Ok(json!(items))
+}
+
+/// `PUT` (synchronous) and `POST` (a `qmconfig` task) on `…/config`.
+pub fn update(
+    sim: &Arc<Sim>,
+    node: &str,
+    vmid: u32,
+    params: &Params,
+    auth: &Auth,
+    async_api: bool,
+) -> ApiResult {
+    let skiplock = params.get("skiplock").is_some_and(|v| v == "1");
+    if skiplock && !auth.root_ticket {
+        return Err(ApiErr::param("skiplock", "Only root may use this option."));
+    }
+    let deletes: Vec<String> = params
+        .get("delete")
+        .map(|d| {
+            d.split([',', ';', ' '])
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    for d in &deletes {
+        if params.contains_key(d) {
+            return Err(ApiErr::param(
+                "delete",
+                format!("you can't use '-{d}' and -delete {d}' at the same time"),
+            ));
+        }
+        if !api_schema::is_config_key(d) {
+            return Err(ApiErr::param("delete", format!("unknown option '{d}'")));
+        }
+    }
+    let sets: Vec<(String, String)> = params
+        .iter()
+        .filter(|(k, _)| api_schema::is_config_key(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if sets.is_empty() && deletes.is_empty() {
+        return Err(ApiErr::die("no options specified"));
+    }
+    // qemu-server API2/Qemu.pm, update_vm_api: `$load_and_check_config` runs once here, before
+    // forking ("early checks"), and again inside the worker under the VM's file lock, so
+    // concurrent updates sent with one digest end with all but one task failing.
+    let wanted_digest = params.get("digest").cloned();
+    let load_and_check = {
+        let params = params.clone();
+        move |conf: &BTreeMap<String, String>, pending: &Pending| -> Result<(), String> {
+            if let Some(d) = &wanted_digest
+                && *d != digest(conf, pending)
+            {
+                return Err("checksum mismatch (file change by other user?)".into());
+            }
+            if !skiplock {
+                check_lock(conf)?;
+            }
+            check_balloon(&params, conf)
+        }
+    };
+    let (conf, pend) = file_of(sim, node, vmid)?;
+    load_and_check(&conf, &pend).map_err(ApiErr::die)?;
+    if sets.iter().any(|(k, _)| k == "lock") {
+        return Err(ApiErr::die(
+            "pve-sim: setting 'lock' through the API is not allowed",
+        ));
+    }
+    let ops = plan_drives(sim, node, params, auth)?;
+    let n2 = node.to_string();
+    let apply = move |sim: &Arc<Sim>, ctx: &TaskCtx| -> Result<u32, String> {
+        ctx.sleep(sim.task_duration("qmconfig"))?;
+        let (conf, pend) = file_of(sim, &n2, vmid).map_err(|e| e.msg)?;
+        load_and_check(&conf, &pend)?;
+        let mut made = Vec::new();
+        let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made).inspect_err(|_| {
+            if !ctx.killed() {
+                free_volumes(&made)
+            }
+        })?;
+        let mut st = sim.lock();
+        let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
+        // update_vm_api's `$updatefn`: every change goes to [PENDING] first; unchanged
+        // values are dropped; then a stopped VM applies all of it, a running one what it
+        // can hotplug (QemuServer.pm, vmconfig_apply_pending / vmconfig_hotplug_pending).
+        for d in &deletes {
+            vm.pending.queue_delete(d);
+        }
+        for (k, v) in drives {
+            vm.pending.queue_set(&k, &v);
+        }
+        for (k, v) in &sets {
+            if !api_schema::is_drive_key(k) {
+                let n = normalize(sim, k, v);
+                vm.pending.queue_set(k, &n);
+            }
+        }
+        vm.pending.cleanup(&vm.config);
+        let (apply_sets, apply_deletes) = vm.pending.take_applicable(&vm.config, vm.running);
+        apply_changes(vm, apply_sets, apply_deletes);
+        Ok(0)
+    };
+    if !async_api {
+        let ctx = TaskCtx {
+            sim: sim.clone(),
+            upid: format!("sync-update-{vmid}"),
+            cancel: Arc::new(AtomicBool::new(false)),
+            killed: Arc::new(AtomicBool::new(false)),
+            deaf: false,
+        };
+        sim.lock_config(vmid, &ctx.upid, tasks::LOCK_CONFIG_TIMEOUT, || {
+            apply(sim, &ctx)
+        })
+        .map_err(ApiErr::die)?;
+        return Ok(Value::Null);
+    }
+    let upid = tasks::fork_locked(sim, node, "qmconfig", vmid, &auth.id, apply);
+    if let Some(delay) = params
+        .get("background_delay")
+        .and_then(|d| d.parse::<u64>().ok())
+    {
+        let u = upid.clone();
+        wait_until(sim, Duration::from_secs(delay), |st| {
+            st.tasks.iter().any(|t| t.upid == u && !t.running())
+        });
+        let st = sim.lock();
+        if let Some(t) = st.tasks.iter().find(|t| t.upid == upid)
+            && let Some(exit) = &t.exitstatus
+        {
+            if exit == "OK" || exit.starts_with("WARNINGS") {
+                return Ok(Value::Null);
+            }
+            return Err(ApiErr::die(format!("failed to update VM {vmid}: {exit}")));
+        }
+    }
+    Ok(json!(upid))
+}
+
+/// Applies changes to the config as `vmconfig_apply_pending` does: a deleted or replaced disk
+/// becomes `unusedN` (a CD-ROM or the cloud-init drive does not), and cloud-init changes are
+/// recorded against what the drive holds.
+pub(crate) fn apply_changes(vm: &mut Vm, sets: Vec<(String, String)>, deletes: Vec<String>) {
+    let unused = |c: &BTreeMap<String, String>| {
+        (0..256)
+            .map(|i| format!("unused{i}"))
+            .find(|k| !c.contains_key(k))
+    };
+    for d in &deletes {
+        if let Some(old) = vm.config.remove(d) {
+            vm.cloudinit.record(d, Some(&old), None);
+            if api_schema::is_drive_key(d)
+                && !old.contains("media=cdrom")
+                && !old.contains("cloudinit")
+                && let Some(u) = unused(&vm.config)
+            {
+                vm.config
+                    .insert(u, old.split(',').next().unwrap_or("").to_string());
+            }
+        }
+    }
+    for (k, v) in sets {
+        if api_schema::is_drive_key(&k) {
+            let old_vol = vm
+                .config
+                .get(&k)
+                .map(|o| o.split(',').next().unwrap_or("").to_string());
+            let new_vol = v.split(',').next().unwrap_or("").to_string();
+            if let Some(old) = old_vol.filter(|o| {
+                *o != new_vol && !o.is_empty() && !o.contains("cloudinit") && o != "none"
+            }) && let Some(u) = unused(&vm.config)
+            {
+                vm.config.insert(u, old);
+            }
+        }
+        let old = vm.config.insert(k.clone(), v.clone());
+        vm.cloudinit.record(&k, old.as_deref(), Some(&v));
+    }
+}
+
+/// Before QEMU starts (QemuServer.pm, vm_start_nolock): the pending changes are applied, and
+/// the cloud-init drive is generated from the config (Cloudinit.pm,
+/// generate_cloudinitconfig), so the guest sees the current cloud-init options.
+pub(crate) fn prepare_start(vm: &mut Vm) {
+    let (sets, deletes) = vm.pending.take_applicable(&vm.config, false);
+    apply_changes(vm, sets, deletes);
+    if has_cloudinit_drive(&vm.config) {
+        vm.cloudinit.regenerated();
+    }
+}
+
+pub(crate) fn has_cloudinit_drive(conf: &BTreeMap<String, String>) -> bool {
+    conf.iter()
+        .any(|(k, v)| api_schema::is_drive_key(k) && v.contains("cloudinit"))
+}

@@ -1,0 +1,298 @@
+//! Drive values of a create or an update, after qemu-server API2/Qemu.pm: the synchronous
+//! checks before the worker forks (`$check_storage_access`), then, inside the worker, what
+//! `create_disks` does with each one: an import, a new volume, a cloud-init drive, or a
+//! value kept as given.
+
+use std::collections::BTreeMap;
+
+use crate::api_schema;
+use crate::handler::{ApiErr, Auth, Params};
+use crate::schema;
+use crate::state::Sim;
+use crate::storage::{self, Volume};
+use crate::tasks::TaskCtx;
+
+/// What to do for one drive key.
+pub(crate) enum DiskOp {
+    Import {
+        key: String,
+        storage: String,
+        src: Volume,
+        opts: BTreeMap<String, String>,
+    },
+    Alloc {
+        key: String,
+        storage: String,
+        bytes: u64,
+        opts: BTreeMap<String, String>,
+    },
+    CloudInit {
+        key: String,
+        storage: String,
+        opts: BTreeMap<String, String>,
+    },
+    Keep {
+        key: String,
+        value: String,
+    },
+}
+
+/// The synchronous checks on drive values (qemu-server's `$check_storage_access`).
+pub(crate) fn plan_drives(
+    sim: &Sim,
+    node: &str,
+    params: &Params,
+    auth: &Auth,
+) -> Result<Vec<DiskOp>, ApiErr> {
+    let mut ops = Vec::new();
+    for (key, value) in params.iter().filter(|(k, _)| api_schema::is_drive_key(k)) {
+        let mut opts = api_schema::parse_drive(value)
+            .map_err(|e| ApiErr::param(key, format!("invalid format - {e}")))?;
+        let file = opts.remove("file").unwrap_or_default();
+        let import = opts.remove("import-from");
+        let alloc = file.split_once(':').and_then(|(s, n)| {
+            let ok = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+            ok.then(|| (s.to_string(), n.parse::<f64>().unwrap_or(0.0)))
+        });
+        if let Some(src) = import {
+            let Some((sid, size)) = alloc.filter(|(_, size)| *size == 0.0) else {
+                return Err(ApiErr::param(
+                    key,
+                    "'import-from' requires special syntax - use <storage ID>:0,import-from=<source>",
+                ));
+            };
+            let _ = size;
+            let def = storage::storage(&sid)
+                .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
+            if !def.content.contains(&"images") {
+                return Err(ApiErr::param(
+                    "storage",
+                    format!("storage '{sid}' does not support vm images"),
+                ));
+            }
+            let vol = if src.starts_with('/') {
+                if !auth.root_ticket {
+                    return Err(ApiErr::die(
+                        "Only root can pass arbitrary filesystem paths. at /usr/share/perl5/PVE/Storage.pm line 651.",
+                    ));
+                }
+                let p = std::path::PathBuf::from(&src);
+                // The format is detected inside the worker (run_drives).
+                let format = String::new();
+                Volume {
+                    storage: String::new(),
+                    name: src.clone(),
+                    vtype: "import",
+                    vmid: None,
+                    path: p,
+                    format,
+                }
+            } else {
+                let vol = storage::parse_volume(&sim.opts.data_dir, node, &src)
+                    .map_err(|e| ApiErr::param(key, e))?;
+                if vol.vtype != "images" && vol.vtype != "import" {
+                    return Err(ApiErr::param(
+                        key,
+                        format!(
+                            "{src} has wrong type '{}' - needs to be 'images' or 'import'",
+                            vol.vtype
+                        ),
+                    ));
+                }
+                vol
+            };
+            ops.push(DiskOp::Import {
+                key: key.clone(),
+                storage: sid,
+                src: vol,
+                opts,
+            });
+        } else if let Some((sid, gib)) = alloc {
+            storage::storage(&sid)
+                .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
+            let bytes = (gib * 1024.0 * 1024.0 * 1024.0) as u64;
+            ops.push(DiskOp::Alloc {
+                key: key.clone(),
+                storage: sid,
+                bytes,
+                opts,
+            });
+        } else if let Some(sid) = file.strip_suffix(":cloudinit") {
+            storage::storage(sid)
+                .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
+            ops.push(DiskOp::CloudInit {
+                key: key.clone(),
+                storage: sid.to_string(),
+                opts,
+            });
+        } else {
+            if file != "none" && file != "cdrom" && !file.starts_with('/') {
+                let vol = storage::parse_volume(&sim.opts.data_dir, node, &file)
+                    .map_err(|e| ApiErr::param(key, e))?;
+                if !vol.path.exists() {
+                    return Err(ApiErr::die(format!("volume '{file}' does not exist")));
+                }
+            }
+            opts.insert("file".into(), file);
+            ops.push(DiskOp::Keep {
+                key: key.clone(),
+                value: schema::print_property_string("file", &opts),
+            });
+        }
+    }
+    Ok(ops)
+}
+
+/// The drive value of a new volume (`local-lvm:vm-100-disk-0,size=2G`), logged as PVE does.
+fn disk_value(
+    ctx: &TaskCtx,
+    key: String,
+    sid: &str,
+    name: &str,
+    fmt: &str,
+    size: u64,
+    mut opts: BTreeMap<String, String>,
+) -> (String, String) {
+    opts.insert("file".into(), format!("{sid}:{name}"));
+    opts.insert("size".into(), storage::format_size(size));
+    if fmt != "raw" {
+        opts.insert("format".into(), fmt.to_string());
+    }
+    ctx.log(format!(
+        "{key}: successfully created disk '{sid}:{name},size={}'",
+        storage::format_size(size)
+    ));
+    (key, schema::print_property_string("file", &opts))
+}
+
+/// Carries out drive operations inside a worker; returns the drive strings and the volumes made.
+pub(crate) fn run_drives(
+    sim: &Sim,
+    ctx: &TaskCtx,
+    node: &str,
+    vmid: u32,
+    ops: Vec<DiskOp>,
+    made: &mut Vec<Volume>,
+) -> Result<Vec<(String, String)>, String> {
+    let data = &sim.opts.data_dir;
+    let mut out = Vec::new();
+    let taken = |made: &Vec<Volume>| {
+        made.iter()
+            .map(|v| format!("{}:{}", v.storage, v.name))
+            .collect::<Vec<_>>()
+    };
+    for op in ops {
+        match op {
+            DiskOp::Import {
+                key,
+                storage: sid,
+                src,
+                mut opts,
+            } => {
+                let fmt = if storage::storage(&sid).is_some_and(|s| s.kind == "dir") {
+                    opts.get("format").cloned().unwrap_or_else(|| "raw".into())
+                } else {
+                    "raw".into()
+                };
+                opts.remove("format");
+                let name = storage::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
+                let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                let srcname = if src.storage.is_empty() {
+                    src.name.clone()
+                } else {
+                    format!("{}:{}", src.storage, src.name)
+                };
+                ctx.log(format!("create full clone of drive ({srcname})"));
+                if !src.path.exists() {
+                    return Err(format!(
+                        "cannot import from '{srcname}' - volume does not exist"
+                    ));
+                }
+                // qemu-server API2/Qemu.pm, create_disks: an absolute path is checked as an
+                // untrusted image with its format auto-detected (a qcow2 named `.img` is a
+                // qcow2), not guessed from its name.
+                let mut src = src;
+                if src.storage.is_empty() {
+                    src.format = storage::detect_format(&src.path)
+                        .map_err(|e| format!("could not get file size of {srcname} - {e}"))?;
+                }
+                made.push(Volume {
+                    storage: sid.clone(),
+                    name: name.clone(),
+                    vtype: "images",
+                    vmid: Some(vmid),
+                    path: dst.path.clone(),
+                    format: fmt.clone(),
+                });
+                let size = storage::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate, &sid)
+                    .map_err(|e| format!("cannot import from '{srcname}' - {e}"))?;
+                out.push(disk_value(ctx, key, &sid, &name, &fmt, size, opts));
+            }
+            DiskOp::Alloc {
+                key,
+                storage: sid,
+                bytes,
+                mut opts,
+            } => {
+                let fmt = opts
+                    .remove("format")
+                    .filter(|_| storage::storage(&sid).is_some_and(|s| s.kind == "dir"))
+                    .unwrap_or("raw".into());
+                let name = storage::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
+                let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                // An EFI vars disk gets the size of its OVMF vars template whatever size was
+                // asked (QemuServer.pm, create_efidisk / get_efivars_size: 540672 bytes for
+                // `efitype=4m`, 131072 for the default 2m); a TPM state 4 MiB (Drive.pm,
+                // TPMSTATE_DISK_SIZE).
+                let bytes = match key.as_str() {
+                    "efidisk0" if opts.get("efitype").is_some_and(|t| t == "4m") => 540672,
+                    "efidisk0" => 131072,
+                    "tpmstate0" => 4 << 20,
+                    _ => bytes,
+                };
+                let bytes = storage::allocated_size(&sid, bytes);
+                storage::create_image(&dst.path, &fmt, bytes)?;
+                made.push(Volume {
+                    storage: sid.clone(),
+                    name: name.clone(),
+                    vtype: "images",
+                    vmid: Some(vmid),
+                    path: dst.path,
+                    format: fmt.clone(),
+                });
+                out.push(disk_value(ctx, key, &sid, &name, &fmt, bytes, opts));
+            }
+            DiskOp::CloudInit {
+                key,
+                storage: sid,
+                mut opts,
+            } => {
+                let dir = storage::storage(&sid).is_some_and(|s| s.kind == "dir");
+                let name = if dir {
+                    format!("{vmid}/vm-{vmid}-cloudinit.qcow2")
+                } else {
+                    format!("vm-{vmid}-cloudinit")
+                };
+                let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                let fmt = if dir { "qcow2" } else { "raw" };
+                storage::create_image(&dst.path, fmt, 4 * 1024 * 1024)?;
+                made.push(Volume {
+                    storage: sid.clone(),
+                    name: name.clone(),
+                    vtype: "images",
+                    vmid: Some(vmid),
+                    path: dst.path,
+                    format: fmt.into(),
+                });
+                opts.insert("file".into(), format!("{sid}:{name}"));
+                opts.insert("media".into(), "cdrom".into());
+                ctx.log(format!(
+                    "{key}: successfully created disk '{sid}:{name},media=cdrom'"
+                ));
+                out.push((key, schema::print_property_string("file", &opts)));
+            }
+            DiskOp::Keep { key, value } => out.push((key, value)),
+        }
+    }
+    Ok(out)
+}
