@@ -5,11 +5,11 @@
 
 use serde_json::json;
 
-use crate::ansible::protocol::{Failure, Invocation, quote};
+use crate::ansible::protocol::{Failure, Invocation};
 use crate::ansible::spec::{Kind, Opt, Spec, given};
+use crate::ansible::text::quote;
 use crate::pve::client::{Client, Connection, Credentials, Hints};
 use crate::pve::tls::{Trust, parse_ca_pem, parse_fingerprint};
-use crate::runner::duration;
 
 /// The connection options.
 pub fn connection_options() -> Vec<Opt> {
@@ -175,7 +175,7 @@ pub fn connection(
         host,
         port: given(inv.int("api_port"), "api_port").map_err(Failure::msg)? as u16,
         trust,
-        timeout: duration(inv, "api_timeout")?,
+        timeout: inv.duration("api_timeout")?,
         deadline,
         proxy,
         credentials,

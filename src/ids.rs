@@ -2,7 +2,7 @@
 //! JSONSchema.pm accepts for a node, a storage, a DNS name, a MAC address, an IP in CIDR
 //! notation. Each check names the option it was given for.
 
-use crate::ansible::protocol::quote;
+use crate::ansible::text::quote;
 
 /// A node name as PVE's `pve-node` format has it (pve-common JSONSchema.pm,
 /// pve_verify_node_name): letters, digits and inner `-`.

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::ansible::protocol::{Failure, Invocation, Outcome, quote};
-use crate::ansible::spec::{Kind, Opt, given, parse_duration};
+use crate::ansible::protocol::{Failure, Invocation, Outcome};
+use crate::ansible::spec::{Kind, Opt, given};
+use crate::ansible::text::quote;
 use crate::pve::client::Client;
 use crate::pve::error::task_refused_before_acting;
 use crate::pve::tasks::{TAIL_LINES, TaskReport, WaitError, wait_task};
@@ -30,7 +31,7 @@ const POLL_INTERVAL_RANGE: (Duration, Duration) =
 
 /// The `poll_interval` option, checked (an error that names it, found before any request).
 pub fn poll_interval(inv: &Invocation) -> Result<Duration, Failure> {
-    let poll = duration(inv, "poll_interval")?;
+    let poll = inv.duration("poll_interval")?;
     let text = inv.str("poll_interval").unwrap_or_default();
     let (min, max) = POLL_INTERVAL_RANGE;
     if poll < min || poll > max {
@@ -40,14 +41,6 @@ pub fn poll_interval(inv: &Invocation) -> Result<Duration, Failure> {
         )));
     }
     Ok(poll)
-}
-
-/// A duration option, which validation has checked and its default has filled: an option
-/// missing here is a spec without a default, said as such rather than guessed.
-pub fn duration(inv: &Invocation, key: &str) -> Result<Duration, Failure> {
-    inv.str(key)
-        .and_then(|s| parse_duration(s).ok())
-        .ok_or_else(|| Failure::msg(format!("{key}: no duration given and no default")))
 }
 
 /// The task-wait options of a run, parsed once.
@@ -65,7 +58,7 @@ impl WaitSettings {
     /// The settings from the validated arguments.
     pub fn from_invocation(inv: &Invocation) -> Result<WaitSettings, Failure> {
         Ok(WaitSettings {
-            timeout: duration(inv, "timeout")?,
+            timeout: inv.duration("timeout")?,
             stop_on_timeout: given(inv.bool("stop_task_on_timeout"), "stop_task_on_timeout")
                 .map_err(Failure::msg)?,
             poll_interval: poll_interval(inv)?,

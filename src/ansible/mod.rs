@@ -2,3 +2,4 @@
 
 pub mod protocol;
 pub mod spec;
+pub mod text;

@@ -9,7 +9,8 @@ use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Map, Value, json};
 
-use super::spec::{Env, Kind, ProcessEnv, Spec, validate};
+use super::spec::{Env, Kind, ProcessEnv, Spec, parse_duration, validate};
+use super::text::bounded;
 
 /// The `_ansible_*` keys a module acts on.
 #[derive(Clone, Debug, Default)]
@@ -78,22 +79,6 @@ pub fn register_secret(s: &str) {
     }
     // Longest first, so a secret containing another is masked whole.
     v.sort_by_key(|x| std::cmp::Reverse(x.len()));
-}
-
-/// A value quoted in a message: bounded (see [`bounded`]) and in double quotes.
-pub fn quote(s: impl AsRef<str>) -> String {
-    format!("{:?}", bounded(s.as_ref()))
-}
-
-/// A bad value as a message may quote it: at most 64 characters, then how long it was, so a
-/// huge or binary value never floods the result.
-pub fn bounded(s: &str) -> String {
-    const MAX: usize = 64;
-    if s.chars().count() <= MAX {
-        return s.to_string();
-    }
-    let head: String = s.chars().take(MAX).collect();
-    format!("{head}… ({} bytes)", s.len())
 }
 
 /// Masks every registered secret in a string.
@@ -178,6 +163,14 @@ impl Invocation {
     }
     pub fn int(&self, k: &str) -> Option<i64> {
         self.params.get(k).and_then(Value::as_i64)
+    }
+
+    /// A duration option, which validation has checked and its default has filled: an
+    /// option missing here is a spec without a default, said as such rather than guessed.
+    pub fn duration(&self, key: &str) -> Result<std::time::Duration, Failure> {
+        self.str(key)
+            .and_then(|s| parse_duration(s).ok())
+            .ok_or_else(|| Failure::msg(format!("{key}: no duration given and no default")))
     }
 }
 

@@ -288,11 +288,11 @@ fn type_err(label: &str, v: &Value, ty: &str, why: &str) -> String {
     match v {
         Value::String(s) => format!(
             "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why} (got {})",
-            crate::ansible::protocol::quote(s)
+            crate::ansible::text::quote(s)
         ),
         Value::Number(_) | Value::Bool(_) => format!(
             "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why} (got {})",
-            crate::ansible::protocol::bounded(&v.to_string())
+            crate::ansible::text::bounded(&v.to_string())
         ),
         _ => format!(
             "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why}"
@@ -317,7 +317,7 @@ pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(10 
 /// most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let t = s.trim();
-    let shown = crate::ansible::protocol::bounded(t);
+    let shown = crate::ansible::text::bounded(t);
     let d = if let Ok(secs) = t.parse::<f64>() {
         if !(secs.is_finite() && secs >= 0.0) {
             return Err(format!("'{shown}' is not a non-negative duration"));

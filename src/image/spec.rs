@@ -2,8 +2,9 @@
 
 use serde_json::json;
 
-use crate::ansible::protocol::{Invocation, quote};
+use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::{Kind, Opt, Spec, given};
+use crate::ansible::text::quote;
 use crate::{connection, runner};
 
 /// The image asked for.
@@ -86,12 +87,12 @@ pub fn filename(given: Option<&str>, url: Option<&str>, content: &str) -> Result
         (Some(f), _) => {
             let stored = pve_normalized(f);
             if stored != f && !f.contains(['/', '\\']) {
-                let stored = crate::ansible::protocol::bounded(&stored);
+                let stored = crate::ansible::text::bounded(&stored);
                 return Err(format!(
                     "filename {:?}: PVE would store it as {stored:?} (download-url replaces \
                      every character outside a-z, A-Z, 0-9, '_', '.', '-' with '_'); give \
                      filename: {stored}",
-                    crate::ansible::protocol::bounded(f)
+                    crate::ansible::text::bounded(f)
                 ));
             }
             f.to_string()
@@ -117,7 +118,7 @@ pub fn filename(given: Option<&str>, url: Option<&str>, content: &str) -> Result
     {
         return Err(format!(
             "filename must be a plain file name (no '/', ',', '=', ':', spaces), got {:?}",
-            crate::ansible::protocol::bounded(&name)
+            crate::ansible::text::bounded(&name)
         ));
     }
     // PVE matches import extensions case-sensitively, ISO ones not (Status.pm, download_url).
@@ -130,7 +131,7 @@ pub fn filename(given: Option<&str>, url: Option<&str>, content: &str) -> Result
     if !exts.iter().any(|e| candidate.ends_with(e)) {
         return Err(format!(
             "filename {:?}: for content {content} PVE accepts {}{}",
-            crate::ansible::protocol::bounded(&name),
+            crate::ansible::text::bounded(&name),
             exts.join(", "),
             if content == "import" && lower.ends_with(".img") {
                 " (an Ubuntu .img is a qcow2: name it .qcow2)"

@@ -42,7 +42,7 @@ fn keys_with_changes(listing: &Value) -> Vec<String> {
 pub fn has_cloudinit_drive(config: &BTreeMap<String, String>) -> bool {
     config
         .iter()
-        .any(|(k, v)| super::spec::is_drive_slot(k) && v.contains("cloudinit"))
+        .any(|(k, v)| super::validate::is_drive_slot(k) && v.contains("cloudinit"))
 }
 
 /// Whether a change of `key` on a running VM may wait for a restart, for check mode's
@@ -64,7 +64,7 @@ pub fn may_need_restart(key: &str, current: &BTreeMap<String, String>) -> bool {
     }
     let new_device = !current.contains_key(key)
         && (key.starts_with("net")
-            || (super::spec::is_drive_slot(key)
+            || (super::validate::is_drive_slot(key)
                 && !key.starts_with("ide")
                 && !key.starts_with("sata")
                 && key != "efidisk0"

@@ -1,7 +1,27 @@
 //! The `vm` module: create a VM from a cloud image, wait on the import's UPID, converge its
 //! config and power state.
+//!
+//! Pure parts: [`spec`] (the argument spec), [`desired`] (options → the desired VM, through
+//! [`validate`], [`encode`] and `config_keys`), [`plan`] (steps from the VM as it is to the VM as asked),
+//! [`predict`] (check mode), [`guest`] (what the guest has not taken), [`report`] (the
+//! result). The shell: [`apply`] (the entry), `converge` (the loop), and the concerns of one
+//! run, each an `impl` of the shared runner: `find`, `locks`, `create`, `execute`,
+//! `followup`.
 
 pub mod apply;
+mod config_keys;
+mod converge;
+mod create;
+pub mod desired;
+pub mod encode;
+mod execute;
+mod find;
+mod followup;
 pub mod guest;
+mod locks;
 pub mod plan;
+pub mod predict;
+pub mod report;
+mod shell;
 pub mod spec;
+pub mod validate;

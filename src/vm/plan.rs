@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::spec::{CloneSource, Desired, Disk, State, format_size};
+use super::desired::{CloneSource, Desired, Disk, State};
+use super::encode::format_size;
 use crate::pve::encode::url_decode;
 
 /// The VM as PVE reports it.

@@ -1,0 +1,193 @@
+//! The convergence loop of the `vm` module: find the VM, wait out whatever holds its lock,
+//! plan, carry the steps out, read the VM again and re-plan until nothing is left to do;
+//! then the follow-up the guest needs (a restart, a regenerated cloud-init drive, its
+//! address). In check mode, the prediction instead.
+
+use std::time::Instant;
+
+use super::desired::State;
+use super::plan::{Current, Plan, Step, plan};
+use super::predict::predict;
+use super::report::{self, Converged, all_keys, header};
+use super::shell::{Done, Runner};
+use crate::ansible::protocol::{Failure, Outcome};
+use crate::pve::ops::backoff;
+
+/// Converges the VM (or, in check mode, predicts what converging it would do).
+pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
+    let desired = runner.desired;
+    let mut cur = match runner.find()? {
+        Some((vmid, node)) => {
+            let c = runner.read(vmid, &node)?;
+            if check_mode { c } else { runner.settle(c)? }
+        }
+        None => None,
+    };
+    if let (Some(c), Some(n)) = (&cur, &desired.node)
+        && c.node != *n
+        && desired.state != State::Absent
+    {
+        runner.session.log.warnings.push(format!(
+            "VM {} is on node {}, not {n}; it was left there (this module does not migrate VMs)",
+            c.vmid, c.node
+        ));
+    }
+    let header = |c: Option<&Current>| header(desired, c);
+    let first: Plan = plan(desired, cur.as_ref()).map_err(|e| runner.fail(e))?;
+    runner
+        .session
+        .log
+        .warnings
+        .extend(first.notes.iter().cloned());
+    if check_mode {
+        let untaken = match cur.as_ref().filter(|c| c.running) {
+            Some(c) => Some(runner.untaken(c)?),
+            None => None,
+        };
+        let prediction =
+            predict(desired, cur.as_ref(), &first, untaken).map_err(|e| runner.fail(e))?;
+        return Ok(report::predicted(
+            desired,
+            cur.as_ref(),
+            &first,
+            &prediction,
+        ));
+    }
+    let mut done_steps: Vec<String> = Vec::new();
+    let mut pending = first.clone();
+    // After the first round, "restarted" means "running", and cipassword has been sent.
+    let mut effective = desired.clone();
+    // A round in which PVE refused a step because the VM changed meanwhile (another run, a
+    // backup) does not count: it is retried, spaced out, until the deadline.
+    let (mut round, mut refused) = (0, 0u32);
+    loop {
+        if pending.steps.is_empty() {
+            break;
+        }
+        if round == 5 {
+            return Err(runner.fail(format!(
+                "{} did not converge: still planned after 5 rounds: {} (is something else changing it?)",
+                header(cur.as_ref()),
+                pending.steps.iter().map(Step::describe).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let mut ident = cur.as_ref().map(|c| (c.vmid, c.node.clone()));
+        let mut stale = false;
+        let mut cloned = false;
+        for step in pending.steps.clone() {
+            cloned |= matches!(step, Step::Clone { .. });
+            let label = step.describe();
+            match runner.execute(step, cur.as_ref())? {
+                Done::Vm(vmid, node) => {
+                    done_steps.push(label);
+                    ident = Some((vmid, node));
+                }
+                Done::Gone => {
+                    done_steps.push(label);
+                    ident = None;
+                }
+                Done::Stale => {
+                    stale = true;
+                    break;
+                }
+            }
+        }
+        if stale {
+            refused += 1;
+            let pause = backoff(refused.min(4), runner.seed.wrapping_add(refused as u64)).min(
+                runner
+                    .session
+                    .deadline
+                    .saturating_duration_since(Instant::now()),
+            );
+            if !crate::interrupt::sleep(pause) {
+                return Err(runner.fail(format!(
+                    "interrupted by {} while re-planning {}",
+                    crate::interrupt::received().unwrap_or("a signal"),
+                    header(cur.as_ref())
+                )));
+            }
+        } else {
+            round += 1;
+        }
+        cur = match ident {
+            Some((vmid, node)) => {
+                let c = runner.read(vmid, &node)?;
+                runner.settle(c)?
+            }
+            None => None,
+        };
+        // Once per run: a restart, and a password PVE cannot compare (it stores a hash).
+        if effective.state == State::Restarted {
+            effective.state = State::Started;
+        }
+        effective.config.remove("cipassword");
+        // A clone gets the password a create would have been given, once.
+        if cloned && let Some(pw) = desired.create_only.get("cipassword") {
+            effective.config.insert("cipassword".into(), pw.clone());
+        }
+        pending = plan(&effective, cur.as_ref()).map_err(|e| runner.fail(e))?;
+    }
+    // What the guest has not taken yet: changes pending until a restart, cloud-init options
+    // its drive does not hold. Restarted when asked; a stopped VM's drive is regenerated.
+    let mut untaken = (Vec::new(), Vec::new());
+    let mut restarted = None;
+    if let Some(c) = cur.clone() {
+        untaken = runner.untaken(&c)?;
+        if c.is_template() {
+            // A template never runs: its clones regenerate their own cloud-init drives.
+            untaken.1.clear();
+        }
+        if c.running && !all_keys(&untaken).is_empty() && desired.restart_when_needed {
+            let what = all_keys(&untaken).join(", ");
+            runner.restart(&c)?;
+            done_steps.push(format!("restarted to apply {what}"));
+            restarted = Some(what);
+            cur = runner.read(c.vmid, &c.node)?;
+            if let Some(c) = &cur {
+                untaken = runner.untaken(c)?;
+            }
+        } else if !c.running && !untaken.1.is_empty() {
+            let what = untaken.1.join(", ");
+            runner.regenerate_cloudinit(&c)?;
+            done_steps.push(format!("regenerated the cloud-init drive ({what})"));
+            untaken.1.clear();
+        }
+    }
+    let untaken_keys = all_keys(&untaken);
+    let restart_needed = cur.as_ref().is_some_and(|c| c.running) && !untaken_keys.is_empty();
+    if restart_needed && let Some(c) = &cur {
+        runner.session.log.warnings.push(format!(
+            "VM {} on {} runs without its changes to {} until it restarts (PVE applies them at the next start): restart it, or set restart: when_needed",
+            c.vmid,
+            c.node,
+            untaken_keys.join(", ")
+        ));
+    }
+    let mut guest_addresses = None;
+    if let Some(limit) = desired.wait_for_ip {
+        match &cur {
+            Some(c) if c.running => guest_addresses = Some(runner.wait_for_ip(c, limit)?),
+            Some(c) => {
+                return Err(runner.fail(format!(
+                    "wait_for_ip: VM {} on {} is not running (state: present does not start it; use state: started)",
+                    c.vmid, c.node
+                )));
+            }
+            None => {}
+        }
+    }
+    Ok(report::converged(
+        desired,
+        &runner.changes,
+        Converged {
+            first: &first,
+            cur: cur.as_ref(),
+            done_steps: &done_steps,
+            restarted,
+            untaken_keys: &untaken_keys,
+            restart_needed,
+            guest_addresses,
+        },
+    ))
+}

@@ -1,0 +1,628 @@
+//! The desired VM the `vm` module's options describe, in PVE's own terms: config keys with
+//! values in the form PVE stores them, the keys sent only at create, and the disks to import
+//! or allocate. Values that end up inside property strings are checked through
+//! [`super::validate`] and written by [`super::encode`].
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::config_keys::{managed_key, not_a_config_key};
+use super::encode::{efidisk_value, ipconfig_value, net_value, pve_bool, tpmstate_value};
+use super::validate::{import_source, is_drive_slot, parse_size, plain};
+use crate::ansible::protocol::Invocation;
+use crate::ansible::spec::given;
+use crate::ansible::text::quote;
+use crate::ids::{dns_name, storage_id};
+use crate::pve::encode::url_encode;
+
+/// The power/lifecycle state asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Present,
+    Absent,
+    Started,
+    Stopped,
+    Restarted,
+}
+
+/// One disk of the desired VM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Disk {
+    /// `scsi0`, `virtio1`, `efidisk0`, …
+    pub slot: String,
+    pub storage: String,
+    /// A volume (`local:import/noble.qcow2`) or absolute path to import from.
+    pub import_from: Option<String>,
+    /// The size to grow to after import, or to allocate, in bytes.
+    pub size: Option<u64>,
+    pub format: Option<String>,
+    /// Drive options managed on this disk (`cache`, `discard`, `ssd`, …) in PVE's form.
+    pub opts: BTreeMap<String, String>,
+    /// A cloud-init drive (`storage:cloudinit`).
+    pub cloudinit: bool,
+}
+
+/// The VM as the options describe it.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    pub state: State,
+    pub vmid: Option<u32>,
+    pub name: Option<String>,
+    pub node: Option<String>,
+    /// Managed config keys, compared on every run.
+    pub config: BTreeMap<String, String>,
+    /// Keys sent only when the VM is created (`cipassword`, the default `boot`).
+    pub create_only: BTreeMap<String, String>,
+    pub disks: Vec<Disk>,
+    pub pool: Option<String>,
+    pub purge: bool,
+    pub shutdown_timeout: u64,
+    pub force_stop: bool,
+    /// `restart: when_needed`: a running VM with pending changes (or a cloud-init drive that
+    /// does not hold the current options) is shut down and started again.
+    pub restart_when_needed: bool,
+    /// `wait_for_ip`: how long to wait for the guest agent to report an address (`None`: do
+    /// not wait).
+    pub wait_for_ip: Option<std::time::Duration>,
+    /// `clone`: a VM that does not exist yet is cloned from this source instead of created.
+    pub clone: Option<CloneSource>,
+    /// `template`: the VM is converted to a template once it has converged.
+    pub template: bool,
+    /// Properties of fixed drives (`efidisk0`, `tpmstate0`) a re-run does not change but
+    /// reports when they differ: slot → (property → value).
+    pub fixed: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// Where a clone comes from, and how it is made (the `clone` option).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CloneSource {
+    /// The source VM by id, or by `name` (exactly one of them).
+    pub vmid: Option<u32>,
+    pub name: Option<String>,
+    /// `None`: PVE's default (linked from a template, full otherwise).
+    pub full: Option<bool>,
+    /// Target storage of a full clone.
+    pub storage: Option<String>,
+    pub snapname: Option<String>,
+}
+
+const DRIVE_OPTS: &[&str] = &[
+    "cache",
+    "discard",
+    "ssd",
+    "iothread",
+    "backup",
+    "replicate",
+    "aio",
+];
+
+/// The `clone` option, checked: exactly one of `vmid` and `name`; `storage` only for a full
+/// clone (PVE refuses it for a linked one).
+fn clone_source(inv: &Invocation) -> Result<Option<CloneSource>, String> {
+    let Some(c) = inv.params.get("clone").and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    let vmid = c.get("vmid").and_then(Value::as_u64).map(|v| v as u32);
+    let name = c
+        .get("name")
+        .and_then(Value::as_str)
+        .map(|n| dns_name("clone.name", n))
+        .transpose()?;
+    if vmid.is_some() == name.is_some() {
+        return Err("clone needs exactly one of vmid and name (the source VM)".into());
+    }
+    let full = c.get("full").and_then(Value::as_bool);
+    let storage = c
+        .get("storage")
+        .and_then(Value::as_str)
+        .map(|s| storage_id("clone.storage", s))
+        .transpose()?;
+    if storage.is_some() && full == Some(false) {
+        return Err(
+            "clone.storage is the target of a full clone; PVE refuses it for a linked clone (full: false)"
+                .into(),
+        );
+    }
+    let snapname = c
+        .get("snapname")
+        .and_then(Value::as_str)
+        .map(|n| plain("clone.snapname", n))
+        .transpose()?;
+    Ok(Some(CloneSource {
+        vmid,
+        name,
+        full,
+        storage,
+        snapname,
+    }))
+}
+
+/// The hardware and management keys: name, CPU, memory, firmware, boot, serial ports, tags,
+/// description, and `extra_config`.
+fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(), String> {
+    let p = &inv.params;
+    for k in ["cores", "sockets", "memory", "balloon"] {
+        if let Some(v) = inv.int(k) {
+            config.insert(k.into(), v.to_string());
+        }
+    }
+    for k in ["bios", "ostype", "scsihw"] {
+        if let Some(v) = inv.str(k) {
+            config.insert(k.into(), v.to_string());
+        }
+    }
+    for k in ["cpu", "machine", "vga", "boot"] {
+        if let Some(v) = inv.str(k) {
+            if v.contains(['\n', '\r']) || v.trim().is_empty() {
+                return Err(format!(
+                    "{k} must be a single non-empty line, got {v}",
+                    v = quote(v)
+                ));
+            }
+            config.insert(k.into(), v.to_string());
+        }
+    }
+    for k in ["agent", "onboot", "numa", "protection"] {
+        if let Some(v) = inv.bool(k) {
+            config.insert(k.into(), pve_bool(v));
+        }
+    }
+    if let Some(tags) = p
+        .get("tags")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        let mut out = Vec::new();
+        for (i, t) in tags.iter().filter_map(Value::as_str).enumerate() {
+            let ok = !t.is_empty()
+                && t.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b"-_+.".contains(&c))
+                && !t.starts_with(['-', '_', '+', '.']);
+            if !ok {
+                return Err(format!(
+                    "tags[{i}] must use letters, digits and - _ + . (not first), got {t}",
+                    t = quote(t)
+                ));
+            }
+            out.push(t.to_ascii_lowercase());
+        }
+        config.insert("tags".into(), out.join(";"));
+    }
+    if let Some(d) = inv.str("description") {
+        config.insert("description".into(), d.to_string());
+    }
+    for (i, s) in p
+        .get("serial")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .enumerate()
+    {
+        if i > 3 {
+            return Err("serial takes at most 4 entries (serial0 to serial3)".into());
+        }
+        if !(s == "socket" || (s.starts_with("/dev/") && !s.contains(['\n', ',', ' ']))) {
+            return Err(format!(
+                "serial[{i}] must be 'socket' or a /dev/ path, got {s}",
+                s = quote(s)
+            ));
+        }
+        config.insert(format!("serial{i}"), s.to_string());
+    }
+    if let Some(extra) = p.get("extra_config").and_then(Value::as_object) {
+        for (k, v) in extra {
+            let v = v.as_str().unwrap_or_default();
+            let key_ok = !k.is_empty()
+                && k.as_bytes()[0].is_ascii_lowercase()
+                && k.bytes().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-'
+                });
+            if !key_ok {
+                return Err(format!(
+                    "extra_config: {} is not a PVE config key",
+                    quote(k)
+                ));
+            }
+            if let Some(why) = not_a_config_key(k) {
+                return Err(format!("extra_config: {k} {why}"));
+            }
+            if managed_key(k) {
+                return Err(format!(
+                    "extra_config: set {k} through the module's own option, not extra_config"
+                ));
+            }
+            if v.contains(['\n', '\r']) {
+                return Err(format!("extra_config.{k} must be a single line"));
+            }
+            config.insert(k.clone(), v.to_string());
+        }
+    }
+
+    Ok(())
+}
+
+/// The cloud-init keys: user, password (sent once unless `update_password: always`), SSH
+/// keys, DNS, and the per-NIC `ipconfigN`.
+fn cloud_init(
+    inv: &Invocation,
+    config: &mut BTreeMap<String, String>,
+    create_only: &mut BTreeMap<String, String>,
+) -> Result<(), String> {
+    let p = &inv.params;
+    if let Some(v) = inv.str("citype") {
+        config.insert("citype".into(), v.to_string());
+    }
+    if let Some(v) = inv.bool("ciupgrade") {
+        config.insert("ciupgrade".into(), pve_bool(v));
+    }
+    if let Some(u) = inv.str("ciuser") {
+        config.insert("ciuser".into(), plain("ciuser", u)?);
+    }
+    if let Some(pw) = inv.str("cipassword") {
+        if pw.contains(['\n', '\r']) {
+            return Err("cipassword must be a single line".into());
+        }
+        if inv.str("update_password") == Some("always") {
+            config.insert("cipassword".into(), pw.to_string());
+        } else {
+            create_only.insert("cipassword".into(), pw.to_string());
+        }
+    }
+    if let Some(keys) = p
+        .get("sshkeys")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        let keys: Vec<String> = keys
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|k| k.trim().to_string())
+            .filter(|k| !k.is_empty())
+            .collect();
+        // A private key pasted by mistake: refused, never quoted, and masked from all output.
+        if let Some(i) = keys
+            .iter()
+            .position(|k| k.contains("PRIVATE KEY") || k.starts_with("PuTTY-User-Key-File"))
+        {
+            crate::ansible::protocol::register_secret(&keys[i]);
+            for line in keys[i].lines().filter(|l| l.len() >= 16) {
+                crate::ansible::protocol::register_secret(line);
+            }
+            return Err(format!(
+                "sshkeys[{i}] is a private key: give the public key (the .pub file, one line \
+                 starting with ssh-ed25519, ssh-rsa, ecdsa-sha2-… or sk-…); the value is not shown"
+            ));
+        }
+        if let Some(k) = keys.iter().find(|k| k.contains(['\n', '\r'])) {
+            return Err(format!(
+                "sshkeys: give one key per list item; this one spans lines: {:?}",
+                k.lines().next().unwrap_or("")
+            ));
+        }
+        config.insert("sshkeys".into(), url_encode(&keys.join("\n")));
+    }
+    if let Some(ns) = p
+        .get("nameserver")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+    {
+        let mut out = Vec::new();
+        for (i, n) in ns.iter().filter_map(Value::as_str).enumerate() {
+            n.parse::<std::net::IpAddr>().map_err(|_| {
+                format!(
+                    "nameserver[{i}] must be an IP address, got {n}",
+                    n = quote(n)
+                )
+            })?;
+            out.push(n.to_string());
+        }
+        config.insert("nameserver".into(), out.join(" "));
+    }
+    if let Some(sd) = inv.str("searchdomain") {
+        config.insert("searchdomain".into(), dns_name("searchdomain", sd)?);
+    }
+    for (i, m) in p
+        .get("ipconfig")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        config.insert(
+            format!("ipconfig{i}"),
+            ipconfig_value(i, m.as_object().ok_or("ipconfig items must be dicts")?)?,
+        );
+    }
+    Ok(())
+}
+
+/// The NICs, `net0`, `net1`, … in the order given.
+fn network(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(), String> {
+    let p = &inv.params;
+    for (i, n) in p
+        .get("net")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        config.insert(
+            format!("net{i}"),
+            net_value(i, n.as_object().ok_or("net items must be dicts")?)?,
+        );
+    }
+    Ok(())
+}
+
+/// The disks (`disks`), and the cloud-init drive when cloud-init options are given (on
+/// `cloudinit_storage`, or the first disk's storage). A clone's disks come from its source.
+fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String> {
+    let p = &inv.params;
+    let mut disks = Vec::new();
+    for (i, d) in p
+        .get("disks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let d = d.as_object().ok_or("disks items must be dicts")?;
+        let o = |k: &str| format!("disks[{i}].{k}");
+        let slot = d["slot"].as_str().unwrap_or_default().to_string();
+        if !is_drive_slot(&slot) {
+            return Err(format!(
+                "{} must be a drive slot such as scsi0, virtio0, sata0, ide0 or efidisk0, got {slot}",
+                o("slot"),
+                slot = quote(&slot)
+            ));
+        }
+        if disks.iter().any(|x: &Disk| x.slot == slot) {
+            return Err(format!("{}: slot {slot} is used twice", o("slot")));
+        }
+        // A clone's disks come from its source: a disk listed to be grown needs no storage.
+        let storage = match d["storage"].as_str() {
+            Some(s) => storage_id(&o("storage"), s)?,
+            None if cloning => String::new(),
+            None => return Err(format!("{} is required to create a disk", o("storage"))),
+        };
+        let import_from = d["import_from"]
+            .as_str()
+            .map(|s| import_source(&o("import_from"), s))
+            .transpose()?;
+        let size = d["size"]
+            .as_str()
+            .map(|s| parse_size(&o("size"), s))
+            .transpose()?;
+        if import_from.is_none() && size.is_none() {
+            return Err(format!(
+                "{}: give import_from (a cloud image) or size (a new empty disk)",
+                o("slot")
+            ));
+        }
+        if import_from.is_some() && cloning {
+            return Err(format!(
+                "{} and clone exclude each other: a clone's disks come from its source (give size to grow one)",
+                o("import_from")
+            ));
+        }
+        let mut opts = BTreeMap::new();
+        for k in DRIVE_OPTS {
+            match &d[*k] {
+                Value::Bool(v) if *k == "discard" => {
+                    opts.insert(
+                        k.to_string(),
+                        (if *v { "on" } else { "ignore" }).to_string(),
+                    );
+                }
+                Value::Bool(v) => {
+                    opts.insert(k.to_string(), pve_bool(*v));
+                }
+                Value::String(s) => {
+                    opts.insert(k.to_string(), s.clone());
+                }
+                _ => {}
+            }
+        }
+        disks.push(Disk {
+            slot,
+            storage,
+            import_from,
+            size,
+            format: d["format"].as_str().map(str::to_string),
+            opts,
+            cloudinit: false,
+        });
+    }
+    let wants_ci = [
+        "ciuser",
+        "cipassword",
+        "sshkeys",
+        "ipconfig",
+        "nameserver",
+        "searchdomain",
+        "citype",
+    ]
+    .iter()
+    .any(|k| {
+        p.get(*k)
+            .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+    });
+    if let Some(cs) = inv
+        .str("cloudinit_storage")
+        .map(|s| storage_id("cloudinit_storage", s))
+        .transpose()?
+        .or_else(|| {
+            wants_ci
+                .then(|| {
+                    disks
+                        .first()
+                        .map(|d| d.storage.clone())
+                        .filter(|s| !s.is_empty())
+                })
+                .flatten()
+        })
+    {
+        let slot = given(inv.str("cloudinit_slot"), "cloudinit_slot")?.to_string();
+        if !is_drive_slot(&slot) || disks.iter().any(|d| d.slot == slot) {
+            return Err(format!(
+                "cloudinit_slot must be a free drive slot such as ide2, got {slot}",
+                slot = quote(&slot)
+            ));
+        }
+        disks.push(Disk {
+            slot,
+            storage: cs,
+            import_from: None,
+            size: None,
+            format: None,
+            opts: BTreeMap::new(),
+            cloudinit: true,
+        });
+    } else if wants_ci && !cloning {
+        // (A clone takes its source's cloud-init drive.)
+        return Err(
+            "cloud-init options need a cloud-init drive: set cloudinit_storage (or give disks)"
+                .into(),
+        );
+    }
+    Ok(disks)
+}
+
+/// The EFI vars disk and the TPM state, sent only at create; returns what a re-run compares
+/// (slot → properties).
+fn firmware(
+    inv: &Invocation,
+    config: &BTreeMap<String, String>,
+    create_only: &mut BTreeMap<String, String>,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
+    let p = &inv.params;
+    let mut fixed = BTreeMap::new();
+    if let Some(e) = p.get("efidisk").and_then(Value::as_object) {
+        if config.get("bios").map(String::as_str) != Some("ovmf") {
+            return Err(
+                "efidisk needs bios: ovmf (an EFI vars disk holds OVMF's UEFI variables)".into(),
+            );
+        }
+        let sid = storage_id("efidisk.storage", e["storage"].as_str().unwrap_or_default())?;
+        let efitype = given(e["efitype"].as_str(), "efidisk.efitype")?.to_string();
+        let keys = pve_bool(given(
+            e["pre_enrolled_keys"].as_bool(),
+            "efidisk.pre_enrolled_keys",
+        )?);
+        create_only.insert("efidisk0".into(), efidisk_value(&sid, &efitype, &keys));
+        fixed.insert(
+            "efidisk0".to_string(),
+            BTreeMap::from([
+                ("efitype".to_string(), efitype),
+                ("pre-enrolled-keys".to_string(), keys),
+            ]),
+        );
+    }
+    if let Some(t) = p.get("tpmstate").and_then(Value::as_object) {
+        let sid = storage_id(
+            "tpmstate.storage",
+            t["storage"].as_str().unwrap_or_default(),
+        )?;
+        let version = given(t["version"].as_str(), "tpmstate.version")?.to_string();
+        create_only.insert("tpmstate0".into(), tpmstate_value(&sid, &version));
+        fixed.insert(
+            "tpmstate0".to_string(),
+            BTreeMap::from([("version".to_string(), version)]),
+        );
+    }
+    Ok(fixed)
+}
+
+/// Builds the desired VM from validated options.
+pub fn desired(inv: &Invocation) -> Result<Desired, String> {
+    let state = match given(inv.str("state"), "state")? {
+        "absent" => State::Absent,
+        "started" => State::Started,
+        "stopped" => State::Stopped,
+        "restarted" => State::Restarted,
+        _ => State::Present,
+    };
+    let mut config = BTreeMap::new();
+    let mut create_only = BTreeMap::new();
+    let name = inv.str("name").map(|n| dns_name("name", n)).transpose()?;
+    if let Some(n) = &name {
+        config.insert("name".into(), n.clone());
+    }
+    hardware(inv, &mut config)?;
+    cloud_init(inv, &mut config, &mut create_only)?;
+    network(inv, &mut config)?;
+    let clone = clone_source(inv)?;
+    let disks = disks(inv, clone.is_some())?;
+    let template = given(inv.bool("template"), "template")?;
+    if template && matches!(state, State::Started | State::Restarted) {
+        return Err(format!(
+            "a template never runs: template: true and state: {} exclude each other",
+            inv.str("state").unwrap_or_default()
+        ));
+    }
+    let fixed = firmware(inv, &config, &mut create_only)?;
+    if disks
+        .iter()
+        .any(|d| d.slot == "efidisk0" || d.slot == "tpmstate0")
+    {
+        return Err(
+            "give the EFI vars disk and the TPM state through efidisk and tpmstate, not disks"
+                .into(),
+        );
+    }
+    if !config.contains_key("boot")
+        && let Some(first) = disks.iter().find(|d| !d.cloudinit)
+    {
+        create_only.insert("boot".into(), format!("order={}", first.slot));
+    }
+    let pool = inv.str("pool").map(|s| plain("pool", s)).transpose()?;
+    let wait_for_ip = Some(crate::ansible::spec::parse_duration(given(
+        inv.str("wait_for_ip"),
+        "wait_for_ip",
+    )?)?)
+    .filter(|d| !d.is_zero());
+    if wait_for_ip.is_some() {
+        if inv.bool("agent") == Some(false) {
+            return Err(
+                "wait_for_ip needs the QEMU guest agent, but agent is false: the address is \
+                 read from the agent (set agent: true and install qemu-guest-agent in the image)"
+                    .into(),
+            );
+        }
+        if inv.bool("template") == Some(true) {
+            return Err(
+                "a template never runs: template: true and wait_for_ip exclude each other".into(),
+            );
+        }
+        if matches!(state, State::Absent | State::Stopped) {
+            return Err(format!(
+                "wait_for_ip needs a running VM, but state is {}",
+                inv.str("state").unwrap_or_default()
+            ));
+        }
+    }
+    let node = inv
+        .str("node")
+        .map(|n| crate::ids::node_name("node", n))
+        .transpose()?;
+    Ok(Desired {
+        state,
+        vmid: inv.int("vmid").map(|v| v as u32),
+        name,
+        node,
+        config,
+        create_only,
+        disks,
+        pool,
+        purge: given(inv.bool("purge"), "purge")?,
+        shutdown_timeout: given(inv.int("shutdown_timeout"), "shutdown_timeout")? as u64,
+        force_stop: given(inv.bool("force_stop"), "force_stop")?,
+        restart_when_needed: given(inv.str("restart"), "restart")? == "when_needed",
+        wait_for_ip,
+        clone,
+        template,
+        fixed,
+    })
+}

@@ -1,0 +1,118 @@
+//! The follow-up once the config converged, as the guest sees it: reading what a VM has not
+//! taken yet (pending changes, cloud-init options), regenerating a stopped VM's cloud-init
+//! drive, and waiting for the guest agent to report an address. The decisions on what PVE
+//! answers are in [`super::guest`], in plain data.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::guest;
+use super::plan::Current;
+use super::shell::Runner;
+use crate::ansible::protocol::Failure;
+use crate::pve::client::Method;
+use crate::pve::ops::{self, Dispatched, dispatch};
+use crate::pve::paths::Node;
+
+impl Runner<'_> {
+    /// The changes a VM has not taken yet: PVE's pending section (read when it runs; a
+    /// stopped VM takes it at its next start) and the cloud-init options its drive does not
+    /// hold (when it has a cloud-init drive). Returns (pending keys, cloud-init keys).
+    pub(super) fn untaken(&self, c: &Current) -> Result<(Vec<String>, Vec<String>), Failure> {
+        let vm = Node::new(&c.node).vm(c.vmid);
+        let id = format!("VM {} on {}", c.vmid, c.node);
+        let pending = if c.running {
+            let l = ops::read(
+                &self.session.client,
+                &vm.pending(),
+                &Vec::new(),
+                self.session.deadline,
+            )
+            .map_err(|e| self.fail(format!("reading the pending changes of {id}: {e}")))?;
+            guest::pending_keys(&l)
+        } else {
+            Vec::new()
+        };
+        let cloudinit = if guest::has_cloudinit_drive(&c.config) {
+            let l = ops::read(
+                &self.session.client,
+                &vm.cloudinit(),
+                &Vec::new(),
+                self.session.deadline,
+            )
+            .map_err(|e| self.fail(format!("reading the cloud-init state of {id}: {e}")))?;
+            guest::cloudinit_pending(&l)
+        } else {
+            Vec::new()
+        };
+        Ok((pending, cloudinit))
+    }
+
+    /// `PUT …/cloudinit`: regenerates a stopped VM's cloud-init drive from its config.
+    pub(super) fn regenerate_cloudinit(&mut self, c: &Current) -> Result<(), Failure> {
+        let what = format!(
+            "regenerating the cloud-init drive of VM {} on {}",
+            c.vmid, c.node
+        );
+        match dispatch(
+            &self.session.client,
+            Method::Put,
+            &Node::new(&c.node).vm(c.vmid).cloudinit(),
+            &Vec::new(),
+            self.session.deadline,
+            || None,
+        ) {
+            Ok(Dispatched::Task(upid)) => self.wait(upid, &what)?,
+            Ok(Dispatched::Done) => {}
+            Err(e) => return Err(self.fail(format!("{what}: {e}"))),
+        }
+        let _ = self.changes.accepted();
+        Ok(())
+    }
+
+    /// Polls the guest agent until it reports a reachable address, within `limit` and the
+    /// run's deadline. PVE answers `500 QEMU guest agent is not running` until the agent in
+    /// the guest is up; that is waited through. Returns (addresses, the agent's answer).
+    pub(super) fn wait_for_ip(
+        &self,
+        c: &Current,
+        limit: Duration,
+    ) -> Result<(Vec<String>, Value), Failure> {
+        let until = (Instant::now() + limit).min(self.session.deadline);
+        let path = Node::new(&c.node)
+            .vm(c.vmid)
+            .agent("network-get-interfaces");
+        let id = format!("VM {} on {}", c.vmid, c.node);
+        let mut last;
+        loop {
+            match self.session.client.get(&path, &Vec::new()) {
+                Ok(v) => {
+                    let found = guest::addresses(&v);
+                    if !found.is_empty() {
+                        return Ok((found, v["result"].clone()));
+                    }
+                    last = "the agent reported no address but loopback and link-local".into();
+                }
+                Err(e) if e.is_agent_not_running() => last = e.to_string(),
+                Err(e) if e.is_transient() => last = e.to_string(),
+                Err(e) => {
+                    return Err(self.fail(format!("waiting for the address of {id}: {e}")));
+                }
+            }
+            if Instant::now() >= until {
+                return Err(self.fail(format!(
+                    "{id} reported no address within {} (wait_for_ip): last, {last}. Is qemu-guest-agent installed and running in the guest?",
+                    humantime::format_duration(Duration::from_secs(limit.as_secs()))
+                )));
+            }
+            let pause = Duration::from_secs(1).min(until.saturating_duration_since(Instant::now()));
+            if !crate::interrupt::sleep(pause) {
+                return Err(self.fail(format!(
+                    "interrupted by {} while waiting for the address of {id}",
+                    crate::interrupt::received().unwrap_or("a signal")
+                )));
+            }
+        }
+    }
+}

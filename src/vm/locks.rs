@@ -1,0 +1,83 @@
+//! Waiting out a VM's lock: the task that holds it is waited on by its UPID; a lock no
+//! visible task holds is reported, with what the user may do about it.
+
+use std::time::{Duration, Instant};
+
+use super::plan::Current;
+use super::shell::{Runner, params};
+use crate::ansible::protocol::Failure;
+use crate::pve::ops;
+use crate::pve::tasks::active_tasks;
+
+impl Runner<'_> {
+    /// If the VM is locked, waits for the task holding the lock (say an import from an
+    /// earlier, interrupted run), then reads it again. A lock no task holds is reported.
+    /// `None` when the VM is gone once the lock is (a destroy held it).
+    pub(super) fn settle(&mut self, cur: Option<Current>) -> Result<Option<Current>, Failure> {
+        let Some(mut cur) = cur else { return Ok(None) };
+        let mut quiet_since: Option<Instant> = None;
+        while let Some(lock) = cur.lock().map(str::to_string) {
+            let running = active_tasks(&self.session.client, &cur.node, Some(cur.vmid), None)
+                .map_err(|e| {
+                    self.fail(format!(
+                        "listing tasks of VM {} on {}: {e}",
+                        cur.vmid, cur.node
+                    ))
+                })?;
+            if let Some(upid) = running.into_iter().next() {
+                quiet_since = None;
+                let what = format!(
+                    "waiting for {} (task {}) that holds VM {}'s lock '{lock}'",
+                    upid.task_type, upid, cur.vmid
+                );
+                self.wait(upid, &what)?;
+            } else {
+                let since = *quiet_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(10)
+                    || Instant::now() >= self.session.deadline
+                {
+                    return Err(self.fail(self.unheld_lock_message(&cur, &lock)));
+                }
+                if !crate::interrupt::sleep(Duration::from_millis(250)) {
+                    return Err(self.fail(format!(
+                        "interrupted while waiting for VM {}'s lock '{lock}'",
+                        cur.vmid
+                    )));
+                }
+            }
+            cur = match self.read(cur.vmid, &cur.node)? {
+                Some(c) => c,
+                None => return Ok(None),
+            };
+        }
+        Ok(Some(cur))
+    }
+
+    /// What to say about a lock no visible task holds. Without `Sys.Audit` on the node, PVE
+    /// lists only the user's own tasks (pve-manager API2/Tasks.pm, node_tasks), so the holder
+    /// (a backup, another admin's job) may simply be hidden: say so instead of advising
+    /// `qm unlock` on a VM that something may be using.
+    pub(super) fn unheld_lock_message(&self, cur: &Current, lock: &str) -> String {
+        let (vmid, node) = (cur.vmid, &cur.node);
+        let path = format!("/nodes/{node}");
+        let audit = ops::read(
+            &self.session.client,
+            "/access/permissions",
+            &params(&[("path", path.clone())]),
+            self.session.deadline,
+        )
+        .ok()
+        .map(|v| v[&path]["Sys.Audit"].as_u64() == Some(1) || v[&path]["Sys.Audit"] == true);
+        match audit {
+            Some(false) => format!(
+                "VM {vmid} on {node} is locked ({lock}) and no task this user can see holds the lock: \
+                 another user's task (a backup, say) may hold it, but listing other users' tasks needs \
+                 Sys.Audit on {path}; grant it, or wait until the lock is gone and run again"
+            ),
+            _ => format!(
+                "VM {vmid} on {node} is locked ({lock}) but no task on {node} holds the lock; if no operation is in progress, \
+                 remove it on the node with `qm unlock {vmid}`"
+            ),
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! Checks of the `vm` module's values that end up inside PVE property strings, so that a
+//! `,`, `=` or newline in an option cannot smuggle extra keys into a drive or NIC
+//! definition: drive slots, plain property values, import sources, and disk sizes.
+
+use crate::ansible::text::quote;
+use crate::ids::storage_id;
+
+/// True for drive keys PVE accepts (`ide0`–`ide3`, `sata0`–`sata5`, `scsi0`–`scsi30`,
+/// `virtio0`–`virtio15`, `efidisk0`, `tpmstate0`).
+pub fn is_drive_slot(s: &str) -> bool {
+    let idx = |p: &str, max: u32| {
+        s.strip_prefix(p)
+            .filter(|n| {
+                !n.is_empty()
+                    && n.bytes().all(|b| b.is_ascii_digit())
+                    && (n.len() == 1 || !n.starts_with('0'))
+            })
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|n| n <= max)
+    };
+    idx("ide", 3)
+        || idx("sata", 5)
+        || idx("scsi", 30)
+        || idx("virtio", 15)
+        || s == "efidisk0"
+        || s == "tpmstate0"
+}
+
+/// Refuses characters that would break out of a property string.
+pub fn plain(option: &str, v: &str) -> Result<String, String> {
+    if v.is_empty() {
+        return Err(format!("{option} must not be empty"));
+    }
+    if let Some(c) = v
+        .chars()
+        .find(|c| matches!(c, ',' | '=' | ';' | '\n' | '\r' | '\0') || c.is_whitespace())
+    {
+        return Err(format!(
+            "{option} must not contain {c:?} (got {v}): it would change the meaning of PVE's property string",
+            v = quote(v)
+        ));
+    }
+    Ok(v.to_string())
+}
+
+/// `local:import/noble.qcow2`, `local-lvm:vm-9000-disk-0`, or an absolute path.
+pub fn import_source(option: &str, v: &str) -> Result<String, String> {
+    let v = plain(option, v)?;
+    if v.starts_with('/') {
+        if v.contains("/../") || v.ends_with("/..") {
+            return Err(format!(
+                "{option} must not contain '..', got {v}",
+                v = quote(&v)
+            ));
+        }
+        return Ok(v);
+    }
+    match v.split_once(':') {
+        Some((sid, path))
+            if storage_id(option, sid).is_ok() && !path.is_empty() && !path.contains("..") =>
+        {
+            Ok(v)
+        }
+        _ => Err(format!(
+            "{option} must be a volume ID such as local:import/noble.qcow2 (or an absolute path), got {v}",
+            v = quote(&v)
+        )),
+    }
+}
+
+/// The smallest disk size taken: PVE allocates new disks in GiB with decimals, and below a
+/// MiB a value rounds to nothing.
+pub const MIN_DISK_SIZE: u64 = 1 << 20;
+/// The largest: 1024 TiB, beyond any storage PVE manages (and far from overflowing).
+pub const MAX_DISK_SIZE: u64 = 1 << 50;
+
+/// Parses `20G`, `512M`, `1T`, `10240K`, `1.5G` (a bare number means GiB), as PVE's size
+/// grammar has it (`\d+(\.\d+)?[KMGT]?`): whole KiB, from 1 MiB to 1024 TiB.
+pub fn parse_size(option: &str, v: &str) -> Result<u64, String> {
+    let t = v.trim();
+    let bad = || {
+        format!(
+            "{option} must be a size such as 20G, 512M or 1.5T (a number, then K, M, G or T), got {}",
+            quote(v)
+        )
+    };
+    let (num, shift) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 10u32),
+        Some('M' | 'm') => (&t[..t.len() - 1], 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 30),
+        Some('T' | 't') => (&t[..t.len() - 1], 40),
+        _ => (t, 30),
+    };
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(frac) || num.ends_with('.') {
+        return Err(bad());
+    }
+    // Exact arithmetic: whole << shift, plus the fraction's share, in u128 so no value wraps.
+    let w: u128 = whole.parse().map_err(|_| bad())?;
+    let frac = &frac[..frac.len().min(30)];
+    let (f, scale): (u128, u128) = if frac.is_empty() {
+        (0, 1)
+    } else {
+        (
+            frac.parse().map_err(|_| bad())?,
+            10u128.pow(frac.len() as u32),
+        )
+    };
+    let bytes = w
+        .checked_shl(shift)
+        .filter(|b| *b >> shift == w)
+        .and_then(|b| b.checked_add((f << shift) / scale))
+        .filter(|b| *b <= MAX_DISK_SIZE as u128)
+        .ok_or_else(|| format!("{option} must be at most 1024T, got {}", quote(v)))?;
+    if (f << shift) % scale != 0 || bytes % 1024 != 0 {
+        return Err(format!(
+            "{option} must be a whole number of KiB, got {}",
+            quote(v)
+        ));
+    }
+    if bytes < MIN_DISK_SIZE as u128 {
+        return Err(format!("{option} must be at least 1M, got {}", quote(v)));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drive_slots() {
+        for ok in ["scsi0", "scsi30", "virtio15", "sata5", "ide3", "efidisk0"] {
+            assert!(is_drive_slot(ok), "{ok}");
+        }
+        for bad in [
+            "scsi31",
+            "scsi",
+            "scsi01",
+            "virtio16",
+            "nvme0",
+            "scsi0,x=1",
+            "",
+        ] {
+            assert!(!is_drive_slot(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn property_string_injection_is_refused() {
+        assert!(
+            import_source("import_from", "local:import/a.qcow2,format=raw")
+                .unwrap_err()
+                .contains("','")
+        );
+        assert!(import_source("import_from", "local:import/a.qcow2\nscsi1: x").is_err());
+        assert!(storage_id("storage", "local-lvm,size=1").is_err());
+        assert!(import_source("import_from", "local:import/noble.qcow2").is_ok());
+        assert!(import_source("import_from", "/var/lib/vz/template/noble.img").is_ok());
+        assert!(import_source("import_from", "noble.qcow2").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("size", "20G").unwrap(), 20 << 30);
+        assert_eq!(parse_size("size", "512M").unwrap(), 512 << 20);
+        assert_eq!(parse_size("size", "10").unwrap(), 10 << 30);
+        assert!(parse_size("size", "-1G").is_err());
+        assert!(parse_size("size", "big").is_err());
+        assert_eq!(parse_size("size", "1.5G").unwrap(), 3 << 29);
+        assert_eq!(parse_size("size", "2050M").unwrap(), 2050 << 20);
+        for (bad, why) in [
+            ("1K", "at least 1M"),
+            ("0", "at least 1M"),
+            ("99999999999999999999999T", "at most 1024T"),
+            ("1025T", "at most 1024T"),
+            ("1e3G", "must be a size"),
+            ("0.0000001K", "whole number of KiB"),
+            ("1.G", "must be a size"),
+            (".5G", "must be a size"),
+            ("NaNG", "must be a size"),
+            ("infM", "must be a size"),
+        ] {
+            let e = parse_size("disks[0].size", bad).unwrap_err();
+            assert!(
+                e.contains(why) && e.starts_with("disks[0].size"),
+                "{bad}: {e}"
+            );
+        }
+    }
+}
