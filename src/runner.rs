@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::ansible::spec::{Kind, Opt, given};
 use crate::ansible::text::quote;
+use crate::pve::api::Task;
 use crate::pve::client::Client;
 use crate::pve::error::task_refused_before_acting;
 use crate::pve::tasks::{TAIL_LINES, TaskReport, WaitError, wait_task};
@@ -66,13 +67,11 @@ impl WaitSettings {
     }
 }
 
-/// A module run: the client, the deadline every wait and retry shares, and what the run
-/// waited on.
+/// A module run: the client (which holds the run's deadline, `timeout` from the start, that
+/// every request, wait and retry shares), and what the run waited on.
 pub struct Session {
     pub client: Client,
     pub started: Instant,
-    /// The run's deadline (`timeout` from the start): no wait or retry outlasts it.
-    pub deadline: Instant,
     pub settings: WaitSettings,
     pub log: TaskLog,
 }
@@ -87,7 +86,6 @@ impl Session {
         Ok(Session {
             client,
             started,
-            deadline,
             settings,
             log: TaskLog {
                 tasks: Vec::new(),
@@ -99,22 +97,22 @@ impl Session {
     /// The wait policy for the time left; `copies` when the task is expected to copy a disk
     /// and report progress.
     pub fn policy(&self, copies: bool) -> Policy {
-        Policy::with_timeout(self.deadline.saturating_duration_since(Instant::now()))
-            .with_cap(self.settings.poll_interval)
-            .expecting_progress(copies)
+        Policy::with_timeout(
+            self.client
+                .deadline()
+                .saturating_duration_since(Instant::now()),
+        )
+        .with_cap(self.settings.poll_interval)
+        .expecting_progress(copies)
     }
 
-    /// Waits for a task; `what` names the operation in messages.
-    pub fn wait(
-        &mut self,
-        upid: &Upid,
-        what: &str,
-        copies: bool,
-    ) -> Result<TaskReport, TaskFailed> {
-        let policy = self.policy(copies);
+    /// Waits for a task; `what` names the operation in messages. A task that reports a
+    /// copy's progress is allowed for the copy.
+    pub fn wait(&mut self, task: &Task, what: &str) -> Result<TaskReport, TaskFailed> {
+        let policy = self.policy(task.reports_progress);
         self.log.wait(
-            &self.client,
-            upid,
+            &mut self.client,
+            &task.upid,
             &policy,
             self.settings.stop_on_timeout,
             what,
@@ -187,7 +185,7 @@ impl TaskLog {
     /// Waits for a task; `what` names the operation in messages ("creating VM 100 on pve1").
     pub fn wait(
         &mut self,
-        client: &Client,
+        client: &mut Client,
         upid: &Upid,
         policy: &Policy,
         stop_on_timeout: bool,

@@ -95,7 +95,8 @@ pub struct Client {
     read_only: bool,
     requests: Cell<u64>,
     timeout: Duration,
-    deadline: Cell<Instant>,
+    /// The run's deadline: no request outlasts it (the one place it is held).
+    deadline: Instant,
     proxy: Option<super::proxy::ProxyChoice>,
     hints: Hints,
     secret_sink: fn(&str),
@@ -257,7 +258,7 @@ impl Client {
             read_only,
             requests: Cell::new(0),
             timeout: conn.timeout,
-            deadline: Cell::new(conn.deadline),
+            deadline: conn.deadline,
             proxy: conn.proxy.clone(),
             hints: conn.hints.clone(),
             secret_sink: conn.secret_sink,
@@ -270,11 +271,13 @@ impl Client {
     }
 
     /// Allows the requests of a cleanup up to [`CLEANUP_GRACE`] past the run's deadline.
-    pub fn allow_cleanup(&self) {
-        let grace = Instant::now() + CLEANUP_GRACE;
-        if grace > self.deadline.get() {
-            self.deadline.set(grace);
-        }
+    pub fn allow_cleanup(&mut self) {
+        self.deadline = self.deadline.max(Instant::now() + CLEANUP_GRACE);
+    }
+
+    /// The run's deadline: no request, retry or wait outlasts it.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
     }
 
     /// How many HTTP requests this client has sent.
@@ -403,10 +406,7 @@ impl Client {
             });
         }
         // Each request is bounded by api_timeout and by what is left of the run.
-        let left = self
-            .deadline
-            .get()
-            .saturating_duration_since(Instant::now());
+        let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(ApiError::DeadlineReached {
                 what: format!("{} {path} could be sent", method.as_str()),

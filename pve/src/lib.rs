@@ -5,9 +5,12 @@
 //!   [`client::Hints`] the caller gives for its error messages.
 //! * [`error`]: API errors and their classification (safe to resend? lock contention?
 //!   transient? refused by a worker before it acted?).
-//! * [`ops`]: the retry semantics of a request: a dispatched task, a plain call.
+//! * [`ops`]: the retry semantics of a request: a dispatched task, a plain call;
+//!   [`retry`]: how long each kind of wait pauses between tries.
 //! * [`tasks`], [`wait`], [`upid`]: waiting on a task by its UPID; the wait policy is pure.
-//! * [`paths`]: every API path the client calls, by PVE's grouping.
+//! * [`api`]: one function per PVE call the modules make (method, path, body, retry class,
+//!   task); [`answers`]: the answers they read, as types; [`paths`]: the paths, by PVE's
+//!   grouping.
 //! * [`tls`], [`proxy`], [`encode`]: trust, proxies, path segments and form bodies.
 //! * [`interrupt`]: signals end a wait cleanly (the one place that installs handlers).
 
@@ -15,6 +18,8 @@
 // size on the error path does not matter and boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
+pub mod answers;
+pub mod api;
 pub mod client;
 pub mod encode;
 pub mod error;
@@ -22,6 +27,7 @@ pub mod interrupt;
 pub mod ops;
 pub mod paths;
 pub mod proxy;
+pub mod retry;
 pub mod tasks;
 pub mod tls;
 pub mod upid;

@@ -6,63 +6,35 @@
 //!   lost after PVE may have acted (a dropped connection, a 596), `recover` looks for the task
 //!   it started instead, so a UPID-returning request is never carried out twice.
 //!
-//! Waiting on the UPID is [`super::tasks::wait_task`].
+//! Waiting on the UPID is [`super::tasks::wait_task`]; how long to pause between tries is
+//! [`super::retry`]. Both classes stop at the client's deadline.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
 use super::client::{Client, Method, Params};
 use super::error::ApiError;
+use super::retry::{self, Awaiting, Interrupted};
 use super::upid::Upid;
-use crate::interrupt;
 
-/// Back-off before retry `attempt` (1-based): 250 ms doubling to 4 s, with a little jitter so
-/// parallel runs do not retry in step.
-pub fn backoff(attempt: u32, jitter_seed: u64) -> Duration {
-    let base = 250u64
-        .saturating_mul(1 << attempt.saturating_sub(1).min(4))
-        .min(4000);
-    let jitter = (jitter_seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(attempt as u64)
-        >> 33)
-        % (base / 4 + 1);
-    Duration::from_millis(base + jitter)
-}
-
-/// A number that differs between processes, for jitter.
-pub fn seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    t ^ ((std::process::id() as u64) << 32)
-}
-
-fn pause(d: Duration, deadline: Instant) -> Result<(), ApiError> {
-    let d = d.min(deadline.saturating_duration_since(Instant::now()));
-    if interrupt::sleep(d) {
-        Ok(())
-    } else {
-        Err(ApiError::Interrupted {
-            signal: interrupt::received().unwrap_or("a signal"),
+fn pause(attempt: u32, seed: u64, deadline: Instant) -> Result<(), ApiError> {
+    retry::pause(Awaiting::Transient.pause(attempt, seed), deadline).map_err(
+        |Interrupted(signal)| ApiError::Interrupted {
+            signal,
             what: String::new(),
-        })
-    }
+        },
+    )
 }
 
 /// How many unexplained 500s a read tries again.
 const MAX_500_RETRIES: u32 = 3;
 
-/// A GET retried on transient errors until `deadline` (an unexplained 500 a few times).
-pub fn read(
-    client: &Client,
-    path: &str,
-    params: &Params,
-    deadline: Instant,
-) -> Result<Value, ApiError> {
-    let s = seed();
+/// A GET retried on transient errors until the client's deadline (an unexplained 500 a few
+/// times).
+pub fn read(client: &Client, path: &str, params: &Params) -> Result<Value, ApiError> {
+    let deadline = client.deadline();
+    let seed = retry::seed();
     let mut attempt = 0;
     let mut five_hundreds = 0;
     loop {
@@ -76,7 +48,7 @@ pub fn read(
                     five_hundreds += 1;
                 }
                 attempt += 1;
-                pause(backoff(attempt, s), deadline)?;
+                pause(attempt, seed, deadline)?;
             }
             other => return other,
         }
@@ -99,10 +71,10 @@ pub fn dispatch(
     method: Method,
     path: &str,
     params: &Params,
-    deadline: Instant,
     mut recover: impl FnMut() -> Option<Upid>,
 ) -> Result<Dispatched, ApiError> {
-    let s = seed();
+    let deadline = client.deadline();
+    let seed = retry::seed();
     let mut attempt = 0;
     loop {
         let err = match client.write(method, path, params) {
@@ -142,20 +114,6 @@ pub fn dispatch(
             return Err(err);
         }
         attempt += 1;
-        pause(backoff(attempt, s), deadline)?;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_caps() {
-        let d: Vec<u128> = (1..=8).map(|a| backoff(a, 42).as_millis()).collect();
-        assert!(d[0] >= 250 && d[0] <= 313, "{d:?}");
-        assert!(d[1] >= 500 && d[2] >= 1000 && d[3] >= 2000);
-        assert!(d.iter().all(|x| *x <= 5000), "{d:?}");
-        assert_ne!(backoff(3, 1), backoff(3, 2));
+        pause(attempt, seed, deadline)?;
     }
 }

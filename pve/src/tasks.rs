@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::client::{Client, Method, Params};
+use super::answers::LogPage;
+use super::api;
+use super::client::Client;
 use super::error::ApiError;
 use super::upid::Upid;
 use super::wait::{Decision, Exit, Observation, Policy, WaitState, progress_in};
@@ -263,44 +265,25 @@ impl LogWindow {
     }
 }
 
-/// A page of a task log: the line count the server reports, and (line number, text) pairs.
-type LogPage = (Option<u64>, Vec<(u64, String)>);
-
-/// One page of the log from line `start` (0-based).
-fn log_page(client: &Client, upid: &Upid, start: u64) -> Result<LogPage, ApiError> {
-    let params: Params = vec![
-        ("start".into(), start.to_string()),
-        ("limit".into(), LOG_PAGE.to_string()),
-    ];
-    let env = client.get_envelope(&crate::paths::task_log(upid), &params)?;
-    let lines: Vec<(u64, String)> = env["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|l| Some((l["n"].as_u64()?, l["t"].as_str().unwrap_or("").to_string())))
-        .collect();
-    Ok((env["total"].as_u64(), lines))
-}
-
 /// Reads the log lines not seen yet. When more lines came than one page holds, it skips to
 /// the last page, so the window always ends with the log's real last lines, however long the
 /// log and however the server pages it (a server that ignores `limit` sends everything: only
 /// the last lines are kept).
 fn read_log(client: &Client, upid: &Upid, log: &mut LogWindow) -> Result<(), ApiError> {
-    let (total, mut lines) = log_page(client, upid, log.seen)?;
+    let LogPage { total, mut lines } = api::tasks::log_page(client, upid, log.seen, LOG_PAGE)?;
     if let Some(total) = total
         && total > log.seen + lines.len() as u64
         && total > LOG_PAGE
     {
-        lines = log_page(client, upid, total - LOG_PAGE)?.1;
+        lines = api::tasks::log_page(client, upid, total - LOG_PAGE, LOG_PAGE)?.lines;
     }
     // An empty log reads as one "no content" line; it is not part of the log.
-    if log.seen == 0 && lines.len() == 1 && lines[0].1 == "no content" && total.unwrap_or(1) <= 1 {
+    if log.seen == 0 && lines.len() == 1 && lines[0].t == "no content" && total.unwrap_or(1) <= 1 {
         return Ok(());
     }
     let skip = lines.len().saturating_sub(2 * KEEP_LINES);
-    for (n, t) in lines.into_iter().skip(skip) {
-        log.push(n, t);
+    for line in lines.into_iter().skip(skip) {
+        log.push(line.n, line.t);
     }
     Ok(())
 }
@@ -360,15 +343,12 @@ fn look_at_status(
     upid: &Upid,
     log: &mut LogWindow,
 ) -> Result<Observation, ApiError> {
-    match client.get(&crate::paths::task_status(upid), &Vec::new()) {
-        Ok(st) if st["status"].as_str() == Some("stopped") => {
+    match api::tasks::status(client, upid) {
+        Ok(status) if status.stopped() => {
             // The tail for messages: best effort.
             let _ = read_log(client, upid, log);
             Ok(Observation::Stopped {
-                exitstatus: st["exitstatus"]
-                    .as_str()
-                    .unwrap_or("unexpected status")
-                    .to_string(),
+                exitstatus: status.exit(),
             })
         }
         Ok(_) => Ok(Observation::Running {
@@ -454,7 +434,7 @@ fn observe(
 
 /// Waits for a task to stop; success is PVE's rule (`OK` or `WARNINGS: N`).
 pub fn wait_task(
-    client: &Client,
+    client: &mut Client,
     upid: &Upid,
     policy: &Policy,
     stop_on_timeout: bool,
@@ -527,16 +507,10 @@ pub fn wait_task(
                     client.allow_cleanup();
                 }
                 let stopped = stop_on_timeout.then(|| {
-                    client
-                        .write(Method::Delete, &crate::paths::task(upid), &Vec::new())
-                        .map_err(|e| e.to_string())?;
-                    let st = client
-                        .get(&crate::paths::task_status(upid), &Vec::new())
-                        .map_err(|e| e.to_string())?;
-                    Ok(st["exitstatus"]
-                        .as_str()
-                        .unwrap_or("unexpected status")
-                        .to_string())
+                    api::tasks::stop(client, upid).map_err(|e| e.to_string())?;
+                    api::tasks::status(client, upid)
+                        .map(|status| status.exit())
+                        .map_err(|e| e.to_string())
                 });
                 if stopped.is_some() {
                     let _ = read_log(client, upid, &mut log);
@@ -553,29 +527,4 @@ pub fn wait_task(
             Decision::Vanished => return Err(WaitError::Vanished { upid: upid.clone() }),
         }
     }
-}
-
-/// Lists the tasks still running on a node, for a VM and/or of a type (to find the task that
-/// holds a lock, or the one a lost answer started).
-pub fn active_tasks(
-    client: &Client,
-    node: &str,
-    vmid: Option<u32>,
-    ttype: Option<&str>,
-) -> Result<Vec<Upid>, ApiError> {
-    let mut params: Params = vec![("source".into(), "active".into())];
-    if let Some(v) = vmid {
-        params.push(("vmid".into(), v.to_string()));
-    }
-    if let Some(t) = ttype {
-        params.push(("typefilter".into(), t.into()));
-    }
-    let list = client.get(&crate::paths::Node::new(node).tasks(), &params)?;
-    Ok(list
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t["upid"].as_str())
-        .filter_map(|u| Upid::parse(u).ok())
-        .collect())
 }

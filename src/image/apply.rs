@@ -1,39 +1,28 @@
 //! The shell of the `image` module: list the storage, carry out the plan (each task waited on
 //! by its UPID), and report `changed`, `volid`, `size` and the tasks.
 
-use std::time::Instant;
-
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::plan::{Step, plan};
 use super::spec::{Desired, desired};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
-use crate::pve::client::{Client, Method, Params};
-use crate::pve::ops::{self, Dispatched, dispatch};
-use crate::pve::paths::{Node, Storage};
+use crate::pve::answers::Volume;
+use crate::pve::api::Dispatched;
+use crate::pve::api::storage::{self, Download};
+use crate::pve::client::Client;
 use crate::runner::Session;
 
-/// `/nodes/{node}/storage/{storage}`.
-fn storage_of(desired: &Desired) -> Storage {
-    Node::new(&desired.node).storage(&desired.storage)
-}
-
 /// The file's entry in the storage's content listing, if it is there.
-fn lookup(client: &Client, desired: &Desired, deadline: Instant) -> Result<Option<Value>, Failure> {
-    let path = storage_of(desired).content();
-    let params: Params = vec![("content".into(), desired.content.clone())];
-    let list = ops::read(client, &path, &params, deadline).map_err(|e| {
-        Failure::msg(format!(
-            "listing {} on {}: {e}",
-            desired.storage, desired.node
-        ))
-    })?;
-    Ok(list
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|v| v["volid"].as_str() == Some(desired.volid().as_str()))
-        .cloned())
+fn lookup(client: &Client, desired: &Desired) -> Result<Option<Volume>, Failure> {
+    let volumes = storage::content(client, &desired.node, &desired.storage, &desired.content)
+        .map_err(|e| {
+            Failure::msg(format!(
+                "listing {} on {}: {e}",
+                desired.storage, desired.node
+            ))
+        })?;
+    let volid = desired.volid();
+    Ok(volumes.into_iter().find(|v| v.volid == volid))
 }
 
 /// Runs the `image` module.
@@ -57,8 +46,7 @@ fn converge(
     check_mode: bool,
     changed: &mut bool,
 ) -> Result<Outcome, Failure> {
-    let deadline = session.deadline;
-    let before = lookup(&session.client, desired, deadline)?;
+    let before = lookup(&session.client, desired)?;
     let steps = plan(desired, before.is_some());
     let state = |e: bool| if e { "present" } else { "absent" };
     let header = format!("{} on {}", desired.volid(), desired.node);
@@ -91,20 +79,17 @@ fn converge(
         for step in &steps {
             match step {
                 Step::Delete => {
-                    // The volume id holds '/' and ':': it travels as one encoded path segment.
-                    let path = storage_of(desired).volume(&desired.volid());
                     let what = format!("removing {}", desired.volid());
-                    match dispatch(
+                    let volid = desired.volid();
+                    match storage::delete_volume(
                         &session.client,
-                        Method::Delete,
-                        &path,
-                        &Vec::new(),
-                        deadline,
-                        || None,
+                        &desired.node,
+                        &desired.storage,
+                        &volid,
                     ) {
-                        Ok(Dispatched::Task(upid)) => {
+                        Ok(Dispatched::Task(task)) => {
                             *changed = true;
-                            session.wait(&upid, &what, false)?;
+                            session.wait(&task, &what)?;
                         }
                         Ok(Dispatched::Done) => *changed = true,
                         Err(e) => return Err(Failure::msg(format!("{what}: {e}"))),
@@ -115,44 +100,31 @@ fn converge(
                         .url
                         .clone()
                         .ok_or_else(|| Failure::msg("url is required to download the image"))?;
-                    let mut params: Params = vec![
-                        ("content".into(), desired.content.clone()),
-                        ("filename".into(), desired.filename.clone()),
-                        ("url".into(), url.clone()),
-                        (
-                            "verify-certificates".into(),
-                            if desired.verify_certificates {
-                                "1"
-                            } else {
-                                "0"
-                            }
-                            .into(),
-                        ),
-                    ];
-                    if let Some((algo, sum)) = &desired.checksum {
-                        params.push(("checksum".into(), sum.clone()));
-                        params.push(("checksum-algorithm".into(), algo.clone()));
-                    }
-                    let path = storage_of(desired).download_url();
-                    let what = format!("downloading {url} to {}", desired.volid());
-                    let client = &session.client;
-                    let recover = || {
-                        crate::pve::tasks::active_tasks(
-                            client,
-                            &desired.node,
-                            None,
-                            Some("download"),
-                        )
-                        .ok()?
-                        .into_iter()
-                        .find(|u| u.id.contains(&desired.filename))
+                    let download = Download {
+                        url: &url,
+                        content: &desired.content,
+                        filename: &desired.filename,
+                        verify_certificates: desired.verify_certificates,
+                        checksum: desired
+                            .checksum
+                            .as_ref()
+                            .map(|(algorithm, sum)| (algorithm.as_str(), sum.as_str())),
                     };
-                    match dispatch(client, Method::Post, &path, &params, deadline, recover) {
-                        Ok(Dispatched::Task(upid)) => {
-                            // The download's log has no progress lines the wait reads.
-                            let r = session.wait(&upid, &what, false)?;
+                    let what = format!("downloading {url} to {}", desired.volid());
+                    match storage::download_url(
+                        &session.client,
+                        &desired.node,
+                        &desired.storage,
+                        &download,
+                    ) {
+                        Ok(Dispatched::Task(task)) => {
+                            let report = session.wait(&task, &what)?;
                             // PVE verified an existing file against the checksum and kept it.
-                            if !r.log.iter().any(|l| l.contains("got correct file already")) {
+                            if !report
+                                .log
+                                .iter()
+                                .any(|l| l.contains("got correct file already"))
+                            {
                                 *changed = true;
                             }
                         }
@@ -166,7 +138,7 @@ fn converge(
     let after = if steps.is_empty() {
         before.clone()
     } else {
-        lookup(&session.client, desired, deadline)?
+        lookup(&session.client, desired)?
     };
     o.changed = *changed;
     o.diff = Some(
@@ -180,8 +152,8 @@ fn converge(
         (false, false) => format!("{} is absent", desired.volid()),
     };
     if let Some(a) = &after {
-        o.data.insert("size".into(), a["size"].clone());
-        o.data.insert("format".into(), a["format"].clone());
+        o.data.insert("size".into(), a.size.clone());
+        o.data.insert("format".into(), a.format.clone());
     }
     Ok(o)
 }

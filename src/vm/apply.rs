@@ -7,7 +7,7 @@ use super::converge::converge;
 use super::desired::desired;
 use super::shell::Runner;
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
-use crate::pve::ops;
+use crate::pve::retry;
 use crate::runner::Session;
 
 /// Runs the `vm` module.
@@ -17,7 +17,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         session: Session::start(inv)?,
         desired: &desired,
         changes: Default::default(),
-        seed: ops::seed(),
+        seed: retry::seed(),
         prefetched: Default::default(),
     };
     let result = converge(&mut runner, inv.ctx.check_mode).map_err(|mut failure| {

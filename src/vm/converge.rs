@@ -3,15 +3,13 @@
 //! then the follow-up the guest needs (a restart, a regenerated cloud-init drive, its
 //! address). In check mode, the prediction instead.
 
-use std::time::Instant;
-
 use super::desired::State;
 use super::plan::{Current, Plan, Step, plan};
 use super::predict::predict;
 use super::report::{self, Converged, all_keys, header};
 use super::shell::{Done, Runner};
 use crate::ansible::protocol::{Failure, Outcome};
-use crate::pve::ops::backoff;
+use crate::pve::retry::{Awaiting, pause};
 
 /// Converges the VM (or, in check mode, predicts what converging it would do).
 pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
@@ -94,19 +92,13 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> Result<Outcome,
         }
         if stale {
             refused += 1;
-            let pause = backoff(refused.min(4), runner.seed.wrapping_add(refused as u64)).min(
-                runner
-                    .session
-                    .deadline
-                    .saturating_duration_since(Instant::now()),
-            );
-            if !crate::interrupt::sleep(pause) {
-                return Err(runner.fail(format!(
-                    "interrupted by {} while re-planning {}",
-                    crate::interrupt::received().unwrap_or("a signal"),
-                    header(cur.as_ref())
-                )));
-            }
+            pause(
+                Awaiting::StalePlan.pause(refused, runner.seed),
+                runner.deadline(),
+            )
+            .map_err(|signal| {
+                runner.interrupted(signal, &format!("re-planning {}", header(cur.as_ref())))
+            })?;
         } else {
             round += 1;
         }

@@ -6,36 +6,38 @@
 use std::time::Instant;
 
 use super::desired::CloneSource;
-use super::shell::{Done, Runner, epoch_secs, imports, params};
+use super::shell::{Done, Runner, epoch_secs};
 use crate::ansible::protocol::Failure;
-use crate::pve::client::{Method, Params};
-use crate::pve::error::task_found_vmid_taken;
-use crate::pve::ops::{self, Dispatched, backoff, dispatch};
-use crate::pve::paths::{self, Node};
-use crate::pve::upid::Upid;
+use crate::pve::api::qemu::{self, CloneRequest, Vm};
+use crate::pve::api::{Dispatched, cluster};
+use crate::pve::error::{ApiError, task_found_vmid_taken};
+use crate::pve::retry::{Awaiting, pause};
 
 /// How a new VM is made.
 enum Making<'p> {
-    /// `POST /nodes/{node}/qemu` with these parameters (the vmid is added).
-    Create { params: &'p [(String, String)] },
-    /// `POST …/{src}/clone` from VM `src` on `src_node`; `copies`: a full clone, which
-    /// copies every disk and reports progress as an import does.
+    /// A create with this config (imports included), in `pool` if given.
+    Create {
+        config: &'p [(String, String)],
+        pool: Option<&'p str>,
+    },
+    /// A clone of VM `src` on `src_node`.
     Clone {
         source: &'p CloneSource,
         src: u32,
         src_node: String,
-        copies: bool,
+        is_template: bool,
     },
 }
 
 impl Runner<'_> {
-    /// Creates the VM on `node` from the planned parameters (a `qmcreate` task).
+    /// Creates the VM on `node` from the planned config (a `qmcreate` task).
     pub(super) fn create(
         &mut self,
         node: &str,
-        params: &[(String, String)],
+        config: &[(String, String)],
+        pool: Option<&str>,
     ) -> Result<Done, Failure> {
-        self.make(node, &Making::Create { params })
+        self.make(node, &Making::Create { config, pool })
     }
 
     /// Clones the source into a new VM on `node` (a `qmclone` task; without `node`, on the
@@ -47,52 +49,51 @@ impl Runner<'_> {
         } else {
             node.to_string()
         };
-        let copies = source.full.unwrap_or(!is_template);
         self.make(
             &node,
             &Making::Clone {
                 source,
                 src,
                 src_node,
-                copies,
+                is_template,
             },
         )
     }
 
-    /// The request that makes VM `vmid` on `node`: (method, path, parameters).
-    fn request(&self, making: &Making, vmid: u32, node: &str) -> (Method, String, Params) {
+    /// Sends the request that makes VM `vmid` on `node`; returns it with what it is doing.
+    fn send_making(
+        &self,
+        making: &Making,
+        vmid: u32,
+        node: &str,
+    ) -> (String, Result<Dispatched, ApiError>) {
+        let client = &self.session.client;
+        let new = Vm::new(node, vmid);
         match making {
-            Making::Create { params } => {
-                let mut req: Params = vec![("vmid".into(), vmid.to_string())];
-                req.extend(params.iter().cloned());
-                (Method::Post, Node::new(node).qemu(), req)
-            }
+            Making::Create { config, pool } => (
+                format!("creating VM {vmid} on {node}"),
+                qemu::create(client, &new, config, *pool),
+            ),
             Making::Clone {
                 source,
                 src,
                 src_node,
-                ..
+                is_template,
             } => {
-                let mut req: Params = vec![("newid".into(), vmid.to_string())];
-                if let Some(name) = &self.desired.name {
-                    req.push(("name".into(), name.clone()));
-                }
-                if node != src_node {
-                    req.push(("target".into(), node.to_string()));
-                }
-                if let Some(full) = source.full {
-                    req.push(("full".into(), if full { "1" } else { "0" }.into()));
-                }
-                if let Some(storage) = &source.storage {
-                    req.push(("storage".into(), storage.clone()));
-                }
-                if let Some(snapname) = &source.snapname {
-                    req.push(("snapname".into(), snapname.clone()));
-                }
-                if let Some(pool) = &self.desired.pool {
-                    req.push(("pool".into(), pool.clone()));
-                }
-                (Method::Post, Node::new(src_node).vm(*src).clone_vm(), req)
+                let request = CloneRequest {
+                    newid: vmid,
+                    name: self.desired.name.as_deref(),
+                    target: (node != src_node).then_some(node),
+                    full: source.full,
+                    source_is_template: *is_template,
+                    storage: source.storage.as_deref(),
+                    snapname: source.snapname.as_deref(),
+                    pool: self.desired.pool.as_deref(),
+                };
+                (
+                    format!("cloning VM {src} on {src_node} to VM {vmid}"),
+                    qemu::clone(client, &Vm::new(src_node, *src), &request),
+                )
             }
         }
     }
@@ -106,38 +107,11 @@ impl Runner<'_> {
                 Some(given) => given,
                 None => self.next_id()?,
             };
-            let (what, copies) = match making {
-                Making::Create { params } => {
-                    (format!("creating VM {vmid} on {node}"), imports(params))
-                }
-                Making::Clone {
-                    src,
-                    src_node,
-                    copies,
-                    ..
-                } => (
-                    format!("cloning VM {src} on {src_node} to VM {vmid}"),
-                    *copies,
-                ),
-            };
-            let (method, path, req) = self.request(making, vmid, node);
-            // Parallel clones of one template share the source's id in their UPIDs, so a
-            // lost clone answer cannot be matched to its task: it is not looked for.
-            let result = dispatch(
-                &self.session.client,
-                method,
-                &path,
-                &req,
-                self.session.deadline,
-                || match making {
-                    Making::Create { .. } => self.recover(node, vmid, "qmcreate"),
-                    Making::Clone { .. } => None,
-                },
-            );
+            let (what, result) = self.send_making(making, vmid, node);
             match result {
-                Ok(Dispatched::Task(upid)) => {
+                Ok(Dispatched::Task(task)) => {
                     let mark = self.changes.accepted();
-                    match self.wait_copy(upid, &what, copies) {
+                    match self.wait_task(&task, &what) {
                         Ok(()) => {}
                         Err(failed)
                             if matches!(making, Making::Clone { .. })
@@ -187,7 +161,8 @@ impl Runner<'_> {
                         // Created meanwhile: by this run, when an answer was lost and the
                         // request sent again (a qmcreate of this vmid started since this
                         // run first sent it), or by a parallel run.
-                        if self.created_since(node, vmid, sent_at) {
+                        if qemu::created_since(&self.session.client, &Vm::new(node, vmid), sent_at)
+                        {
                             let _ = self.changes.accepted();
                         }
                         return match self.find()? {
@@ -203,51 +178,22 @@ impl Runner<'_> {
     }
 
     /// A free vmid, from `/cluster/nextid`.
-    pub(super) fn next_id(&self) -> Result<u32, Failure> {
-        let v = ops::read(
-            &self.session.client,
-            paths::CLUSTER_NEXTID,
-            &Vec::new(),
-            self.session.deadline,
-        )
-        .map_err(|e| self.fail(format!("asking PVE for a free vmid: {e}")))?;
-        // The schema says integer; real servers answer a string.
-        v.as_u64()
-            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-            .map(|n| n as u32)
-            .ok_or_else(|| self.fail(format!("PVE answered an unexpected vmid: {v}")))
+    fn next_id(&self) -> Result<u32, Failure> {
+        cluster::next_vmid(&self.session.client)
+            .map_err(|e| self.fail(format!("asking PVE for a free vmid: {e}")))
     }
 
     /// Before asking for another vmid (a parallel run took the one `nextid` gave): a short,
     /// jittered pause, so runs that collided do not collide again; the deadline ends it.
-    pub(super) fn before_next_id(&self, attempt: u32, what: &str) -> Result<(), Failure> {
-        if Instant::now() >= self.session.deadline {
+    fn before_next_id(&self, attempt: u32, what: &str) -> Result<(), Failure> {
+        if Instant::now() >= self.deadline() {
             return Err(self.fail(format!("{what} (no free vmid found before the timeout)")));
         }
-        crate::interrupt::sleep(backoff(attempt.min(3), self.seed).mul_f64(0.4));
-        Ok(())
-    }
-
-    /// Whether a `qmcreate` of `vmid` started on `node` since `since` (epoch seconds, with
-    /// a little slack for the node's clock).
-    pub(super) fn created_since(&self, node: &str, vmid: u32, since: u64) -> bool {
-        let params = params(&[
-            ("source", "all".into()),
-            ("vmid", vmid.to_string()),
-            ("typefilter", "qmcreate".into()),
-        ]);
-        ops::read(
-            &self.session.client,
-            &Node::new(node).tasks(),
-            &params,
-            self.session.deadline,
+        pause(
+            Awaiting::FreeVmid.pause(attempt, self.seed),
+            self.deadline(),
         )
-        .ok()
-        .and_then(|v| v.as_array().cloned())
-        .into_iter()
-        .flatten()
-        .filter_map(|t| Upid::parse(t["upid"].as_str()?).ok())
-        .any(|u| u.starttime + 5 >= since)
+        .map_err(|signal| self.interrupted(signal, &format!("{what}: looking for a free vmid")))
     }
 
     /// After a create by name alone, makes sure the name is carried by one VM. PVE has no
@@ -256,23 +202,16 @@ impl Runner<'_> {
     /// ctime`, then the lower vmid) is kept; a run whose VM lost removes it and converges the
     /// winner. Creates still running for this user are waited for first: their config shows
     /// the name only at their end (qemu-server Qemu.pm create_vm writes it last).
-    pub(super) fn claim_name(&mut self, vmid: u32, node: &str) -> Result<Done, Failure> {
+    fn claim_name(&mut self, vmid: u32, node: &str) -> Result<Done, Failure> {
         let name = self.desired.name.clone().unwrap_or_default();
         let named = self.settled_named(&name, Some(vmid))?;
         let mut carriers: Vec<(u64, u32, String)> = Vec::new();
-        for (id, n) in named.carriers {
+        for (id, on) in named.carriers {
             let ctime = self
-                .config_of(id, &n)?
-                .and_then(|c| {
-                    c["meta"]
-                        .as_str()?
-                        .split(',')
-                        .find_map(|kv| kv.strip_prefix("ctime="))?
-                        .parse()
-                        .ok()
-                })
+                .config_of(id, &on)?
+                .and_then(|config| config.ctime())
                 .unwrap_or(u64::MAX);
-            carriers.push((ctime, id, n));
+            carriers.push((ctime, id, on));
         }
         let Some((_, win, win_node)) = carriers.iter().min().cloned() else {
             return Ok(Done::Vm(vmid, node.to_string()));
@@ -283,19 +222,8 @@ impl Runner<'_> {
         let what = format!(
             "removing VM {vmid} on {node}, which this run created: VM {win} on {win_node} carries the name '{name}' too and was created first (a parallel run)"
         );
-        let params = params(&[
-            ("purge", "1".into()),
-            ("destroy-unreferenced-disks", "1".into()),
-        ]);
-        match dispatch(
-            &self.session.client,
-            Method::Delete,
-            Node::new(node).vm(vmid).path(),
-            &params,
-            self.session.deadline,
-            || self.recover(node, vmid, "qmdestroy"),
-        ) {
-            Ok(Dispatched::Task(upid)) => self.wait(upid, &what)?,
+        match qemu::destroy(&self.session.client, &Vm::new(node, vmid), true) {
+            Ok(Dispatched::Task(task)) => self.wait(&task, &what)?,
             Ok(Dispatched::Done) => {}
             Err(e) => return Err(self.fail(format!("{what}: {e}"))),
         }

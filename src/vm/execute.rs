@@ -1,53 +1,44 @@
-//! Running a planned step: each one request, dispatched once (a lost answer is matched to
-//! its task by the task's type), its task waited on by its UPID; a step PVE refused because
-//! the VM changed meanwhile is reported as stale, to be re-planned. Also the restart that
-//! applies pending changes.
+//! Running a planned step: each one endpoint call, dispatched once (a lost answer is matched
+//! to its task), its task waited on by its UPID; a step PVE refused because the VM changed
+//! meanwhile is reported as stale, to be re-planned. Also the restart that applies pending
+//! changes.
 
 use std::time::Instant;
 
 use super::encode::format_size;
 use super::plan::{Current, Step};
-use super::shell::{Done, Runner, imports, params};
+use super::shell::{Done, Runner};
 use crate::ansible::protocol::Failure;
-use crate::pve::client::{Method, Params};
-use crate::pve::ops::{Dispatched, backoff, dispatch};
-use crate::pve::paths::{Node, Vm};
+use crate::pve::api::Dispatched;
+use crate::pve::api::qemu::{self, Vm};
+use crate::pve::error::ApiError;
+use crate::pve::retry::{Awaiting, pause};
 
 impl Runner<'_> {
-    /// Dispatches a task-starting request for the VM and waits on it.
-    pub(super) fn task(
+    /// Waits on what a request for the VM dispatched.
+    fn task(
         &mut self,
         cur: &Current,
-        method: Method,
-        path: fn(&Vm) -> String,
-        params: Params,
-        ttype: &str,
+        dispatched: Result<Dispatched, ApiError>,
         what: &str,
     ) -> Result<Done, Failure> {
         let (node, vmid) = (cur.node.clone(), cur.vmid);
-        let copies = imports(&params);
-        let result = dispatch(
-            &self.session.client,
-            method,
-            &path(&Node::new(&node).vm(vmid)),
-            &params,
-            self.session.deadline,
-            || self.recover(&node, vmid, ttype),
-        );
-        match result {
-            Ok(Dispatched::Task(upid)) => {
+        match dispatched {
+            Ok(Dispatched::Task(task)) => {
                 let mark = self.changes.accepted();
-                match self.wait_copy(upid, what, copies) {
+                match self.wait_task(&task, what) {
                     Ok(()) => Ok(Done::Vm(vmid, node)),
                     // The worker re-checked the VM under its file lock and refused before
                     // changing anything (another run changed the config, another operation
                     // holds the VM, or its file lock stayed taken for PVE's 10 s): read the VM
                     // again and re-plan.
-                    Err(t) if t.refused_before_acting && Instant::now() < self.session.deadline => {
+                    Err(failed)
+                        if failed.refused_before_acting && Instant::now() < self.deadline() =>
+                    {
                         self.changes.undo(mark);
                         Ok(Done::Stale)
                     }
-                    Err(t) => Err(t.failure),
+                    Err(failed) => Err(failed.failure),
                 }
             }
             Ok(Dispatched::Done) => {
@@ -61,114 +52,60 @@ impl Runner<'_> {
 
     /// Runs one planned step on the VM as last read (`cur`; `None` before a create or clone).
     pub(super) fn execute(&mut self, step: Step, cur: Option<&Current>) -> Result<Done, Failure> {
-        if let Step::Create { node, params } = &step {
-            return self.create(node, params);
-        }
-        if let Step::Clone { node, source } = &step {
-            return self.clone_vm(node, source);
-        }
-        let cur = cur.ok_or_else(|| {
-            self.fail(format!(
-                "internal error: {} planned for a VM that does not exist",
-                step.describe()
-            ))
-        })?;
+        let cur = match (&step, cur) {
+            (Step::Create { node, config, pool }, _) => {
+                return self.create(node, config, pool.as_deref());
+            }
+            (Step::Clone { node, source }, _) => return self.clone_vm(node, source),
+            (_, Some(cur)) => cur,
+            (_, None) => {
+                return Err(self.fail(format!(
+                    "internal error: {} planned for a VM that does not exist",
+                    step.describe()
+                )));
+            }
+        };
         let id = format!("VM {} on {}", cur.vmid, cur.node);
-        match step {
+        let vm = Vm::new(&cur.node, cur.vmid);
+        let client = &self.session.client;
+        let (dispatched, what) = match &step {
             Step::Create { .. } | Step::Clone { .. } => unreachable!("handled above"),
-            Step::Template => self.task(
-                cur,
-                Method::Post,
-                Vm::template,
-                Vec::new(),
-                "qmtemplate",
-                &format!("converting {id} to a template"),
+            Step::Template => (
+                qemu::template(client, &vm),
+                format!("converting {id} to a template"),
             ),
             Step::Update { set } => {
-                let mut params = set.clone();
-                if let Some(d) = cur.config.get("digest") {
-                    params.push(("digest".into(), d.clone()));
-                }
                 let keys = set
                     .iter()
                     .map(|(k, _)| k.as_str())
                     .collect::<Vec<_>>()
                     .join(", ");
-                self.task(
-                    cur,
-                    Method::Post,
-                    Vm::config,
-                    params,
-                    "qmconfig",
-                    &format!("updating {keys} of {id}"),
+                let digest = cur.config.get("digest").map(String::as_str);
+                (
+                    qemu::update_config(client, &vm, set, digest),
+                    format!("updating {keys} of {id}"),
                 )
             }
-            Step::Resize { slot, to, .. } => {
-                let params = params(&[("disk", slot.clone()), ("size", format_size(to))]);
-                self.task(
-                    cur,
-                    Method::Put,
-                    Vm::resize,
-                    params,
-                    "resize",
-                    &format!("resizing {slot} of {id} to {}", format_size(to)),
-                )
-            }
-            Step::Start => self.task(
-                cur,
-                Method::Post,
-                |v| v.power("start"),
-                Vec::new(),
-                "qmstart",
-                &format!("starting {id}"),
+            Step::Resize { slot, to, .. } => (
+                qemu::resize(client, &vm, slot, &format_size(*to)),
+                format!("resizing {slot} of {id} to {}", format_size(*to)),
             ),
-            Step::Stop => self.task(
-                cur,
-                Method::Post,
-                |v| v.power("stop"),
-                Vec::new(),
-                "qmstop",
-                &format!("stopping {id}"),
+            Step::Start => (qemu::start(client, &vm), format!("starting {id}")),
+            Step::Stop => (qemu::stop(client, &vm), format!("stopping {id}")),
+            Step::Reboot => (qemu::reboot(client, &vm), format!("rebooting {id}")),
+            Step::Shutdown { timeout, force } => (
+                qemu::shutdown(client, &vm, *timeout, *force),
+                format!("shutting down {id}"),
             ),
-            Step::Reboot => self.task(
-                cur,
-                Method::Post,
-                |v| v.power("reboot"),
-                Vec::new(),
-                "qmreboot",
-                &format!("rebooting {id}"),
+            Step::Destroy { purge } => (
+                qemu::destroy(client, &vm, *purge),
+                format!("destroying {id}"),
             ),
-            Step::Shutdown { timeout, force } => {
-                let params = params(&[
-                    ("timeout", timeout.to_string()),
-                    ("forceStop", if force { "1" } else { "0" }.into()),
-                ]);
-                self.task(
-                    cur,
-                    Method::Post,
-                    |v| v.power("shutdown"),
-                    params,
-                    "qmshutdown",
-                    &format!("shutting down {id}"),
-                )
-            }
-            Step::Destroy { purge } => {
-                let params = params(&[
-                    ("purge", if purge { "1" } else { "0" }.into()),
-                    ("destroy-unreferenced-disks", "1".into()),
-                ]);
-                match self.task(
-                    cur,
-                    Method::Delete,
-                    |v| v.path().to_string(),
-                    params,
-                    "qmdestroy",
-                    &format!("destroying {id}"),
-                )? {
-                    Done::Stale => Ok(Done::Stale),
-                    _ => Ok(Done::Gone),
-                }
-            }
+        };
+        match (self.task(cur, dispatched, &what)?, &step) {
+            (Done::Stale, _) => Ok(Done::Stale),
+            (_, Step::Destroy { .. }) => Ok(Done::Gone),
+            (done, _) => Ok(done),
         }
     }
 
@@ -193,21 +130,15 @@ impl Runner<'_> {
                     ))
                 })?;
                 match self.execute(step.clone(), Some(&now))? {
-                    Done::Stale if Instant::now() < self.session.deadline => {
+                    Done::Stale if Instant::now() < self.deadline() => {
                         refused += 1;
-                        let pause = backoff(refused.min(4), self.seed.wrapping_add(refused as u64))
-                            .min(
-                                self.session
-                                    .deadline
-                                    .saturating_duration_since(Instant::now()),
-                            );
-                        if !crate::interrupt::sleep(pause) {
-                            return Err(self.fail(format!(
-                                "interrupted by {} while restarting VM {}",
-                                crate::interrupt::received().unwrap_or("a signal"),
-                                c.vmid
-                            )));
-                        }
+                        pause(
+                            Awaiting::StalePlan.pause(refused, self.seed),
+                            self.deadline(),
+                        )
+                        .map_err(|signal| {
+                            self.interrupted(signal, &format!("restarting VM {}", c.vmid))
+                        })?;
                     }
                     Done::Stale => {
                         return Err(self.fail(format!(

@@ -11,38 +11,28 @@ use super::guest;
 use super::plan::Current;
 use super::shell::Runner;
 use crate::ansible::protocol::Failure;
-use crate::pve::client::Method;
-use crate::pve::ops::{self, Dispatched, dispatch};
-use crate::pve::paths::Node;
+use crate::pve::api::Dispatched;
+use crate::pve::api::qemu::{self, Vm};
+use crate::pve::retry::{Awaiting, pause};
 
 impl Runner<'_> {
     /// The changes a VM has not taken yet: PVE's pending section (read when it runs; a
     /// stopped VM takes it at its next start) and the cloud-init options its drive does not
     /// hold (when it has a cloud-init drive). Returns (pending keys, cloud-init keys).
     pub(super) fn untaken(&self, c: &Current) -> Result<(Vec<String>, Vec<String>), Failure> {
-        let vm = Node::new(&c.node).vm(c.vmid);
+        let vm = Vm::new(&c.node, c.vmid);
         let id = format!("VM {} on {}", c.vmid, c.node);
         let pending = if c.running {
-            let l = ops::read(
-                &self.session.client,
-                &vm.pending(),
-                &Vec::new(),
-                self.session.deadline,
-            )
-            .map_err(|e| self.fail(format!("reading the pending changes of {id}: {e}")))?;
-            guest::pending_keys(&l)
+            let listing = qemu::pending(&self.session.client, &vm)
+                .map_err(|e| self.fail(format!("reading the pending changes of {id}: {e}")))?;
+            guest::pending_keys(&listing)
         } else {
             Vec::new()
         };
         let cloudinit = if guest::has_cloudinit_drive(&c.config) {
-            let l = ops::read(
-                &self.session.client,
-                &vm.cloudinit(),
-                &Vec::new(),
-                self.session.deadline,
-            )
-            .map_err(|e| self.fail(format!("reading the cloud-init state of {id}: {e}")))?;
-            guest::cloudinit_pending(&l)
+            let listing = qemu::cloudinit(&self.session.client, &vm)
+                .map_err(|e| self.fail(format!("reading the cloud-init state of {id}: {e}")))?;
+            guest::cloudinit_pending(&listing)
         } else {
             Vec::new()
         };
@@ -55,15 +45,8 @@ impl Runner<'_> {
             "regenerating the cloud-init drive of VM {} on {}",
             c.vmid, c.node
         );
-        match dispatch(
-            &self.session.client,
-            Method::Put,
-            &Node::new(&c.node).vm(c.vmid).cloudinit(),
-            &Vec::new(),
-            self.session.deadline,
-            || None,
-        ) {
-            Ok(Dispatched::Task(upid)) => self.wait(upid, &what)?,
+        match qemu::regenerate_cloudinit(&self.session.client, &Vm::new(&c.node, c.vmid)) {
+            Ok(Dispatched::Task(task)) => self.wait(&task, &what)?,
             Ok(Dispatched::Done) => {}
             Err(e) => return Err(self.fail(format!("{what}: {e}"))),
         }
@@ -79,18 +62,16 @@ impl Runner<'_> {
         c: &Current,
         limit: Duration,
     ) -> Result<(Vec<String>, Value), Failure> {
-        let until = (Instant::now() + limit).min(self.session.deadline);
-        let path = Node::new(&c.node)
-            .vm(c.vmid)
-            .agent("network-get-interfaces");
+        let until = (Instant::now() + limit).min(self.deadline());
+        let vm = Vm::new(&c.node, c.vmid);
         let id = format!("VM {} on {}", c.vmid, c.node);
         let mut last;
         loop {
-            match self.session.client.get(&path, &Vec::new()) {
-                Ok(v) => {
-                    let found = guest::addresses(&v);
+            match qemu::agent_interfaces(&self.session.client, &vm) {
+                Ok(answer) => {
+                    let found = guest::addresses(&answer);
                     if !found.is_empty() {
-                        return Ok((found, v["result"].clone()));
+                        return Ok((found, answer["result"].clone()));
                     }
                     last = "the agent reported no address but loopback and link-local".into();
                 }
@@ -106,13 +87,9 @@ impl Runner<'_> {
                     humantime::format_duration(Duration::from_secs(limit.as_secs()))
                 )));
             }
-            let pause = Duration::from_secs(1).min(until.saturating_duration_since(Instant::now()));
-            if !crate::interrupt::sleep(pause) {
-                return Err(self.fail(format!(
-                    "interrupted by {} while waiting for the address of {id}",
-                    crate::interrupt::received().unwrap_or("a signal")
-                )));
-            }
+            pause(Awaiting::AgentNotUp.pause(1, self.seed), until).map_err(|signal| {
+                self.interrupted(signal, &format!("waiting for the address of {id}"))
+            })?;
         }
     }
 }

@@ -7,31 +7,26 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
+use crate::pve::answers::PendingKey;
+
 /// The keys `GET …/pending` lists with a `pending` value or a pending `delete`: changes a
 /// running VM takes only at its next start (qemu-server, vmconfig_hotplug_pending).
-pub fn pending_keys(listing: &Value) -> Vec<String> {
+pub fn pending_keys(listing: &[PendingKey]) -> Vec<String> {
     keys_with_changes(listing)
 }
 
 /// The cloud-init options `GET …/cloudinit` lists with a `pending` value or a `delete`: set in
 /// the config, not yet on the cloud-init drive the guest reads (regenerated at start or by
 /// `PUT …/cloudinit`).
-pub fn cloudinit_pending(listing: &Value) -> Vec<String> {
+pub fn cloudinit_pending(listing: &[PendingKey]) -> Vec<String> {
     keys_with_changes(listing)
 }
 
-fn keys_with_changes(listing: &Value) -> Vec<String> {
+fn keys_with_changes(listing: &[PendingKey]) -> Vec<String> {
     let mut out: Vec<String> = listing
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|i| {
-            i.get("pending").is_some()
-                || i.get("delete")
-                    .and_then(Value::as_i64)
-                    .is_some_and(|d| d != 0)
-        })
-        .filter_map(|i| i["key"].as_str().map(str::to_string))
+        .iter()
+        .filter(|key| key.changes())
+        .map(|key| key.key.clone())
         .collect();
     out.sort();
     out.dedup();
@@ -116,24 +111,25 @@ pub fn addresses(answer: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pve::answers::lenient_list;
     use serde_json::json;
 
     #[test]
     fn pending_and_cloudinit_listings() {
-        let l = json!([
+        let listing = lenient_list(json!([
             {"key": "cores", "value": 1, "pending": 2},
             {"key": "memory", "value": 1024},
             {"key": "serial0", "value": "socket", "delete": 1},
             {"key": "name", "value": "a"}
-        ]);
-        assert_eq!(pending_keys(&l), ["cores", "serial0"]);
-        let ci = json!([
+        ]));
+        assert_eq!(pending_keys(&listing), ["cores", "serial0"]);
+        let cloudinit = lenient_list(json!([
             {"key": "ciuser", "value": "old", "pending": "new"},
             {"key": "sshkeys", "pending": "x"},
             {"key": "ipconfig0", "value": "ip=dhcp"}
-        ]);
-        assert_eq!(cloudinit_pending(&ci), ["ciuser", "sshkeys"]);
-        assert!(pending_keys(&json!(null)).is_empty());
+        ]));
+        assert_eq!(cloudinit_pending(&cloudinit), ["ciuser", "sshkeys"]);
+        assert!(pending_keys(&lenient_list(json!(null))).is_empty());
     }
 
     #[test]

@@ -4,10 +4,14 @@
 use std::time::{Duration, Instant};
 
 use super::plan::Current;
-use super::shell::{Runner, params};
+use super::shell::Runner;
 use crate::ansible::protocol::Failure;
-use crate::pve::ops;
-use crate::pve::tasks::active_tasks;
+use crate::pve::api::{Task, access, tasks};
+use crate::pve::retry::{Awaiting, pause};
+
+/// How long a lock no visible task holds may stay before it is reported (its holder may be
+/// a task that is starting, not listed yet).
+const UNHELD_LOCK_PATIENCE: Duration = Duration::from_secs(10);
 
 impl Runner<'_> {
     /// If the VM is locked, waits for the task holding the lock (say an import from an
@@ -17,7 +21,7 @@ impl Runner<'_> {
         let Some(mut cur) = cur else { return Ok(None) };
         let mut quiet_since: Option<Instant> = None;
         while let Some(lock) = cur.lock().map(str::to_string) {
-            let running = active_tasks(&self.session.client, &cur.node, Some(cur.vmid), None)
+            let running = tasks::running(&self.session.client, &cur.node, Some(cur.vmid), None)
                 .map_err(|e| {
                     self.fail(format!(
                         "listing tasks of VM {} on {}: {e}",
@@ -30,20 +34,20 @@ impl Runner<'_> {
                     "waiting for {} (task {}) that holds VM {}'s lock '{lock}'",
                     upid.task_type, upid, cur.vmid
                 );
-                self.wait(upid, &what)?;
+                self.wait(&Task::found(upid), &what)?;
             } else {
                 let since = *quiet_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > Duration::from_secs(10)
-                    || Instant::now() >= self.session.deadline
-                {
+                if since.elapsed() > UNHELD_LOCK_PATIENCE || Instant::now() >= self.deadline() {
                     return Err(self.fail(self.unheld_lock_message(&cur, &lock)));
                 }
-                if !crate::interrupt::sleep(Duration::from_millis(250)) {
-                    return Err(self.fail(format!(
-                        "interrupted while waiting for VM {}'s lock '{lock}'",
-                        cur.vmid
-                    )));
-                }
+                pause(Awaiting::LockHeld.pause(1, self.seed), self.deadline()).map_err(
+                    |signal| {
+                        self.interrupted(
+                            signal,
+                            &format!("waiting for VM {}'s lock '{lock}'", cur.vmid),
+                        )
+                    },
+                )?;
             }
             cur = match self.read(cur.vmid, &cur.node)? {
                 Some(c) => c,
@@ -59,15 +63,8 @@ impl Runner<'_> {
     /// `qm unlock` on a VM that something may be using.
     pub(super) fn unheld_lock_message(&self, cur: &Current, lock: &str) -> String {
         let (vmid, node) = (cur.vmid, &cur.node);
-        let path = format!("/nodes/{node}");
-        let audit = ops::read(
-            &self.session.client,
-            "/access/permissions",
-            &params(&[("path", path.clone())]),
-            self.session.deadline,
-        )
-        .ok()
-        .map(|v| v[&path]["Sys.Audit"].as_u64() == Some(1) || v[&path]["Sys.Audit"] == true);
+        let path = access::node_acl_path(node);
+        let audit = access::has_privilege(&self.session.client, &path, "Sys.Audit").ok();
         match audit {
             Some(false) => format!(
                 "VM {vmid} on {node} is locked ({lock}) and no task this user can see holds the lock: \

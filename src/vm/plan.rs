@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::desired::{CloneSource, Desired, Disk, State};
 use super::encode::format_size;
+use crate::pve::answers::{VmConfig, VmStatus};
 use crate::pve::encode::url_decode;
 
 /// The VM as PVE reports it.
@@ -25,26 +26,13 @@ pub struct Current {
 
 impl Current {
     /// From the answers of `GET …/config` and `GET …/status/current`.
-    pub fn from_api(vmid: u32, node: &str, config_v: &Value, status: &Value) -> Current {
-        let config = config_v
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string()),
-                )
-            })
-            .collect();
+    pub fn from_api(vmid: u32, node: &str, config: &VmConfig, status: &VmStatus) -> Current {
         Current {
             vmid,
             node: node.to_string(),
-            config,
-            raw: config_raw(config_v),
-            running: status["status"].as_str() == Some("running"),
+            config: config.strings(),
+            raw: config_raw(&config.raw()),
+            running: status.running(),
         }
     }
 
@@ -70,10 +58,12 @@ fn config_raw(v: &Value) -> Value {
 /// One action on the VM.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
-    /// `POST /nodes/{node}/qemu` with the whole config, imports included (`qmcreate`).
+    /// `POST /nodes/{node}/qemu` with the whole config, imports included (`qmcreate`), in
+    /// `pool` if given.
     Create {
         node: String,
-        params: Vec<(String, String)>,
+        config: Vec<(String, String)>,
+        pool: Option<String>,
     },
     /// `POST /nodes/{node}/qemu/{source}/clone` (`qmclone`), to `node`; the new VM is then
     /// converged like any other.
@@ -411,19 +401,20 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             .node
             .clone()
             .ok_or("node is required to create a VM (no VM with that vmid or name exists)")?;
-        let mut params: Vec<(String, String)> = Vec::new();
+        let mut config: Vec<(String, String)> = Vec::new();
         for (k, v) in d.config.iter().chain(d.create_only.iter()) {
-            params.push((k.clone(), v.clone()));
+            config.push((k.clone(), v.clone()));
             p.after.insert(k.clone(), v.clone());
         }
         for disk in &d.disks {
-            params.push((disk.slot.clone(), new_disk_value(disk)));
+            config.push((disk.slot.clone(), new_disk_value(disk)));
             p.after.insert(disk.slot.clone(), describe_disk(disk));
         }
-        if let Some(pool) = &d.pool {
-            params.push(("pool".into(), pool.clone()));
-        }
-        p.steps.push(Step::Create { node, params });
+        p.steps.push(Step::Create {
+            node,
+            config,
+            pool: d.pool.clone(),
+        });
         return Ok(p);
     };
 
@@ -689,11 +680,11 @@ mod tests {
     #[test]
     fn create_carries_everything_in_one_request() {
         let p = plan(&desired(), None).unwrap();
-        let [Step::Create { node, params }] = p.steps.as_slice() else {
+        let [Step::Create { node, config, .. }] = p.steps.as_slice() else {
             panic!("{:?}", p.steps)
         };
         assert_eq!(node, "pve1");
-        let get = |k: &str| params.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
+        let get = |k: &str| config.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
         assert_eq!(
             get("scsi0"),
             Some("local-lvm:0,import-from=local:import/noble.qcow2,discard=on")

@@ -1,6 +1,6 @@
 //! The state one `vm` run shares across its concerns (the session, the desired VM, what it
-//! changed) and the primitives each of them uses: a failed result, a wait on a task, and
-//! the look for a task a lost answer may have started.
+//! changed) and the primitives each of them uses: a failed result, a wait on a task, the
+//! deadline.
 //!
 //! The concerns are `impl Runner` blocks in their own files: [`super::find`] (finding the
 //! VM), [`super::locks`] (waiting out a lock), [`super::create`] (create and clone),
@@ -8,15 +8,14 @@
 //! and [`super::converge`] (the loop over them).
 
 use std::cell::RefCell;
-
-use serde_json::Value;
+use std::time::Instant;
 
 use super::desired::Desired;
 use super::report::Changes;
 use crate::ansible::protocol::Failure;
-use crate::pve::client::Params;
-use crate::pve::tasks::active_tasks;
-use crate::pve::upid::Upid;
+use crate::pve::answers::VmConfig;
+use crate::pve::api::Task;
+use crate::pve::retry::Interrupted;
 use crate::runner::{Session, TaskFailed};
 
 /// What a step led to.
@@ -38,20 +37,7 @@ pub(super) struct Runner<'a> {
     /// The seed of the run's jittered pauses.
     pub(super) seed: u64,
     /// A config [`Runner::find`] read while looking: (vmid, node, config).
-    pub(super) prefetched: RefCell<Option<(u32, String, Value)>>,
-}
-
-/// Request parameters from (key, value) pairs.
-pub(super) fn params(pairs: &[(&str, String)]) -> Params {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
-}
-
-/// Whether a create or config request imports a disk (its task copies and reports progress).
-pub(super) fn imports(params: &[(String, String)]) -> bool {
-    params.iter().any(|(_, v)| v.contains("import-from="))
+    pub(super) prefetched: RefCell<Option<(u32, String, VmConfig)>>,
 }
 
 /// Seconds since the epoch, as UPIDs count them.
@@ -70,25 +56,23 @@ impl Runner<'_> {
     }
 
     /// Waits for a task; every way it can end badly becomes a failed result with context.
-    pub(super) fn wait(&mut self, upid: Upid, what: &str) -> Result<(), Failure> {
-        self.wait_copy(upid, what, false).map_err(Failure::from)
+    pub(super) fn wait(&mut self, task: &Task, what: &str) -> Result<(), Failure> {
+        self.wait_task(task, what).map_err(Failure::from)
     }
 
-    /// [`Runner::wait`] for a task that may copy a disk (`copies`: it imports one).
-    pub(super) fn wait_copy(
-        &mut self,
-        upid: Upid,
-        what: &str,
-        copies: bool,
-    ) -> Result<(), TaskFailed> {
-        self.session.wait(&upid, what, copies).map(|_| ())
+    /// [`Runner::wait`], telling how the task ended badly (a refusal before acting, an exit
+    /// status that calls for another vmid).
+    pub(super) fn wait_task(&mut self, task: &Task, what: &str) -> Result<(), TaskFailed> {
+        self.session.wait(task, what).map(|_| ())
     }
 
-    /// Finds a running task of `ttype` for the VM: the one a lost answer may have started.
-    pub(super) fn recover(&self, node: &str, vmid: u32, ttype: &str) -> Option<Upid> {
-        active_tasks(&self.session.client, node, Some(vmid), Some(ttype))
-            .ok()?
-            .into_iter()
-            .next()
+    /// The run's deadline.
+    pub(super) fn deadline(&self) -> Instant {
+        self.session.client.deadline()
+    }
+
+    /// A failed result for a pause a signal ended, saying what was being waited for.
+    pub(super) fn interrupted(&self, Interrupted(signal): Interrupted, doing: &str) -> Failure {
+        self.fail(format!("interrupted by {signal} while {doing}"))
     }
 }

@@ -1,0 +1,289 @@
+//! A node's VMs (qemu-server API2/Qemu.pm, API2/Qemu/Agent.pm): listing and reading them,
+//! and every request that changes one, each starting its task (`qmcreate`, `qmconfig`, …).
+
+use serde_json::Value;
+
+use super::{Dispatched, Recover, TaskType, dispatch, flag, tasks};
+use crate::answers::{NodeVm, PendingKey, VmConfig, VmStatus, lenient, lenient_list};
+use crate::client::{Client, Method, Params};
+use crate::error::ApiError;
+use crate::ops;
+use crate::paths::{self, Node};
+use crate::upid::Upid;
+
+/// A VM on a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vm {
+    pub node: String,
+    pub vmid: u32,
+}
+
+impl Vm {
+    pub fn new(node: &str, vmid: u32) -> Vm {
+        Vm {
+            node: node.to_string(),
+            vmid,
+        }
+    }
+
+    fn path(&self) -> paths::Vm {
+        Node::new(&self.node).vm(self.vmid)
+    }
+
+    fn recover(&self, task_type: TaskType) -> Recover<'_> {
+        Recover::OfVm {
+            node: &self.node,
+            vmid: self.vmid,
+            task_type,
+        }
+    }
+}
+
+/// Whether config values import a disk (`import-from=`): the task then copies it and its
+/// log reports progress.
+fn imports(config: &[(String, String)]) -> bool {
+    config.iter().any(|(_, v)| v.contains("import-from="))
+}
+
+/// `None` for a VM that is not (or no longer) there.
+fn unless_missing<T>(read: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
+    match read {
+        Ok(answer) => Ok(Some(answer)),
+        Err(e) if e.is_missing_vm() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `GET /nodes/{node}/qemu`: the node's VMs, read from their configs at once (a read).
+pub fn list(client: &Client, node: &str) -> Result<Vec<NodeVm>, ApiError> {
+    ops::read(client, &Node::new(node).qemu(), &Vec::new()).map(lenient_list)
+}
+
+/// `GET …/config` (pending values applied); `None` when the VM is not there (a read).
+pub fn config(client: &Client, vm: &Vm) -> Result<Option<VmConfig>, ApiError> {
+    unless_missing(ops::read(client, &vm.path().config(), &Vec::new()).map(lenient))
+}
+
+/// `GET …/status/current`: the power state as the node sees it now (a read).
+pub fn status(client: &Client, vm: &Vm) -> Result<Option<VmStatus>, ApiError> {
+    unless_missing(ops::read(client, &vm.path().status_current(), &Vec::new()).map(lenient))
+}
+
+/// `GET …/pending`: each key with its current and pending value (a read).
+pub fn pending(client: &Client, vm: &Vm) -> Result<Vec<PendingKey>, ApiError> {
+    ops::read(client, &vm.path().pending(), &Vec::new()).map(lenient_list)
+}
+
+/// `GET …/cloudinit`: the cloud-init options with what the drive holds (a read).
+pub fn cloudinit(client: &Client, vm: &Vm) -> Result<Vec<PendingKey>, ApiError> {
+    ops::read(client, &vm.path().cloudinit(), &Vec::new()).map(lenient_list)
+}
+
+/// `PUT …/cloudinit`: regenerates the cloud-init drive from the config.
+pub fn regenerate_cloudinit(client: &Client, vm: &Vm) -> Result<Dispatched, ApiError> {
+    let path = vm.path().cloudinit();
+    dispatch(
+        client,
+        Method::Put,
+        &path,
+        &Vec::new(),
+        false,
+        Recover::Never,
+    )
+}
+
+/// `GET …/agent/network-get-interfaces`: the guest agent's answer, sent once (PVE answers
+/// `500 QEMU guest agent is not running` until the agent is up; the caller decides).
+pub fn agent_interfaces(client: &Client, vm: &Vm) -> Result<Value, ApiError> {
+    client.get(&vm.path().agent("network-get-interfaces"), &Vec::new())
+}
+
+/// A create of this VM still running (`qmcreate`): its config shows the VM's name only at
+/// its end (qemu-server Qemu.pm create_vm writes it last).
+pub fn create_running(client: &Client, vm: &Vm) -> Option<Upid> {
+    tasks::running(client, &vm.node, Some(vm.vmid), Some(TaskType::Create))
+        .ok()?
+        .into_iter()
+        .next()
+}
+
+/// Whether a create of this VM started since `since` (epoch seconds).
+pub fn created_since(client: &Client, vm: &Vm, since: u64) -> bool {
+    tasks::started_since(client, &vm.node, vm.vmid, TaskType::Create, since)
+}
+
+/// `POST /nodes/{node}/qemu` (`qmcreate`): creates the VM with this config (imports
+/// included: then the task copies and reports progress), in `pool` if given.
+pub fn create(
+    client: &Client,
+    vm: &Vm,
+    config: &[(String, String)],
+    pool: Option<&str>,
+) -> Result<Dispatched, ApiError> {
+    let mut params: Params = vec![("vmid".into(), vm.vmid.to_string())];
+    params.extend(config.iter().cloned());
+    if let Some(pool) = pool {
+        params.push(("pool".into(), pool.to_string()));
+    }
+    let path = Node::new(&vm.node).qemu();
+    let recover = vm.recover(TaskType::Create);
+    dispatch(
+        client,
+        Method::Post,
+        &path,
+        &params,
+        imports(config),
+        recover,
+    )
+}
+
+/// What a clone makes (`POST …/{vmid}/clone`).
+#[derive(Clone, Debug, Default)]
+pub struct CloneRequest<'a> {
+    pub newid: u32,
+    pub name: Option<&'a str>,
+    /// The node the clone goes to, when not the source's.
+    pub target: Option<&'a str>,
+    /// `None`: PVE's default (linked from a template, full otherwise).
+    pub full: Option<bool>,
+    /// Whether the source is a template (what `full`'s default depends on).
+    pub source_is_template: bool,
+    pub storage: Option<&'a str>,
+    pub snapname: Option<&'a str>,
+    pub pool: Option<&'a str>,
+}
+
+/// `POST …/{vmid}/clone` (`qmclone`, its UPID carrying the source's id). A full clone copies
+/// every disk and reports progress as an import does. Parallel clones of one template share
+/// the source's id in their UPIDs, so a lost answer cannot be matched to its task: it is not
+/// looked for.
+pub fn clone(client: &Client, source: &Vm, request: &CloneRequest) -> Result<Dispatched, ApiError> {
+    let mut params: Params = vec![("newid".into(), request.newid.to_string())];
+    let optional = [
+        ("name", request.name.map(str::to_string)),
+        ("target", request.target.map(str::to_string)),
+        ("full", request.full.map(flag)),
+        ("storage", request.storage.map(str::to_string)),
+        ("snapname", request.snapname.map(str::to_string)),
+        ("pool", request.pool.map(str::to_string)),
+    ];
+    params.extend(
+        optional
+            .into_iter()
+            .filter_map(|(key, value)| Some((key.to_string(), value?))),
+    );
+    let copies = request.full.unwrap_or(!request.source_is_template);
+    let path = source.path().clone_vm();
+    dispatch(client, Method::Post, &path, &params, copies, Recover::Never)
+}
+
+/// `POST …/config` (`qmconfig`): sets these keys (new disks import or allocate inside the
+/// task), against the config read (`digest`), so a change made meanwhile is refused.
+pub fn update_config(
+    client: &Client,
+    vm: &Vm,
+    set: &[(String, String)],
+    digest: Option<&str>,
+) -> Result<Dispatched, ApiError> {
+    let mut params: Params = set.to_vec();
+    if let Some(digest) = digest {
+        params.push(("digest".into(), digest.to_string()));
+    }
+    let path = vm.path().config();
+    let recover = vm.recover(TaskType::Config);
+    dispatch(client, Method::Post, &path, &params, imports(set), recover)
+}
+
+/// `PUT …/resize` (`resize`, PVE 8+): grows `disk` to `size` (PVE's size grammar, `20G`).
+pub fn resize(client: &Client, vm: &Vm, disk: &str, size: &str) -> Result<Dispatched, ApiError> {
+    let params: Params = vec![("disk".into(), disk.into()), ("size".into(), size.into())];
+    let path = vm.path().resize();
+    dispatch(
+        client,
+        Method::Put,
+        &path,
+        &params,
+        false,
+        vm.recover(TaskType::Resize),
+    )
+}
+
+fn power(
+    client: &Client,
+    vm: &Vm,
+    action: &str,
+    params: &Params,
+    task_type: TaskType,
+) -> Result<Dispatched, ApiError> {
+    let path = vm.path().power(action);
+    dispatch(
+        client,
+        Method::Post,
+        &path,
+        params,
+        false,
+        vm.recover(task_type),
+    )
+}
+
+/// `POST …/status/start` (`qmstart`).
+pub fn start(client: &Client, vm: &Vm) -> Result<Dispatched, ApiError> {
+    power(client, vm, "start", &Vec::new(), TaskType::Start)
+}
+
+/// `POST …/status/stop` (`qmstop`).
+pub fn stop(client: &Client, vm: &Vm) -> Result<Dispatched, ApiError> {
+    power(client, vm, "stop", &Vec::new(), TaskType::Stop)
+}
+
+/// `POST …/status/reboot` (`qmreboot`).
+pub fn reboot(client: &Client, vm: &Vm) -> Result<Dispatched, ApiError> {
+    power(client, vm, "reboot", &Vec::new(), TaskType::Reboot)
+}
+
+/// `POST …/status/shutdown` (`qmshutdown`): a clean shutdown within `timeout` seconds, then
+/// (with `force`) a stop.
+pub fn shutdown(
+    client: &Client,
+    vm: &Vm,
+    timeout: u64,
+    force: bool,
+) -> Result<Dispatched, ApiError> {
+    let params: Params = vec![
+        ("timeout".into(), timeout.to_string()),
+        ("forceStop".into(), flag(force)),
+    ];
+    power(client, vm, "shutdown", &params, TaskType::Shutdown)
+}
+
+/// `DELETE /nodes/{node}/qemu/{vmid}` (`qmdestroy`): removes the VM and its disks, those
+/// not referenced in its config too; `purge` also removes it from backup jobs, HA and
+/// replication.
+pub fn destroy(client: &Client, vm: &Vm, purge: bool) -> Result<Dispatched, ApiError> {
+    let params: Params = vec![
+        ("purge".into(), flag(purge)),
+        ("destroy-unreferenced-disks".into(), "1".into()),
+    ];
+    let path = vm.path();
+    dispatch(
+        client,
+        Method::Delete,
+        path.path(),
+        &params,
+        false,
+        vm.recover(TaskType::Destroy),
+    )
+}
+
+/// `POST …/template` (`qmtemplate`): the disks become base volumes, `template: 1`.
+pub fn template(client: &Client, vm: &Vm) -> Result<Dispatched, ApiError> {
+    let path = vm.path().template();
+    dispatch(
+        client,
+        Method::Post,
+        &path,
+        &Vec::new(),
+        false,
+        vm.recover(TaskType::Template),
+    )
+}

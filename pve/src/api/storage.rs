@@ -1,0 +1,83 @@
+//! A node's storages (pve-storage PVE/API2/Storage/Content.pm, Status.pm): their volumes,
+//! removing one, and downloading a file into one.
+
+use super::{Dispatched, Recover, TaskType, dispatch, flag};
+use crate::answers::{Volume, lenient_list};
+use crate::client::{Client, Method, Params};
+use crate::error::ApiError;
+use crate::ops;
+use crate::paths::Node;
+
+/// `GET …/storage/{storage}/content?content=…`: the storage's volumes of that content type
+/// (a read).
+pub fn content(
+    client: &Client,
+    node: &str,
+    storage: &str,
+    content: &str,
+) -> Result<Vec<Volume>, ApiError> {
+    let params: Params = vec![("content".into(), content.to_string())];
+    let path = Node::new(node).storage(storage).content();
+    ops::read(client, &path, &params).map(lenient_list)
+}
+
+/// `DELETE …/content/{volid}`: removes a volume (the volid travels as one encoded segment).
+pub fn delete_volume(
+    client: &Client,
+    node: &str,
+    storage: &str,
+    volid: &str,
+) -> Result<Dispatched, ApiError> {
+    let path = Node::new(node).storage(storage).volume(volid);
+    dispatch(
+        client,
+        Method::Delete,
+        &path,
+        &Vec::new(),
+        false,
+        Recover::Never,
+    )
+}
+
+/// What `download-url` fetches.
+#[derive(Clone, Debug)]
+pub struct Download<'a> {
+    pub url: &'a str,
+    /// `iso` or `import`.
+    pub content: &'a str,
+    pub filename: &'a str,
+    pub verify_certificates: bool,
+    /// (algorithm, checksum).
+    pub checksum: Option<(&'a str, &'a str)>,
+}
+
+/// `POST …/download-url` (`download`): the node downloads the file. A lost answer is
+/// recovered by the running download whose task id names the file. Its log has no progress
+/// lines the wait reads.
+pub fn download_url(
+    client: &Client,
+    node: &str,
+    storage: &str,
+    download: &Download,
+) -> Result<Dispatched, ApiError> {
+    let mut params: Params = vec![
+        ("content".into(), download.content.to_string()),
+        ("filename".into(), download.filename.to_string()),
+        ("url".into(), download.url.to_string()),
+        (
+            "verify-certificates".into(),
+            flag(download.verify_certificates),
+        ),
+    ];
+    if let Some((algorithm, sum)) = download.checksum {
+        params.push(("checksum".into(), sum.to_string()));
+        params.push(("checksum-algorithm".into(), algorithm.to_string()));
+    }
+    let path = Node::new(node).storage(storage).download_url();
+    let recover = Recover::Named {
+        node,
+        task_type: TaskType::Download,
+        id_contains: download.filename,
+    };
+    dispatch(client, Method::Post, &path, &params, false, recover)
+}

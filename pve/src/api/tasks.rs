@@ -1,0 +1,85 @@
+//! A node's tasks (pve-manager API2/Tasks.pm): the running ones, a task's status and log,
+//! and stopping it. The wait on a task is [`crate::tasks`]; these are its requests, each
+//! sent once (the wait decides what a failure means).
+
+use crate::answers::{LogLine, LogPage, TaskListed, TaskStatus, lenient, lenient_list};
+use crate::client::{Client, Method, Params};
+use crate::error::ApiError;
+use crate::ops;
+use crate::paths::{self, Node};
+use crate::upid::Upid;
+
+use super::TaskType;
+
+/// `GET /nodes/{node}/tasks?source=active`: the tasks still running, for a VM and/or of a
+/// type (the task that holds a lock, or the one a lost answer started). Sent once.
+pub fn running(
+    client: &Client,
+    node: &str,
+    vmid: Option<u32>,
+    task_type: Option<TaskType>,
+) -> Result<Vec<Upid>, ApiError> {
+    let mut params: Params = vec![("source".into(), "active".into())];
+    if let Some(vmid) = vmid {
+        params.push(("vmid".into(), vmid.to_string()));
+    }
+    if let Some(task_type) = task_type {
+        params.push(("typefilter".into(), task_type.as_str().into()));
+    }
+    let answer = client.get(&Node::new(node).tasks(), &params)?;
+    Ok(lenient_list::<TaskListed>(answer)
+        .into_iter()
+        .filter_map(|t| Upid::parse(&t.upid).ok())
+        .collect())
+}
+
+/// `GET /nodes/{node}/tasks?source=all`: whether a task of `task_type` for the VM started
+/// at or after `since` (epoch seconds, with 5 s of slack for the node's clock). A read; a
+/// failure counts as "no".
+pub fn started_since(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+    task_type: TaskType,
+    since: u64,
+) -> bool {
+    let params: Params = vec![
+        ("source".into(), "all".into()),
+        ("vmid".into(), vmid.to_string()),
+        ("typefilter".into(), task_type.as_str().into()),
+    ];
+    ops::read(client, &Node::new(node).tasks(), &params)
+        .map(lenient_list::<TaskListed>)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| Upid::parse(&t.upid).ok())
+        .any(|upid| upid.starttime + 5 >= since)
+}
+
+/// `GET …/tasks/{upid}/status`.
+pub fn status(client: &Client, upid: &Upid) -> Result<TaskStatus, ApiError> {
+    client
+        .get(&paths::task_status(upid), &Vec::new())
+        .map(lenient)
+}
+
+/// `GET …/tasks/{upid}/log?start=…&limit=…`: a page of the log from line `start` (0-based).
+pub fn log_page(client: &Client, upid: &Upid, start: u64, limit: u64) -> Result<LogPage, ApiError> {
+    let params: Params = vec![
+        ("start".into(), start.to_string()),
+        ("limit".into(), limit.to_string()),
+    ];
+    let mut envelope = client.get_envelope(&paths::task_log(upid), &params)?;
+    Ok(LogPage {
+        total: envelope["total"].as_u64(),
+        lines: lenient_list::<LogLine>(envelope["data"].take()),
+    })
+}
+
+/// `DELETE …/tasks/{upid}`: stops the task; PVE answers once the worker has ended (or was
+/// killed after 5 s).
+pub fn stop(client: &Client, upid: &Upid) -> Result<(), ApiError> {
+    client
+        .write(Method::Delete, &paths::task(upid), &Vec::new())
+        .map(|_| ())
+}
