@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::api_schema;
 use crate::faults::Action;
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
-use crate::http::{Handler, Request, Response, parse_form};
+use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
+use crate::http::{Handler, Request, Response, decode_urlencoded};
 use crate::schema;
 use crate::state::{Sim, epoch};
 use crate::storage;
@@ -178,6 +178,19 @@ impl Api {
                 errors: None,
             });
         }
+        // pve-http-server AnyEvent.pm extract_params: the body (JSON or a form), then the
+        // query on top; an empty form value or a JSON null is undef (a key without a value).
+        let mut undef = Undefined::new();
+        let mut put = |k: String, v: Option<String>| match v {
+            Some(v) => {
+                undef.remove(&k);
+                params.insert(k, v);
+            }
+            None => {
+                params.remove(&k);
+                undef.insert(k);
+            }
+        };
         let ctype = req.header("content-type").unwrap_or("");
         if !req.body.is_empty() {
             if ctype.starts_with("application/json") {
@@ -185,21 +198,21 @@ impl Api {
                     .map_err(|e| ApiErr::die(format!("unable to parse JSON body: {e}")))?;
                 for (k, v) in v.as_object().into_iter().flatten() {
                     let s = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Bool(b) => (if *b { "1" } else { "0" }).to_string(),
-                        Value::Null => continue,
-                        other => other.to_string(),
+                        Value::String(s) => Some(s.clone()),
+                        Value::Bool(b) => Some((if *b { "1" } else { "0" }).to_string()),
+                        Value::Null => None,
+                        other => Some(other.to_string()),
                     };
-                    params.insert(k.clone(), s);
+                    put(k.clone(), s);
                 }
             } else {
-                for (k, v) in parse_form(&String::from_utf8_lossy(&req.body)) {
-                    params.insert(k, v);
+                for (k, v) in decode_urlencoded(&String::from_utf8_lossy(&req.body)) {
+                    put(k, v);
                 }
             }
         }
-        for (k, v) in parse_form(&req.query) {
-            params.insert(k, v);
+        for (k, v) in decode_urlencoded(&req.query) {
+            put(k, v);
         }
         let segs: Vec<String> = path
             .trim_matches('/')
@@ -260,7 +273,7 @@ impl Api {
                 schema::check(&api_schema::next_id(), params)?;
                 cluster::next_id(sim, params.get("vmid"))
             }
-            ["nodes", node, rest @ ..] => self.node_route(m, node, rest, params, &auth),
+            ["nodes", node, rest @ ..] => self.node_route(m, node, rest, params, &undef, &auth),
             _ => Err(ApiErr {
                 status: 501,
                 msg: format!("Method '{} {}' not implemented", m, req.path),
@@ -275,6 +288,7 @@ impl Api {
         node: &str,
         rest: &[&str],
         params: &mut Params,
+        undef: &Undefined,
         auth: &Auth,
     ) -> ApiResult {
         let sim = &self.sim;
@@ -378,7 +392,7 @@ impl Api {
             ("POST", ["qemu"]) => {
                 schema::check(&api_schema::create_vm(), params)?;
                 check_node()?;
-                vms::create(sim, node, params, auth)
+                vms::create(sim, node, params, undef, auth)
             }
             (_, ["qemu", vmid, tail @ ..]) => {
                 set(params, "vmid", vmid)?;
@@ -419,11 +433,11 @@ impl Api {
                     }
                     ("PUT", ["config"]) => {
                         let id = check(api_schema::update_vm(false), params)?;
-                        config_api::update(sim, node, id, params, auth, false)
+                        config_api::update(sim, node, id, params, undef, auth, false)
                     }
                     ("POST", ["config"]) => {
                         let id = check(api_schema::update_vm(true), params)?;
-                        config_api::update(sim, node, id, params, auth, true)
+                        config_api::update(sim, node, id, params, undef, auth, true)
                     }
                     ("PUT", ["resize"]) => {
                         let id = check(api_schema::resize(), params)?;

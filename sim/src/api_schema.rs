@@ -516,6 +516,11 @@ pub fn parse_drive(v: &str) -> Result<BTreeMap<String, String>, String> {
     parse_property_string(DISK_SUBS, v)
 }
 
+/// Parses a `machine` value into its sub-keys (`type`, `viommu`, …).
+pub fn parse_machine(v: &str) -> Result<BTreeMap<String, String>, String> {
+    parse_property_string(MACHINE_SUBS, v)
+}
+
 /// Parses a NIC value into its sub-keys (`model`, `macaddr`, `bridge`, …).
 pub fn parse_net(v: &str) -> Result<BTreeMap<String, String>, String> {
     parse_property_string(NET_SUBS, v)

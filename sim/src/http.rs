@@ -304,13 +304,22 @@ fn write_response(w: &mut Conn, resp: &Response, head: bool) -> std::io::Result<
     w.flush()
 }
 
-/// Decodes `application/x-www-form-urlencoded` text (also used for query strings).
-pub fn parse_form(s: &str) -> Vec<(String, String)> {
-    s.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k, true), percent_decode(v, true))
+/// Decodes a form body or a query string as pve-http-server AnyEvent.pm `decode_urlencoded`
+/// does: pairs split at `&` and `;`, each split at `=` keeping the first two fields (Perl's
+/// `split` drops trailing empty ones), `+` and `%XX` decoded. A value that is empty or missing
+/// (`description=`, `description`) is `None`: PVE's undef, which passes the schema check as an
+/// absent parameter does and reaches the handler as a key without a value.
+pub fn decode_urlencoded(text: &str) -> Vec<(String, Option<String>)> {
+    text.split(['&', ';'])
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let mut fields: Vec<&str> = pair.split('=').collect();
+            while fields.len() > 1 && fields.last().is_some_and(|f| f.is_empty()) {
+                fields.pop();
+            }
+            let key = percent_decode(fields[0], true);
+            let value = fields.get(1).map(|v| percent_decode(v, true));
+            (key, value)
         })
         .collect()
 }
