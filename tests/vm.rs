@@ -13,7 +13,7 @@ fn create_args(sim: &Sim, extra: Value) -> Value {
         json!({
             "node": "pve1", "vmid": 100, "name": "web1", "cores": 2, "memory": 2048, "scsihw": "virtio-scsi-pci",
             "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2", "size": "2G", "discard": true}],
-            "net": [{"bridge": "vmbr0"}], "ciuser": "ubuntu", "sshkeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITest me@laptop"],
+            "net": [{"bridge": "vmbr0"}], "ciuser": "ubuntu", "sshkeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEy4xSYhokTxpCt5FoODp6IoFKsiOf3vpdJceoBUhYvO me@laptop"],
             "ipconfig": [{"ip": "dhcp"}], "serial": ["socket"], "vga": "serial0", "tags": ["web"], "state": "started"
         }),
         extra,
@@ -35,7 +35,7 @@ fn creates_from_a_cloud_image_then_changes_nothing() {
     assert_eq!(r["config"]["cores"], 2);
     assert_eq!(
         r["config"]["sshkeys"],
-        "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAITest%20me%40laptop"
+        "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIEy4xSYhokTxpCt5FoODp6IoFKsiOf3vpdJceoBUhYvO%20me%40laptop"
     );
     assert!(r["config"]["ide2"].as_str().unwrap().contains("cloudinit"));
     assert!(r["config"].get("lock").is_none());
@@ -406,7 +406,9 @@ fn ten_parallel_updates_of_one_vm_converge() {
             cfg["memory"].as_str(),
             cfg["tags"].as_str()
         ),
-        (Some(6), Some("3072"), Some("web;busy"))
+        // PVE stores tags as pve-guest-common GuestHelpers.pm get_unique_tags makes them:
+        // sorted, lower-cased, unique.
+        (Some(6), Some("3072"), Some("busy;web"))
     );
 }
 

@@ -72,6 +72,23 @@ impl Handler for Admin {
                 Ok(upid) => ok(json!(upid)),
                 Err(e) => bad(e),
             },
+            ("GET", path) if path.starts_with("/config-file/") => {
+                let vmid = path["/config-file/".len()..].parse::<u32>().ok();
+                let st = self.sim.lock();
+                match vmid.and_then(|id| st.vms.get(&id)) {
+                    Some(vm) => {
+                        // A password in plain is shown as `********` (a crypt() hash as is).
+                        let mut conf = vm.config.clone();
+                        if let Some(pw) = conf.get_mut("cipassword")
+                            && !crate::write_path::is_crypted(pw)
+                        {
+                            *pw = "********".into();
+                        }
+                        ok(json!(crate::qemu_config::file_text(&conf, &vm.pending)))
+                    }
+                    None => bad("no such VM".into()),
+                }
+            }
             ("GET", "/tasks") => {
                 let st = self.sim.lock();
                 ok(json!(st.tasks.iter().map(|t| json!({

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::api_schema;
 use crate::faults::Action;
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
-use crate::http::{Handler, Request, Response, parse_form};
+use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
+use crate::http::{BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded};
 use crate::schema;
 use crate::state::{Sim, epoch};
 use crate::storage;
@@ -32,7 +32,13 @@ fn error_response(e: &ApiErr) -> Response {
     match e.status {
         401 => Response::new(401, e.msg.clone(), Vec::new()),
         _ => {
-            let mut body = json!({"data": null, "message": format!("{}\n", e.msg)});
+            // A handler's `die` ends its message with a newline; rest_handler's 501 ("Method
+            // '…' not implemented", pve-manager HTTPServer.pm) has none.
+            let message = match e.status {
+                501 => e.msg.clone(),
+                _ => format!("{}\n", e.msg),
+            };
+            let mut body = json!({"data": null, "message": message});
             if let Some(errs) = &e.errors {
                 body["errors"] = json!(errs);
             }
@@ -49,7 +55,89 @@ const SECRET_KEYS: &[&str] = &[
     "tfa-challenge",
 ];
 
+/// The path below `/api2/json`, URI-unescaped, as pveproxy's `$rel_uri`.
+fn rel_uri(path: &str) -> String {
+    let rel = path.strip_prefix("/api2/json").unwrap_or(path);
+    let rel = crate::http::percent_decode(rel, false);
+    if rel.is_empty() { "/".into() } else { rel }
+}
+
+/// pve-manager HTTPServer.pm rest_handler, for a path no handler serves: 501 `Method 'M
+/// $rel_uri' not implemented`, the path without `/api2/json`.
+fn not_implemented(method: &str, rel_uri: &str) -> ApiErr {
+    ApiErr {
+        status: 501,
+        msg: format!("Method '{method} {rel_uri}' not implemented"),
+        errors: None,
+    }
+}
+
+/// pve-manager HTTPServer.pm auth_handler: `POST /nodes/{node}/storage/{storage}/upload` is an
+/// upload (streamed, no CSRF token needed).
+fn is_upload(req: &Request) -> bool {
+    let rel = rel_uri(&req.path);
+    let segs: Vec<&str> = rel.trim_start_matches('/').split('/').collect();
+    req.method == "POST"
+        && req.path.starts_with("/api2/json/")
+        && matches!(segs.as_slice(), ["nodes", node, "storage", sid, "upload"] if !node.is_empty() && !sid.is_empty())
+}
+
 impl Handler for Api {
+    /// pve-http-server AnyEvent.pm authenticate_and_handle_request, before the body is read:
+    /// the request is authenticated first; then a body on a method other than PUT or POST is
+    /// `501 Unexpected content for method 'M'`, an upload is streamed (it must be
+    /// `multipart/form-data` with a boundary, and may not name a `tmpfilename`), and any other
+    /// body over 512 KiB is `501 for data too large`. Each is answered with the body unread.
+    fn plan_body(&self, head: &Request, len: usize) -> BodyPlan {
+        if len == 0 {
+            return BodyPlan::Buffer;
+        }
+        let refuse = |resp: Response| {
+            self.sim.log_request(json!({
+                "ts": epoch(), "method": head.method, "path": rel_uri(&head.path), "params": {},
+                "status": resp.status, "ms": 0.0, "user": "", "dropped": false,
+                "error": resp.reason,
+            }));
+            BodyPlan::Refuse(resp)
+        };
+        let login = head.method == "POST" && rel_uri(&head.path) == "/access/ticket";
+        if head.path.starts_with("/api2/json/")
+            && !login
+            && let Err(e) = self.authenticate(head)
+        {
+            return refuse(error_response(&e));
+        }
+        if !matches!(head.method.as_str(), "PUT" | "POST") {
+            let msg = format!("Unexpected content for method '{}'", head.method);
+            return refuse(Response::error(501, &msg));
+        }
+        if is_upload(head) {
+            let ctype = head.header("content-type").unwrap_or("");
+            let mut parts = ctype.split([';', ',']).map(str::trim);
+            let ct = parts.next().unwrap_or("");
+            let boundary = parts.find_map(|p| p.strip_prefix("boundary=").map(str::to_string));
+            let Some(boundary) = boundary.filter(|_| ct == "multipart/form-data") else {
+                let msg = format!("upload 'Content-Type '{ctype}' not implemented");
+                return refuse(Response::error(500, &msg));
+            };
+            if decode_urlencoded(&head.query)
+                .iter()
+                .any(|(k, _)| k == "tmpfilename")
+            {
+                let msg = "'tmpfilename' query parameter is not allowed for file uploads";
+                return refuse(Response::error(500, msg));
+            }
+            return BodyPlan::Upload {
+                dir: self.sim.opts.data_dir.join("var-tmp"),
+                boundary,
+            };
+        }
+        if len > MAX_BODY {
+            return refuse(Response::error(501, "for data too large"));
+        }
+        BodyPlan::Buffer
+    }
+
     fn handle(&self, req: &Request) -> Response {
         let started = Instant::now();
         if !self.sim.opts.request_cost.is_zero() {
@@ -165,19 +253,21 @@ impl Api {
         user: &mut String,
     ) -> ApiResult {
         if !req.path.starts_with("/api2/json/") {
-            return Err(ApiErr {
-                status: 501,
-                msg: format!("Method '{} {}' not implemented", req.method, req.path),
-                errors: None,
-            });
+            return Err(not_implemented(&req.method, &req.path));
         }
-        if matches!(req.method.as_str(), "GET" | "DELETE") && !req.body.is_empty() {
-            return Err(ApiErr {
-                status: 501,
-                msg: format!("Unexpected content for method '{}'", req.method),
-                errors: None,
-            });
-        }
+        // pve-http-server AnyEvent.pm extract_params: the body (JSON or a form), then the
+        // query on top; an empty form value or a JSON null is undef (a key without a value).
+        let mut undef = Undefined::new();
+        let mut put = |k: String, v: Option<String>| match v {
+            Some(v) => {
+                undef.remove(&k);
+                params.insert(k, v);
+            }
+            None => {
+                params.remove(&k);
+                undef.insert(k);
+            }
+        };
         let ctype = req.header("content-type").unwrap_or("");
         if !req.body.is_empty() {
             if ctype.starts_with("application/json") {
@@ -185,21 +275,32 @@ impl Api {
                     .map_err(|e| ApiErr::die(format!("unable to parse JSON body: {e}")))?;
                 for (k, v) in v.as_object().into_iter().flatten() {
                     let s = match v {
-                        Value::String(s) => s.clone(),
-                        Value::Bool(b) => (if *b { "1" } else { "0" }).to_string(),
-                        Value::Null => continue,
-                        other => other.to_string(),
+                        Value::String(s) => Some(s.clone()),
+                        Value::Bool(b) => Some((if *b { "1" } else { "0" }).to_string()),
+                        Value::Null => None,
+                        other => Some(other.to_string()),
                     };
-                    params.insert(k.clone(), s);
+                    put(k.clone(), s);
                 }
             } else {
-                for (k, v) in parse_form(&String::from_utf8_lossy(&req.body)) {
-                    params.insert(k, v);
+                for (k, v) in decode_urlencoded(&String::from_utf8_lossy(&req.body)) {
+                    put(k, v);
                 }
             }
         }
-        for (k, v) in parse_form(&req.query) {
-            params.insert(k, v);
+        for (k, v) in decode_urlencoded(&req.query) {
+            put(k, v);
+        }
+        // An upload's parameters: the query and the form fields before the file, and the
+        // temporary file's name (AnyEvent.pm `$upload_state->{params}`, `tmpfilename`).
+        if let Some(upload) = &req.upload {
+            for (k, v) in &upload.fields {
+                put(k.clone(), Some(v.clone()));
+            }
+            put(
+                "tmpfilename".into(),
+                Some(upload.file.to_string_lossy().into_owned()),
+            );
         }
         let segs: Vec<String> = path
             .trim_matches('/')
@@ -260,24 +361,22 @@ impl Api {
                 schema::check(&api_schema::next_id(), params)?;
                 cluster::next_id(sim, params.get("vmid"))
             }
-            ["nodes", node, rest @ ..] => self.node_route(m, node, rest, params, &auth),
-            _ => Err(ApiErr {
-                status: 501,
-                msg: format!("Method '{} {}' not implemented", m, req.path),
-                errors: None,
-            }),
+            ["nodes", node, rest @ ..] => self.node_route(req, node, rest, params, &undef, &auth),
+            _ => Err(not_implemented(m, &rel_uri(&req.path))),
         }
     }
 
     fn node_route(
         &self,
-        m: &str,
+        req: &Request,
         node: &str,
         rest: &[&str],
         params: &mut Params,
+        undef: &Undefined,
         auth: &Auth,
     ) -> ApiResult {
         let sim = &self.sim;
+        let m = req.method.as_str();
         // Path parameters join the others; a conflicting body value is refused as PVE does.
         let set = |params: &mut Params, k: &str, v: &str| -> Result<(), ApiErr> {
             if params.get(k).is_some_and(|old| old != v) {
@@ -290,14 +389,7 @@ impl Api {
             Ok(())
         };
         set(params, "node", node)?;
-        let not_impl = || ApiErr {
-            status: 501,
-            msg: format!(
-                "Method '{m} /nodes/{node}/{}' not implemented",
-                rest.join("/")
-            ),
-            errors: None,
-        };
+        let not_impl = || not_implemented(m, &rel_uri(&req.path));
         let check_node = || -> Result<(), ApiErr> {
             if sim.opts.nodes.iter().any(|n| n == node) {
                 Ok(())
@@ -363,6 +455,11 @@ impl Api {
                         check_node()?;
                         storage_api::volume_delete(sim, node, sid, volume, auth)
                     }
+                    ("POST", ["upload"]) => {
+                        schema::check(&api_schema::upload(), params)?;
+                        check_node()?;
+                        crate::upload::upload(sim, node, sid, params, auth)
+                    }
                     ("POST", ["download-url"]) => {
                         schema::check(&api_schema::download_url(), params)?;
                         check_node()?;
@@ -378,7 +475,7 @@ impl Api {
             ("POST", ["qemu"]) => {
                 schema::check(&api_schema::create_vm(), params)?;
                 check_node()?;
-                vms::create(sim, node, params, auth)
+                vms::create(sim, node, params, undef, auth)
             }
             (_, ["qemu", vmid, tail @ ..]) => {
                 set(params, "vmid", vmid)?;
@@ -419,11 +516,11 @@ impl Api {
                     }
                     ("PUT", ["config"]) => {
                         let id = check(api_schema::update_vm(false), params)?;
-                        config_api::update(sim, node, id, params, auth, false)
+                        config_api::update(sim, node, id, params, undef, auth, false)
                     }
                     ("POST", ["config"]) => {
                         let id = check(api_schema::update_vm(true), params)?;
-                        config_api::update(sim, node, id, params, auth, true)
+                        config_api::update(sim, node, id, params, undef, auth, true)
                     }
                     ("PUT", ["resize"]) => {
                         let id = check(api_schema::resize(), params)?;
@@ -634,7 +731,11 @@ impl Api {
         if issued.elapsed() > self.sim.opts.ticket_lifetime {
             return Err(fail("Authentication failed!"));
         }
-        if req.method != "GET" && req.header("csrfpreventiontoken") != Some(csrf.as_str()) {
+        // CSRF is not checked for an upload (HTTPServer.pm auth_handler, `$isUpload`).
+        if req.method != "GET"
+            && !is_upload(req)
+            && req.header("csrfpreventiontoken") != Some(csrf.as_str())
+        {
             return Err(ApiErr {
                 status: 401,
                 msg: "Permission denied - invalid csrf token".into(),

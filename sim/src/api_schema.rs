@@ -470,6 +470,22 @@ pub fn download_url() -> Vec<Param> {
     ])
 }
 
+/// `POST /nodes/{node}/storage/{storage}/upload` (pve-storage API2/Storage/Status.pm,
+/// upload); `tmpfilename` is set by the HTTP server.
+pub fn upload() -> Vec<Param> {
+    node_path(vec![
+        req("storage", Ty::Fmt(Named::StorageId)),
+        req("content", Ty::Enum(&["iso", "vztmpl", "import"])),
+        req("filename", Ty::StrMax(255)),
+        opt("checksum", Ty::Str),
+        opt(
+            "checksum-algorithm",
+            Ty::Enum(&["md5", "sha1", "sha224", "sha256", "sha384", "sha512"]),
+        ),
+        opt("tmpfilename", Ty::Str),
+    ])
+}
+
 pub fn next_id() -> Vec<Param> {
     vec![opt("vmid", Ty::Fmt(Named::Vmid))]
 }
@@ -514,6 +530,11 @@ pub fn is_drive_key(name: &str) -> bool {
 /// Parses a drive value (`local-lvm:vm-100-disk-0,size=2G`) into its sub-keys.
 pub fn parse_drive(v: &str) -> Result<BTreeMap<String, String>, String> {
     parse_property_string(DISK_SUBS, v)
+}
+
+/// Parses a `machine` value into its sub-keys (`type`, `viommu`, …).
+pub fn parse_machine(v: &str) -> Result<BTreeMap<String, String>, String> {
+    parse_property_string(MACHINE_SUBS, v)
 }
 
 /// Parses a NIC value into its sub-keys (`model`, `macaddr`, `bridge`, …).

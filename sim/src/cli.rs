@@ -26,7 +26,9 @@ Admin endpoints (plain HTTP on --admin-listen):
                                 {\"vmid\":100,\"ms\":5000,\"config_lock\":\"backup\"}
                                 (\"set_after_ms\": hold the file lock that long before
                                 setting the config lock)
-    GET    /tasks               every task with start/end instants and exit status";
+    GET    /tasks               every task with start/end instants and exit status
+    GET    /config-file/VMID    the VM's config file as PVE writes it (a cipassword in
+                                plain shown as ********)";
 
 /// The command line as given; [`Cli::into_options`] turns it into the simulator's options.
 #[derive(Parser, Debug)]

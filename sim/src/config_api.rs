@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 
 use crate::api_schema;
 use crate::drives::{plan_drives, run_drives};
-use crate::handler::{ApiErr, ApiResult, Auth, Params, wait_until};
+use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined, wait_until};
 use crate::pending::Pending;
 use crate::qemu_config::{check_lock, digest, file_of, free_volumes};
 use crate::state::{Sim, Vm};
 use crate::tasks::{self, TaskCtx};
-use crate::write_path::{normalize, typed};
+use crate::write_path::{self, typed};
 
 /// qemu-server API2/Qemu.pm, `$load_and_check_config`: a balloon target above the
 /// (new or current) memory is refused.
@@ -102,12 +102,91 @@ pub fn get_pending(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
     Ok(json!(items))
 }
 
+/// Where one key of an update goes.
+enum Change {
+    /// To the pending section, as the file keeps it.
+    Pending(String),
+    /// Straight into the config (`cipassword`: `$conf->{cipassword} = …`).
+    Config(String),
+    /// Nowhere: an undef `description`, or a value whose line the file does not keep.
+    Nothing,
+}
+
+/// update_vm_api's add/change loop for the keys that are not drives, checked before anything
+/// is written: `tags` made unique, `boot` checked and printed again, an `ostype` that pins
+/// the machine (Machine.pm check_and_pin_machine_string, unless `machine` is set or deleted
+/// in the same update), `cipassword` hashed for a guest that is not Windows; every value as
+/// write_config keeps it, a key given without a value failing the update ("got undefined
+/// value") but `description` and `tags`, which change nothing.
+fn planned_changes(
+    sim: &Sim,
+    vm: &Vm,
+    sets: &[(String, String)],
+    undef: &[String],
+    deletes: &[String],
+) -> Result<Vec<(String, Change)>, String> {
+    let exists = |dev: &str| {
+        vm.config.contains_key(dev)
+            || vm.pending.set.contains_key(dev)
+            || sets.iter().any(|(k, _)| k == dev)
+    };
+    let ostype = vm.config.get("ostype").map(String::as_str);
+    let mut out = Vec::new();
+    for (key, value) in sets.iter().filter(|(k, _)| !api_schema::is_drive_key(k)) {
+        if vm.pending.set.get(key) == Some(value) {
+            continue;
+        }
+        let value = match key.as_str() {
+            "tags" => write_path::unique_tags(value),
+            "boot" => write_path::update_boot(value, exists, deletes)?,
+            "cipassword" => {
+                let hashed = write_path::update_cipassword(sim, value, ostype);
+                out.push((key.clone(), Change::Config(hashed)));
+                continue;
+            }
+            "ostype" => {
+                let machine_given = sets.iter().any(|(k, _)| k == "machine")
+                    || vm.pending.set.contains_key("machine")
+                    || deletes.iter().any(|d| d == "machine");
+                if !machine_given
+                    && let Some(pinned) = write_path::pin_machine(
+                        vm.config.get("machine").map(String::as_str),
+                        Some(value),
+                    )
+                {
+                    out.push(("machine".into(), Change::Pending(pinned)));
+                }
+                value.clone()
+            }
+            _ => value.clone(),
+        };
+        out.push(match write_path::write_value(key, Some(&value))? {
+            Some(stored) => (key.clone(), Change::Pending(stored)),
+            None => (key.clone(), Change::Nothing),
+        });
+    }
+    for key in undef {
+        match key.as_str() {
+            "description" | "tags" => out.push((key.clone(), Change::Nothing)),
+            "cipassword" => {
+                let hashed = write_path::update_cipassword(sim, "", ostype);
+                out.push((key.clone(), Change::Config(hashed)));
+            }
+            _ => {
+                write_path::write_value(key, None)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// `PUT` (synchronous) and `POST` (a `qmconfig` task) on `…/config`.
 pub fn update(
     sim: &Arc<Sim>,
     node: &str,
     vmid: u32,
     params: &Params,
+    undef: &Undefined,
     auth: &Auth,
     async_api: bool,
 ) -> ApiResult {
@@ -135,12 +214,18 @@ pub fn update(
             return Err(ApiErr::param("delete", format!("unknown option '{d}'")));
         }
     }
+    let undef: Vec<String> = undef
+        .iter()
+        .filter(|k| api_schema::is_config_key(k))
+        .cloned()
+        .collect();
     let sets: Vec<(String, String)> = params
         .iter()
         .filter(|(k, _)| api_schema::is_config_key(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    if sets.is_empty() && deletes.is_empty() {
+    // `!$delete_str && !$revert_str && !scalar(keys %$param)`: a key without a value counts.
+    if sets.is_empty() && deletes.is_empty() && undef.is_empty() {
         return Err(ApiErr::die("no options specified"));
     }
     // qemu-server API2/Qemu.pm, update_vm_api: `$load_and_check_config` runs once here, before
@@ -168,7 +253,24 @@ pub fn update(
             "pve-sim: setting 'lock' through the API is not allowed",
         ));
     }
-    let ops = plan_drives(sim, node, params, auth)?;
+    let prepared = write_path::prepare_params(sim, params, &Undefined::new())?;
+    if let Some(drive) = undef.iter().find(|k| api_schema::is_drive_key(k)) {
+        return Err(ApiErr::param(drive, "unable to parse drive options"));
+    }
+    let mut sets: Vec<(String, String)> = sets
+        .into_iter()
+        .map(|(k, _)| {
+            let v = prepared[&k].clone();
+            // update_vm_api: `vmgenid: 1` is a fresh generation id on this write.
+            let v = match k.as_str() {
+                "vmgenid" => write_path::vmgenid(sim, Some(&v)).unwrap_or(v),
+                _ => v,
+            };
+            (k, v)
+        })
+        .collect();
+    sets.sort();
+    let ops = plan_drives(sim, node, &prepared, auth)?;
     let n2 = node.to_string();
     let apply = move |sim: &Arc<Sim>, ctx: &TaskCtx| -> Result<u32, String> {
         ctx.sleep(sim.task_duration("qmconfig"))?;
@@ -182,19 +284,37 @@ pub fn update(
         })?;
         let mut st = sim.lock();
         let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
-        // update_vm_api's `$updatefn`: every change goes to [PENDING] first; unchanged
-        // values are dropped; then a stopped VM applies all of it, a running one what it
-        // can hotplug (QemuServer.pm, vmconfig_apply_pending / vmconfig_hotplug_pending).
+        // update_vm_api's `$updatefn`: every change goes to [PENDING] first (each value as
+        // write_config keeps it; PVE writes key by key, pve-sim checks them all before the
+        // first); unchanged values are dropped; then a stopped VM applies all of it, a running
+        // one what it can hotplug (QemuServer.pm, vmconfig_apply_pending /
+        // vmconfig_hotplug_pending).
+        let changes = planned_changes(sim, vm, &sets, &undef, &deletes)?;
+        let mut boot_order = write_path::boot_devices(vm.config.get("boot").map_or("", |b| b));
         for d in &deletes {
             vm.pending.queue_delete(d);
+            // A deleted device leaves the boot order (print_bootorder of the rest).
+            if boot_order.contains(d) {
+                boot_order.retain(|dev| dev != d);
+                if !boot_order.is_empty() {
+                    vm.pending
+                        .queue_set("boot", &write_path::print_bootorder(&boot_order));
+                }
+            }
         }
         for (k, v) in drives {
             vm.pending.queue_set(&k, &v);
         }
-        for (k, v) in &sets {
-            if !api_schema::is_drive_key(k) {
-                let n = normalize(sim, k, v);
-                vm.pending.queue_set(k, &n);
+        for (key, change) in changes {
+            match change {
+                Change::Pending(value) => vm.pending.queue_set(&key, &value),
+                Change::Config(value) => {
+                    let old = vm.config.insert(key.clone(), value.clone());
+                    vm.cloudinit.record(&key, old.as_deref(), Some(&value));
+                }
+                Change::Nothing => {
+                    vm.pending.delete.remove(&key);
+                }
             }
         }
         vm.pending.cleanup(&vm.config);

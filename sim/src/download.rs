@@ -19,7 +19,7 @@ use crate::tasks::{self, TaskCtx};
 /// pve-storage API2/Storage/Status.pm, download_url: ISO and container-template extensions
 /// are matched case-insensitively (`$ISO_EXT_RE_0`, `$VZTMPL_EXT_RE_1` are `/i`), import
 /// extensions are not (`$UPLOAD_IMPORT_EXT_RE_1`: `.QCOW2` is refused).
-fn ext_ok(content: &str, name: &str, version: &str) -> bool {
+pub(crate) fn ext_ok(content: &str, name: &str, version: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     let ends_ci = |exts: &[&str]| {
         exts.iter()

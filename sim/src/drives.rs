@@ -31,9 +31,11 @@ pub(crate) enum DiskOp {
         storage: String,
         opts: BTreeMap<String, String>,
     },
+    /// An existing volume (or `none`, `cdrom`, a path): its value printed again with the
+    /// volume's own size.
     Keep {
         key: String,
-        value: String,
+        opts: BTreeMap<String, String>,
     },
 }
 
@@ -136,11 +138,23 @@ pub(crate) fn plan_drives(
             opts.insert("file".into(), file);
             ops.push(DiskOp::Keep {
                 key: key.clone(),
-                value: schema::print_property_string("file", &opts),
+                opts,
             });
         }
     }
     Ok(ops)
+}
+
+/// Drive.pm `print_drive`: `file` first, the other keys sorted, `size` printed by
+/// JSONSchema.pm `format_size` (`2048M` is `2G`), booleans already 0/1 from the parse.
+pub(crate) fn print_drive(opts: &BTreeMap<String, String>) -> String {
+    let mut opts = opts.clone();
+    if let Some(size) = opts.get_mut("size")
+        && let Some(bytes) = storage::parse_size(size)
+    {
+        *size = storage::format_size(bytes);
+    }
+    schema::print_property_string("file", &opts)
 }
 
 /// The drive value of a new volume (`local-lvm:vm-100-disk-0,size=2G`), logged as PVE does.
@@ -162,7 +176,7 @@ fn disk_value(
         "{key}: successfully created disk '{sid}:{name},size={}'",
         storage::format_size(size)
     ));
-    (key, schema::print_property_string("file", &opts))
+    (key, print_drive(&opts))
 }
 
 /// Carries out drive operations inside a worker; returns the drive strings and the volumes made.
@@ -289,9 +303,23 @@ pub(crate) fn run_drives(
                 ctx.log(format!(
                     "{key}: successfully created disk '{sid}:{name},media=cdrom'"
                 ));
-                out.push((key, schema::print_property_string("file", &opts)));
+                out.push((key, print_drive(&opts)));
             }
-            DiskOp::Keep { key, value } => out.push((key, value)),
+            DiskOp::Keep { key, mut opts } => {
+                // create_disks, an existing volume: `$disk->{size} = volume_size_info(…)`
+                // (whatever size the request gave); `none`/`cdrom` lose theirs; a path
+                // (`/dev/…`) keeps the value as given.
+                let file = opts.get("file").cloned().unwrap_or_default();
+                if file == "none" || file == "cdrom" {
+                    opts.remove("size");
+                } else if !file.starts_with('/') {
+                    let vol = storage::parse_volume(data, node, &file)?;
+                    let size = storage::virtual_size(&vol.path, &vol.format)
+                        .map_err(|_| format!("volume {file} does not exist"))?;
+                    opts.insert("size".into(), storage::format_size(size));
+                }
+                out.push((key, print_drive(&opts)));
+            }
         }
     }
     Ok(out)

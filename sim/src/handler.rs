@@ -71,6 +71,11 @@ pub struct Auth {
 /// Request parameters merged from the path, the query and the body.
 pub type Params = BTreeMap<String, String>;
 
+/// Parameters given without a value (`key=` in a form, `null` in JSON): PVE's undef
+/// (pve-http-server decode_urlencoded). They pass the schema check as absent ones do, and the
+/// handlers that PVE lets see them (create_vm, update_vm_api) get them beside [`Params`].
+pub type Undefined = std::collections::BTreeSet<String>;
+
 /// Waits on the condition variable until `done` holds or `timeout` passes.
 pub fn wait_until(
     sim: &Sim,

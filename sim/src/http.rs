@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -16,6 +17,27 @@ pub struct Request {
     pub query: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// A streamed `multipart/form-data` upload (the body is then empty).
+    pub upload: Option<Upload>,
+}
+
+/// An upload as pveproxy's `file_upload_multipart` leaves it: the form fields before the file
+/// (`content`, `checksum-algorithm`, `checksum`), the file's name, and the file's bytes in a
+/// temporary file (`/var/tmp/pveupload-…` on PVE).
+pub struct Upload {
+    pub fields: Vec<(String, String)>,
+    pub file: PathBuf,
+}
+
+/// What to do with a request's body, decided from its head before any of it is read (as
+/// pveproxy decides after authenticating the request).
+pub enum BodyPlan {
+    /// Read it whole.
+    Buffer,
+    /// Stream a `multipart/form-data` upload with this boundary into a new file in `dir`.
+    Upload { dir: PathBuf, boundary: String },
+    /// Answer at once and close the connection, the body unread.
+    Refuse(Response),
 }
 
 impl Request {
@@ -33,6 +55,8 @@ pub struct Response {
     pub status: u16,
     pub reason: String,
     pub body: Vec<u8>,
+    /// `Content-Type`; `None` for pveproxy's plain error answers, which set none.
+    pub content_type: Option<&'static str>,
     pub drop_after: Option<usize>,
     /// Send the bytes this far apart (a dripping server).
     pub drip: Option<std::time::Duration>,
@@ -46,15 +70,37 @@ impl Response {
             status,
             reason,
             body,
+            content_type: Some("application/json;charset=UTF-8"),
             drop_after: None,
             drip: None,
         }
     }
+
+    /// pve-http-server AnyEvent.pm `error`: the message as the reason phrase and as the
+    /// body, with no content type.
+    pub fn error(status: u16, msg: &str) -> Self {
+        let mut resp = Response::new(status, msg, msg.as_bytes().to_vec());
+        resp.content_type = None;
+        resp
+    }
 }
+
+/// pveproxy's limit on a request body that is not an upload (AnyEvent.pm `$limit_max_post`).
+pub const MAX_BODY: usize = 512 * 1024;
 
 /// Anything that answers requests.
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, req: &Request) -> Response;
+
+    /// What to do with a body of `len` bytes, from the request's head alone. By default a body
+    /// over [`MAX_BODY`] is refused as pveproxy refuses it: `501 for data too large`.
+    fn plan_body(&self, _head: &Request, len: usize) -> BodyPlan {
+        if len > MAX_BODY {
+            BodyPlan::Refuse(Response::error(501, "for data too large"))
+        } else {
+            BodyPlan::Buffer
+        }
+    }
 }
 
 /// A counting semaphore bounding how many requests are handled at once.
@@ -161,13 +207,13 @@ struct Reader {
 const MAX_HEAD: usize = 64 * 1024;
 /// The most header lines one request may have.
 const MAX_HEADERS: usize = 256;
-/// pveproxy's limit on a request body is 512 KiB.
-const MAX_BODY: usize = 512 * 1024;
+/// The most bytes of multipart headers and form fields before an upload's file.
+const MAX_UPLOAD_HEAD: usize = 64 * 1024;
 
 impl Reader {
     /// Reads more bytes into the buffer; false at the end of the stream.
     fn fill(&mut self) -> bool {
-        let mut chunk = [0u8; 16 * 1024];
+        let mut chunk = [0u8; 64 * 1024];
         match self.conn.read(&mut chunk) {
             Ok(0) | Err(_) => false,
             Ok(n) => {
@@ -177,9 +223,9 @@ impl Reader {
         }
     }
 
-    /// The next request: `Ok(None)` when the peer closed (or went quiet) between requests,
-    /// `Err(status)` for a request pve-sim refuses to read.
-    fn read_request(&mut self) -> Result<Option<Request>, u16> {
+    /// The next request's head (its body empty) and its `Content-Length`: `Ok(None)` when the
+    /// peer closed (or went quiet) between requests, `Err(status)` for a head pve-sim refuses.
+    fn read_head(&mut self) -> Result<Option<(Request, usize)>, u16> {
         let (method, target, headers, head_len) = loop {
             let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut parsed = httparse::Request::new(&mut slots);
@@ -223,22 +269,150 @@ impl Reader {
             .map(|(_, v)| v.parse().map_err(|_| 400u16))
             .transpose()?
             .unwrap_or(0);
-        if len > MAX_BODY {
-            return Err(413);
-        }
-        while self.buf.len() < len {
-            if !self.fill() {
-                return Err(400);
-            }
-        }
-        let body: Vec<u8> = self.buf.drain(..len).collect();
-        Ok(Some(Request {
+        let head = Request {
             method,
             path,
             query,
             headers,
-            body,
-        }))
+            body: Vec::new(),
+            upload: None,
+        };
+        Ok(Some((head, len)))
+    }
+
+    /// The body, `len` bytes; `None` if the peer closed before it was all sent.
+    fn read_body(&mut self, len: usize) -> Option<Vec<u8>> {
+        while self.buf.len() < len {
+            if !self.fill() {
+                return None;
+            }
+        }
+        Some(self.buf.drain(..len).collect())
+    }
+
+    /// At most `want` more body bytes (of `remaining`) appended to `window`; false when none
+    /// are left or the peer closed.
+    fn more(&mut self, window: &mut Vec<u8>, remaining: &mut usize) -> bool {
+        if *remaining == 0 || (self.buf.is_empty() && !self.fill()) {
+            return false;
+        }
+        let take = self.buf.len().min(*remaining);
+        window.extend(self.buf.drain(..take));
+        *remaining -= take;
+        true
+    }
+
+    /// Streams a `multipart/form-data` body of `len` bytes as pve-http-server AnyEvent.pm
+    /// `file_upload_multipart` does: the form fields before the file, then the file's part
+    /// (its field must be `filename`) written to `dir` up to the closing delimiter, never held
+    /// whole in memory. A body that ends before the closing delimiter is "upload failed".
+    fn stream_upload(&mut self, len: usize, boundary: &str, dir: &Path) -> Result<Upload, String> {
+        let delim = format!("--{boundary}");
+        let close = format!("\r\n--{boundary}--");
+        let mut remaining = len;
+        let mut window: Vec<u8> = Vec::new();
+        let mut fields = Vec::new();
+        let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+        // The part headers and small fields before the file.
+        let file_name = loop {
+            let headers_end = loop {
+                if let Some(start) = find(&window, delim.as_bytes())
+                    && let Some(end) = find(&window[start..], b"\r\n\r\n")
+                {
+                    break (start, start + end + 4);
+                }
+                if window.len() > MAX_UPLOAD_HEAD || !self.more(&mut window, &mut remaining) {
+                    return Err("upload failed".into());
+                }
+            };
+            let headers =
+                String::from_utf8_lossy(&window[headers_end.0..headers_end.1]).to_string();
+            let disposition = headers
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Disposition: "))
+                .ok_or("upload failed")?
+                .to_string();
+            let attr = |name: &str| {
+                disposition.split(';').find_map(|p| {
+                    p.trim()
+                        .strip_prefix(&format!("{name}=\""))
+                        .and_then(|v| v.strip_suffix('"'))
+                        .map(str::to_string)
+                })
+            };
+            let name = attr("name").unwrap_or_default();
+            window.drain(..headers_end.1);
+            if let Some(file_name) = attr("filename") {
+                if name != "filename" {
+                    return Err(format!(
+                        "wrong field name '{name}' for file upload, expected 'filename'"
+                    ));
+                }
+                break file_name;
+            }
+            let value_end = loop {
+                if let Some(end) = find(&window, format!("\r\n{delim}").as_bytes()) {
+                    break end;
+                }
+                if window.len() > MAX_UPLOAD_HEAD || !self.more(&mut window, &mut remaining) {
+                    return Err("upload failed".into());
+                }
+            };
+            let value = String::from_utf8_lossy(&window[..value_end])
+                .trim()
+                .to_string();
+            fields.push((name, value));
+            window.drain(..value_end + 2);
+        };
+        fields.push(("filename".into(), file_name.trim().to_string()));
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let digest = ring::digest::digest(
+            &ring::digest::SHA256,
+            format!(
+                "{seq}-{}-{:?}",
+                std::process::id(),
+                std::time::SystemTime::now()
+            )
+            .as_bytes(),
+        );
+        let hex: String = digest.as_ref()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = dir.join(format!("pveupload-{hex}"));
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut out = std::fs::File::create(&path).map_err(|e| {
+            format!(
+                "unable to create temporary upload file '{}': {e}",
+                path.display()
+            )
+        })?;
+        let keep = close.len();
+        let written = loop {
+            if let Some(end) = find(&window, close.as_bytes()) {
+                out.write_all(&window[..end])
+                    .map_err(|e| format!("write to temporary file failed - {e}"))?;
+                break true;
+            }
+            if window.len() > keep {
+                let flush = window.len() - keep;
+                out.write_all(&window[..flush])
+                    .map_err(|e| format!("write to temporary file failed - {e}"))?;
+                window.drain(..flush);
+            }
+            if !self.more(&mut window, &mut remaining) {
+                break false;
+            }
+        };
+        // Whatever follows the closing delimiter is read and dropped.
+        while remaining > 0 && self.more(&mut Vec::new(), &mut remaining) {}
+        if !written {
+            drop(out);
+            let _ = std::fs::remove_file(&path);
+            return Err("upload failed".into());
+        }
+        Ok(Upload { fields, file: path })
     }
 }
 
@@ -248,8 +422,8 @@ fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
         buf: Vec::new(),
     };
     loop {
-        let req = match reader.read_request() {
-            Ok(Some(r)) => r,
+        let (mut req, len) = match reader.read_head() {
+            Ok(Some(head)) => head,
             Ok(None) => return,
             Err(status) => {
                 let resp = Response::new(status, "bad request", Vec::new());
@@ -257,12 +431,57 @@ fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
                 return;
             }
         };
-        let close = req
+        // pveproxy keeps no connection alive after an upload.
+        let mut close = req
             .header("connection")
             .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        let refused = match handler.plan_body(&req, len) {
+            BodyPlan::Buffer => match reader.read_body(len) {
+                Some(body) => {
+                    req.body = body;
+                    None
+                }
+                None => return,
+            },
+            BodyPlan::Upload { dir, boundary } => {
+                close = true;
+                match reader.stream_upload(len, &boundary, &dir) {
+                    Ok(upload) => {
+                        req.upload = Some(upload);
+                        None
+                    }
+                    // file_upload_multipart: `$self->error($reqstate, 500, $err)`.
+                    Err(e) => Some(Response::error(500, &e)),
+                }
+            }
+            BodyPlan::Refuse(resp) => Some(resp),
+        };
+        if let Some(resp) = refused {
+            let conn = &mut reader.conn;
+            let _ = write_response(conn, &resp, false);
+            let _ = conn.flush();
+            // The body is not read; what the peer still sends is let go for a moment, so that
+            // it reads the answer rather than a reset.
+            let _ = conn.tcp().shutdown(Shutdown::Write);
+            let _ = conn.tcp().set_read_timeout(Some(Duration::from_secs(2)));
+            let mut sink = [0u8; 64 * 1024];
+            let mut left = len;
+            while left > 0 {
+                match conn.read(&mut sink) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => left = left.saturating_sub(n),
+                }
+            }
+            let _ = conn.tcp().shutdown(Shutdown::Both);
+            return;
+        }
         workers.acquire();
         let resp = handler.handle(&req);
         workers.release();
+        if let Some(upload) = &req.upload {
+            // The handler moved what it keeps; the temporary file goes either way.
+            let _ = std::fs::remove_file(&upload.file);
+        }
         let conn = &mut reader.conn;
         // pve-http-server AnyEvent.pm, response: `keep_alive = 0 if $code >= 400`.
         if write_response(conn, &resp, req.method == "HEAD").is_err()
@@ -278,8 +497,12 @@ fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
 }
 
 fn write_response(w: &mut Conn, resp: &Response, head: bool) -> std::io::Result<()> {
+    let content_type = resp
+        .content_type
+        .map(|ct| format!("Content-Type: {ct}\r\n"))
+        .unwrap_or_default();
     let mut out = format!(
-        "HTTP/1.1 {} {}\r\nServer: pve-api-daemon/3.0\r\nCache-Control: max-age=0\r\nPragma: no-cache\r\nConnection: {}\r\nContent-Type: application/json;charset=UTF-8\r\nContent-Length: {}\r\n\r\n",
+        "HTTP/1.1 {} {}\r\nServer: pve-api-daemon/3.0\r\nCache-Control: max-age=0\r\nPragma: no-cache\r\nConnection: {}\r\n{content_type}Content-Length: {}\r\n\r\n",
         resp.status,
         resp.reason,
         if resp.status >= 400 { "close" } else { "Keep-Alive" },
@@ -304,13 +527,22 @@ fn write_response(w: &mut Conn, resp: &Response, head: bool) -> std::io::Result<
     w.flush()
 }
 
-/// Decodes `application/x-www-form-urlencoded` text (also used for query strings).
-pub fn parse_form(s: &str) -> Vec<(String, String)> {
-    s.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k, true), percent_decode(v, true))
+/// Decodes a form body or a query string as pve-http-server AnyEvent.pm `decode_urlencoded`
+/// does: pairs split at `&` and `;`, each split at `=` keeping the first two fields (Perl's
+/// `split` drops trailing empty ones), `+` and `%XX` decoded. A value that is empty or missing
+/// (`description=`, `description`) is `None`: PVE's undef, which passes the schema check as an
+/// absent parameter does and reaches the handler as a key without a value.
+pub fn decode_urlencoded(text: &str) -> Vec<(String, Option<String>)> {
+    text.split(['&', ';'])
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let mut fields: Vec<&str> = pair.split('=').collect();
+            while fields.len() > 1 && fields.last().is_some_and(|f| f.is_empty()) {
+                fields.pop();
+            }
+            let key = percent_decode(fields[0], true);
+            let value = fields.get(1).map(|v| percent_decode(v, true));
+            (key, value)
         })
         .collect()
 }

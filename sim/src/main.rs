@@ -25,6 +25,7 @@ mod task_api;
 mod tasks;
 mod templates;
 mod tls;
+mod upload;
 mod vms;
 mod write_path;
 

@@ -48,10 +48,38 @@ pub(crate) fn check_lock(conf: &BTreeMap<String, String>) -> Result<(), String> 
     }
 }
 
-/// SHA-1 of the config file as PVE would write it (its `[PENDING]` section included), hex.
-pub fn digest(conf: &BTreeMap<String, String>, pending: &Pending) -> String {
-    let mut text: String = conf.iter().map(|(k, v)| format!("{k}: {v}\n")).collect();
+/// The config file's text as QemuServer.pm `write_vm_config` writes it: the description as
+/// `#` comment lines (Tools.pm encode_text) first, then `key: value` lines sorted, then the
+/// `[PENDING]` section.
+pub fn file_text(conf: &BTreeMap<String, String>, pending: &Pending) -> String {
+    let mut text = String::new();
+    if let Some(description) = conf.get("description") {
+        for line in description.split('\n') {
+            text.push('#');
+            text.push_str(&encode_text(line));
+            text.push('\n');
+        }
+    }
+    for (k, v) in conf.iter().filter(|(k, _)| k.as_str() != "description") {
+        text.push_str(&format!("{k}: {v}\n"));
+    }
     text.push_str(&pending.section());
+    text
+}
+
+/// ParseUtils.pm `encode_text`: control characters, `%`, `:` and bytes above 0x7e as `%XX`.
+fn encode_text(line: &str) -> String {
+    line.bytes()
+        .map(|b| match b {
+            0x20..=0x24 | 0x26..=0x39 | 0x3b..=0x7e => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// SHA-1 of the config file's text ([`file_text`]), hex: PVE's `digest`.
+pub fn digest(conf: &BTreeMap<String, String>, pending: &Pending) -> String {
+    let text = file_text(conf, pending);
     let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -190,9 +190,10 @@ fn check_value(ty: Ty, v: &str, in_prop: bool) -> Result<(), String> {
             range(n as f64, min.map(|m| m as f64), max.map(|m| m as f64))
         }
         Ty::Num(min, max) => {
-            let n: f64 = v
-                .parse()
-                .map_err(|_| format!("type check ('number') failed - got '{v}'"))?;
+            let n: f64 = Some(v)
+                .filter(|v| is_number(v))
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("type check ('number') failed - got '{v}'"))?;
             range(n, min, max)
         }
         Ty::Str => Ok(()),
@@ -225,6 +226,21 @@ fn check_value(ty: Ty, v: &str, in_prop: bool) -> Result<(), String> {
             .map(|_| ())
             .map_err(|e| format!("invalid format - {e}")),
     }
+}
+
+/// JSONSchema.pm `is_number`: `^[+-]?(\d+\.\d+|\d+\.|\.\d+|\d+)([eE][+-]?\d+)?$`.
+fn is_number(v: &str) -> bool {
+    let v = v.strip_prefix(['+', '-']).unwrap_or(v);
+    let (mantissa, exponent) = match v.split_once(['e', 'E']) {
+        Some((m, e)) => (m, Some(e.strip_prefix(['+', '-']).unwrap_or(e))),
+        None => (v, None),
+    };
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = match mantissa.split_once('.') {
+        Some((int, frac)) => (!int.is_empty() || !frac.is_empty()) && digits(int) && digits(frac),
+        None => !mantissa.is_empty() && digits(mantissa),
+    };
+    mantissa_ok && exponent.is_none_or(|e| !e.is_empty() && digits(e))
 }
 
 fn range(n: f64, min: Option<f64>, max: Option<f64>) -> Result<(), String> {
@@ -382,21 +398,45 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
             Ok(())
         }
         Named::Boot => {
-            // Modern `order=a;b`, or the legacy letters `[acdn]{1,4}`.
-            if let Some(order) = v.strip_prefix("order=") {
-                if order
-                    .split(';')
-                    .all(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_alphanumeric()))
-                {
-                    return Ok(());
+            // QemuServer.pm `pve-qm-boot`: the legacy letters `[acdn]{1,4}` (default key), or
+            // `order=` a `pve-qm-bootdev-list` (ParseUtils split_list: `;`, `,` or spaces),
+            // each device checked by `verify_bootdev`.
+            let mut legacy = false;
+            for part in v.split(',').filter(|p| !p.trim().is_empty()) {
+                match part.split_once('=') {
+                    Some(("order", order)) if !order.is_empty() => {
+                        let devices = order
+                            .split(|c: char| c == ';' || c == ',' || c.is_whitespace())
+                            .filter(|d| !d.is_empty());
+                        for device in devices {
+                            if !is_boot_device(device) {
+                                return Err(format!(
+                                    "format error | order: invalid format - invalid boot device '{device}'"
+                                ));
+                            }
+                        }
+                    }
+                    Some((key, _)) => {
+                        return Err(format!(
+                            "invalid key in comma-separated list property: {key}"
+                        ));
+                    }
+                    None if legacy => {
+                        return Err("duplicate key in comma-separated list property: legacy".into());
+                    }
+                    None => {
+                        legacy = true;
+                        let ok = part.len() <= 4 && part.bytes().all(|b| b"acdn".contains(&b));
+                        if !ok {
+                            return Err(
+                                "format error | legacy: value does not match the regex pattern"
+                                    .into(),
+                            );
+                        }
+                    }
                 }
-                return Err(format!("format error | order: invalid format - '{order}'"));
             }
-            if !v.is_empty() && v.len() <= 4 && v.bytes().all(|b| b"acdn".contains(&b)) {
-                Ok(())
-            } else {
-                Err("value without key, but schema does not define a default key".into())
-            }
+            Ok(())
         }
         Named::Cpu => {
             const SUBS: &[Sub] = &[
@@ -422,6 +462,29 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
             }
         }
     }
+}
+
+/// QemuServer.pm `verify_bootdev`: a drive but the EFI disk and the TPM state, a NIC, a USB
+/// or a PCI device, by the indexes the config has.
+fn is_boot_device(device: &str) -> bool {
+    [
+        ("ide", 3),
+        ("scsi", 30),
+        ("virtio", 15),
+        ("sata", 5),
+        ("net", 31),
+        ("usb", 29),
+        ("hostpci", 15),
+    ]
+    .iter()
+    .any(|(prefix, max)| {
+        device.strip_prefix(prefix).is_some_and(|n| {
+            !n.is_empty()
+                && n.bytes().all(|b| b.is_ascii_digit())
+                && (n == "0" || !n.starts_with('0'))
+                && n.parse::<u32>().is_ok_and(|i| i <= *max)
+        })
+    })
 }
 
 fn is_cidr(v: &str, v6: bool) -> bool {
@@ -490,6 +553,17 @@ pub fn parse_property_string(subs: &[Sub], v: &str) -> Result<BTreeMap<String, S
                 ));
             }
             res.insert(dk.to_string(), part.to_string());
+        }
+    }
+    // parse_property_string: a boolean sub-key's value is read with parse_boolean (`on`,
+    // `yes`, `true` are 1; `off`, `no`, `false` are 0).
+    for s in subs.iter().filter(|s| matches!(s.ty, Ty::Bool)) {
+        if let Some(val) = res.get_mut(s.key) {
+            match val.to_ascii_lowercase().as_str() {
+                "1" | "on" | "yes" | "true" => *val = "1".into(),
+                "0" | "off" | "no" | "false" => *val = "0".into(),
+                _ => {}
+            }
         }
     }
     let mut sub_errs = Vec::new();

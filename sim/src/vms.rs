@@ -13,14 +13,14 @@ use serde_json::{Value, json};
 use crate::api_schema;
 use crate::config_api::{has_cloudinit_drive, prepare_start};
 use crate::drives::{plan_drives, run_drives};
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::pending::{CloudInitState, Pending};
-use crate::qemu_config::{check_lock, config_of, digest, file_of, free_volumes, no_conf, uuid};
+use crate::qemu_config::{check_lock, config_of, digest, file_of, free_volumes, no_conf};
 use crate::schema;
 use crate::state::{Sim, Vm};
 use crate::storage;
 use crate::tasks::{self, TaskCtx};
-use crate::write_path::{default_boot, normalize};
+use crate::write_path;
 
 /// `GET /nodes/{node}/qemu`: read from each VM's config at once (qemu-server
 /// QemuServer.pm, vmstatus), so a VM without a name is listed as `VM <vmid>`.
@@ -36,7 +36,13 @@ pub fn vm_list(sim: &Sim, node: &str) -> Value {
 }
 
 /// `POST /nodes/{node}/qemu`.
-pub fn create(sim: &Arc<Sim>, node: &str, params: &Params, auth: &Auth) -> ApiResult {
+pub fn create(
+    sim: &Arc<Sim>,
+    node: &str,
+    params: &Params,
+    undef: &Undefined,
+    auth: &Auth,
+) -> ApiResult {
     let vmid: u32 = params["vmid"]
         .parse()
         .map_err(|_| ApiErr::param("vmid", "invalid"))?;
@@ -45,6 +51,7 @@ pub fn create(sim: &Arc<Sim>, node: &str, params: &Params, auth: &Auth) -> ApiRe
             "pve-sim: restoring from an archive is not simulated",
         ));
     }
+    let params = &write_path::prepare_params(sim, params, undef)?;
     let ops = plan_drives(sim, node, params, auth)?;
     // create_and_lock_config: the file lock (5 s), the cluster-wide vmid check, `lock: create`.
     let holder = format!("create-{vmid}");
@@ -72,13 +79,7 @@ pub fn create(sim: &Arc<Sim>, node: &str, params: &Params, auth: &Auth) -> ApiRe
     .map_err(|e| ApiErr::die(format!("unable to create VM {vmid} - {e}")))?;
 
     let start = params.get("start").is_some_and(|v| v == "1");
-    let rest: Vec<(String, String)> = params
-        .iter()
-        .filter(|(k, _)| {
-            api_schema::is_config_key(k) && !api_schema::is_drive_key(k) && k.as_str() != "lock"
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let (given, undef) = (params.clone(), undef.clone());
     let (s2, n2) = (sim.clone(), node.to_string());
     let upid = tasks::spawn(
         sim,
@@ -94,22 +95,7 @@ pub fn create(sim: &Arc<Sim>, node: &str, params: &Params, auth: &Auth) -> ApiRe
                 ctx.sleep(sim.task_duration("qmcreate") / 2)?;
                 let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made)?;
                 ctx.sleep(sim.task_duration("qmcreate") / 2)?;
-                let mut conf: BTreeMap<String, String> = rest
-                    .iter()
-                    .map(|(k, v)| (k.clone(), normalize(sim, k, v)))
-                    .collect();
-                conf.extend(drives);
-                if !conf.contains_key("boot") {
-                    let b = default_boot(&conf);
-                    conf.insert("boot".into(), b);
-                }
-                conf.entry("smbios1".into())
-                    .or_insert_with(|| format!("uuid={}", uuid(sim)));
-                conf.entry("vmgenid".into()).or_insert_with(|| uuid(sim));
-                conf.insert(
-                    "meta".into(),
-                    format!("creation-qemu=9.2.0,ctime={}", crate::state::epoch() as u64),
-                );
+                let conf = write_path::create_config(sim, &given, &undef, drives)?;
                 let mut st = sim.lock();
                 match st.vms.get_mut(&vmid) {
                     Some(vm) => vm.config = conf,
