@@ -120,13 +120,16 @@ impl Policy {
         }
     }
 
-    /// The same policy with another cap (the `poll_interval` option).
+    /// The same policy with another cap (the `poll_interval` option). A cap above the default
+    /// one (fewer requests asked for) slows the dense looks with it; at or below it, they keep
+    /// their own interval, no longer than the cap.
     pub fn with_cap(self, cap: Duration) -> Policy {
-        Policy {
-            cap,
-            dense: self.dense.max(cap),
-            ..self
-        }
+        let dense = if cap > self.cap {
+            self.dense.max(cap)
+        } else {
+            self.dense.min(cap)
+        };
+        Policy { cap, dense, ..self }
     }
 }
 

@@ -491,7 +491,9 @@ impl Import {
     /// the end was noticed, end), and the same for the peer's one-second poll.
     fn run_over(&self, net: Net) -> ((u32, Duration), (u32, Duration), f64) {
         let (points, end) = self.timeline();
-        let p = Policy::with_timeout(Duration::from_secs(3600)).expecting_progress(true);
+        let p = Policy::with_timeout(Duration::from_secs(3600))
+            .with_cap(ms(150))
+            .expecting_progress(true);
         let at = Duration::from_secs_f64(end);
         let ours = run_over(&p, net, at, |t| self.observe(&points, end, t));
         (ours, peer_over(net, at), end)
@@ -787,6 +789,19 @@ fn a_failed_request_does_not_read_as_a_short_round_trip() {
 }
 
 #[test]
+fn the_default_poll_interval_keeps_the_dense_looks() {
+    // The module always sets the cap from `poll_interval` (150ms by default): the dense looks
+    // near a copy's end and while it finishes stay at 130 ms; a longer interval slows them.
+    let p = Policy::with_timeout(Duration::from_secs(60));
+    assert_eq!(p.clone().with_cap(ms(150)).dense, ms(130));
+    assert_eq!(p.clone().with_cap(ms(100)).dense, ms(100));
+    assert_eq!(
+        p.with_cap(Duration::from_secs(1)).dense,
+        Duration::from_secs(1)
+    );
+}
+
+#[test]
 fn parses_progress_lines() {
     let lines: Vec<String> = [
         "create full clone of drive (local:import/a.qcow2)",
@@ -885,7 +900,7 @@ const COSTS: [u64; 5] = [1, 2, 3, 4, 5];
 /// poll (p50, p95), and a far server is looked at as often as a near one.
 #[test]
 fn far_and_near_idle_servers_are_polled_alike() {
-    let p = Policy::with_timeout(Duration::from_secs(3600));
+    let p = Policy::with_timeout(Duration::from_secs(3600)).with_cap(ms(150));
     let mut failures = Vec::new();
     for cost in COSTS {
         let mut near_requests = 0;
@@ -1023,7 +1038,7 @@ fn imports_over_far_and_near_servers_meet_the_targets() {
 /// peer notices it.
 #[test]
 fn a_busy_server_far_or_near_makes_the_wait_back_off() {
-    let p = Policy::with_timeout(Duration::from_secs(3600));
+    let p = Policy::with_timeout(Duration::from_secs(3600)).with_cap(ms(150));
     for rtt in RTTS {
         let net = Net {
             rtt: ms(rtt),
