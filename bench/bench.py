@@ -11,7 +11,10 @@ Measured, for both clients:
   4. end to end: a playbook that creates a VM from a 50, 300 and 660 MB cloud image on throttled
      storage, ours (one `vm` task) against the peer's `proxmox_kvm` + `proxmox_disk`;
   5. scale: VMs created in parallel with automatic ids (`forks`), on a 3-node pve-sim;
-  6. the release binaries' size.
+  6. the release binaries' size;
+  7. the wait over a network (`net`): round trips of 0-100 ms added by bench/delay_proxy.py in
+     front of pve-sim, and 1-5 ms of server time on every request (a pve-sim `latency` fault),
+     for tasks without progress and for imports, ours against the peer's one-second poll.
 Plots (PNG, matplotlib in its own venv) go next to the report.
 
 Usage: bench/run.sh [--full]   (the script sets up the venvs and calls this file)
@@ -52,6 +55,18 @@ class Sim:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
         self.info = json.loads(self.proc.stdout.readline())
         self.port = self.info["port"]
+        # Where the clients connect: pve-sim itself, or a delaying proxy in front of it.
+        self.client_port = self.port
+
+    def set_faults(self, faults):
+        """Replaces the faults in force (pve-sim's admin endpoint)."""
+        import urllib.request
+        admin = self.info["admin"]
+        urllib.request.urlopen(urllib.request.Request(admin + "/faults", method="DELETE")).read()
+        if faults:
+            req = urllib.request.Request(admin + "/faults", data=json.dumps(faults).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(req).read()
 
     def stop(self):
         self.proc.terminate()
@@ -71,7 +86,7 @@ class Sim:
 
 def ours(sim, args):
     """Runs our vm module binary as Ansible does (an args file); returns the result."""
-    base = {"api_host": "127.0.0.1", "api_port": sim.port, "api_password": PASSWORD,
+    base = {"api_host": "127.0.0.1", "api_port": sim.client_port, "api_password": PASSWORD,
             "api_fingerprint": sim.info["fingerprint"]}
     base.update(args)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -97,7 +112,7 @@ def peer_env():
 
 
 def peer_args(sim, extra):
-    a = {"api_host": "127.0.0.1", "api_port": sim.port, "api_user": "root@pam", "api_password": PASSWORD,
+    a = {"api_host": "127.0.0.1", "api_port": sim.client_port, "api_user": "root@pam", "api_password": PASSWORD,
          "validate_certs": False}
     a.update(extra)
     return a
@@ -258,13 +273,16 @@ def stats(xs):
 def waits_experiment(have_peer, runs, scenarios, runs_others=None):
     """The import wait, ours against the peer's best one-task create (`proxmox_kvm` with
     `scsi0: local-lvm:0,import-from=…`, waiting on the create task at its 1 s poll): the same
-    pve-sim per scenario, runs interleaved (ours, peer, ours, …), every task request counted."""
+    pve-sim per scenario, runs interleaved (ours, peer, ours, …), every task request counted;
+    the scenarios side by side."""
     img = make_image(200, 1024)
     vol = f"local:import/{os.path.basename(img)}"
-    rows = []
-    for name, extra in scenarios:
+
+    def scenario(name, extra):
+        rows = []
         n_runs = runs if name == "steady" or runs_others is None else runs_others
-        sim = Sim(f"wait-{name.split()[0]}", ["--seed-image", img, "--import-rate", f"{IMPORT_RATE_MB}M"] + extra)
+        slug = "".join(c if c.isalnum() else "-" for c in name)
+        sim = Sim(f"wait-{slug}", ["--seed-image", img, "--import-rate", f"{IMPORT_RATE_MB}M"] + extra)
         got = {"ours": [], "peer": []}
         try:
             for i in range(n_runs):
@@ -293,7 +311,12 @@ def waits_experiment(have_peer, runs, scenarios, runs_others=None):
             if ms:
                 rows.append({"scenario": name, "who": who, "n": len(ms), "latency_ms": [x[0] for x in ms],
                              "requests": [x[1] for x in ms], "task_s": statistics.median(x[2] for x in ms)})
-    return rows
+        return rows
+
+    # The scenarios run at once, each on its own pve-sim (a wait is mostly idle: the copies are
+    # paced), so the experiment takes one scenario's time.
+    got = in_parallel([lambda sc=sc: scenario(*sc) for sc in scenarios])
+    return [r for rows in got for r in rows]
 
 
 class Prober:
@@ -380,6 +403,207 @@ def load_experiment(have_peer, n=20, task_s=40, cost_ms=20):
     finally:
         sim.stop()
     return rows
+
+
+# The network grid (issue: the wait over real networks): round trips added by a delaying TCP
+# proxy in front of pve-sim (bench/delay_proxy.py, half each way), and what pve-sim spends on
+# every request (a `latency` fault on all paths: the worker sleeps before it answers, so it is
+# the server's time, not the network's).
+NET_RTTS_MS = [0, 10, 40, 100]
+NET_COSTS_MS = [1, 2, 3, 4, 5]
+
+
+class DelayProxy:
+    """bench/delay_proxy.py in front of a pve-sim, adding `rtt_ms` to every round trip."""
+
+    def __init__(self, sim, rtt_ms):
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "delay_proxy.py"),
+                                      "--upstream", f"127.0.0.1:{sim.port}", "--rtt", f"{rtt_ms}ms"],
+                                     stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.port = json.loads(self.proc.stdout.readline())["port"]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+class Through:
+    """A view of a pve-sim through one client port (the sim's own, or a proxy's)."""
+
+    def __init__(self, sim, port):
+        self.sim, self.client_port, self.port, self.info = sim, port, sim.port, sim.info
+
+
+def cost_faults(cost_ms):
+    return [{"kind": "latency", "path": "", "ms": cost_ms}]
+
+
+def in_parallel(jobs):
+    """Runs the callables at once; returns their results in order."""
+    out = [None] * len(jobs)
+
+    def run(i):
+        out[i] = jobs[i]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def client_latency(sim, upid, rtt_ms):
+    """(ms from the task's end to the client holding the answer that said so, task requests):
+    pve-sim's answer time, plus the half round trip the answer travels back."""
+    m = noticed(sim, upid)
+    if not m:
+        return None
+    return m[0] * 1000 + rtt_ms / 2, m[1]
+
+
+def net_tasks_experiment(have_peer, per_cell=10, parallel=5, task_s=2, rtts=None, costs=None):
+    """Tasks without progress (qmstart of task_s ±30 %) across the grid: `parallel` modules of
+    each client at once, per_cell tasks each per cell, on one pve-sim with one proxy per round
+    trip; the cost set through pve-sim's admin endpoint between cells."""
+    sim = Sim("net-tasks", ["--task-duration", f"qmstart={task_s}s", "--task-jitter", "0.3",
+                            "--task-duration", "qmstop=100ms", "--task-duration", "qmcreate=100ms"])
+    rtts, costs = rtts or NET_RTTS_MS, costs or NET_COSTS_MS
+    proxies = {rtt: DelayProxy(sim, rtt) for rtt in rtts if rtt}
+    rows = []
+    try:
+        ids = {"ours": range(700, 700 + parallel), "peer": range(800, 800 + parallel)}
+        for vmid in [*ids["ours"], *ids["peer"]]:
+            r = ours(sim, {"node": "pve1", "vmid": vmid, "name": f"net{vmid}", "cores": 1})
+            assert not r.get("failed"), r
+        rounds = max(1, per_cell // parallel)
+        for cost in costs:
+            sim.set_faults(cost_faults(cost))
+            for rtt in rtts:
+                view = Through(sim, proxies[rtt].port if rtt else sim.port)
+                start = time.time()
+
+                def mine(vmid):
+                    upids = []
+                    for _ in range(rounds):
+                        r = ours(view, {"vmid": vmid, "node": "pve1", "state": "started"})
+                        upids += [t["upid"] for t in r.get("tasks", []) if t["type"] == "qmstart"]
+                        ours(sim, {"vmid": vmid, "node": "pve1", "state": "stopped", "shutdown_timeout": 0})
+                    return upids
+
+                def theirs(vmid):
+                    for _ in range(rounds):
+                        res, _ = peer(view, "proxmox_kvm", {"vmid": vmid, "node": "pve1", "state": "started",
+                                                            "timeout": 600})
+                        if res.get("failed"):
+                            print("net peer start failed:", res.get("msg"), file=sys.stderr)
+                        ours(sim, {"vmid": vmid, "node": "pve1", "state": "stopped", "shutdown_timeout": 0})
+
+                jobs = [lambda v=v: mine(v) for v in ids["ours"]]
+                if have_peer:
+                    jobs += [lambda v=v: theirs(v) for v in ids["peer"]]
+                got = in_parallel(jobs)
+                upids = {"ours": [u for g in got[:parallel] for u in g]}
+                if have_peer:
+                    upids["peer"] = [t["upid"] for t in sim.tasks() if t["type"] == "qmstart"
+                                     and t["start"] >= start and t["id"] in {str(v) for v in ids["peer"]}]
+                for who, us in upids.items():
+                    m = [x for x in (client_latency(sim, u, rtt) for u in us) if x]
+                    rows.append({"kind": "tasks", "rtt": rtt, "cost": cost, "who": who, "n": len(m),
+                                 "latency_ms": [x[0] for x in m], "requests": [x[1] for x in m]})
+                print(f"net tasks rtt {rtt} cost {cost}: " + "; ".join(
+                    f"{r['who']} {stats(r['latency_ms'])}" for r in rows[-len(upids):]), file=sys.stderr)
+    finally:
+        for p in proxies.values():
+            p.stop()
+        sim.stop()
+    return rows
+
+
+def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=1, copy_s=30, rtts=None, tag=""):
+    """Imports (the 200 MiB / 1 GiB image, a copy of copy_s seconds and a finishing phase of
+    tail_s after 100 %) across round trips and costs: `parallel` creates of each client at
+    once per cell (ours: `vm` with import_from; the peer: `proxmox_kvm` with import-from in one
+    task), every task request counted."""
+    img = make_image(200, 1024)
+    vol = f"local:import/{os.path.basename(img)}"
+    rate_k = max(1, int(1024 * 1024 / copy_s))
+    rows = []
+    for cost in costs:
+        for rtt in rtts or NET_RTTS_MS:
+            sim = Sim(f"net-import{tag}-{rtt}-{cost}", ["--seed-image", img, "--import-rate", f"{rate_k}K",
+                                                        "--import-tail", f"{tail_s}s"])
+            sim.set_faults(cost_faults(cost))
+            proxy = DelayProxy(sim, rtt) if rtt else None
+            view = Through(sim, proxy.port if proxy else sim.port)
+            try:
+                def mine(vmid):
+                    r = ours(view, {"node": "pve1", "vmid": vmid, "timeout": "30m",
+                                    "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": vol}]})
+                    if r.get("failed"):
+                        print(f"net import ours {vmid} failed: {r.get('msg')}", file=sys.stderr)
+                    return [t["upid"] for t in r.get("tasks", []) if t["type"] == "qmcreate"]
+
+                def theirs(vmid):
+                    r, _ = peer(view, "proxmox_kvm", {"node": "pve1", "vmid": vmid, "name": f"w{vmid}",
+                                                       "scsi": {"scsi0": f"local-lvm:0,import-from={vol}"},
+                                                       "timeout": 1800})
+                    if r.get("failed"):
+                        print(f"net import peer {vmid} failed: {r.get('msg')}", file=sys.stderr)
+                    return []
+
+                jobs = [lambda v=v: mine(v) for v in range(300, 300 + parallel)]
+                if have_peer:
+                    jobs += [lambda v=v: theirs(v) for v in range(400, 400 + parallel)]
+                got = in_parallel(jobs)
+                upids = {"ours": [u for g in got[:parallel] for u in g]}
+                if have_peer:
+                    upids["peer"] = [t["upid"] for t in sim.tasks() if t["type"] == "qmcreate"
+                                     and t["id"] in {str(v) for v in range(400, 400 + parallel)}]
+                ends = {t["upid"]: t["end"] - t["start"] for t in sim.tasks()}
+                for who, us in upids.items():
+                    m = [x for x in (client_latency(sim, u, rtt) for u in us) if x]
+                    rows.append({"kind": "imports", "rtt": rtt, "cost": cost, "who": who, "n": len(m),
+                                 "latency_ms": [x[0] for x in m], "requests": [x[1] for x in m],
+                                 "task_s": statistics.median(ends[u] for u in us) if us else float("nan"),
+                                 "tail_s": tail_s})
+                print(f"net imports{tag} rtt {rtt} cost {cost}: " + "; ".join(
+                    f"{r['who']} {stats(r['latency_ms'])} req {r['requests']}" for r in rows[-len(upids):]),
+                    file=sys.stderr)
+            finally:
+                if proxy:
+                    proxy.stop()
+                sim.stop()
+    return rows
+
+
+def net_experiment(have_peer, args):
+    """The network grid: long imports in the background (one per client, real time: the wait's
+    behaviour depends on the wall-clock length, so they are not time-scaled), tasks without
+    progress in every cell, 30 s imports with a 1 s finishing phase in the cells of
+    --net-import-costs."""
+    long_rows = []
+
+    def long_imports():
+        for spec in filter(None, args.net_long.split(",")):
+            copy_s, rest = spec.split("@")
+            rtt, cost = (int(x) for x in rest.split(":"))
+            for r in net_imports_experiment(have_peer, costs=(cost,), parallel=1, tail_s=1, copy_s=int(copy_s),
+                                            rtts=[rtt], tag=f"-long{copy_s}"):
+                r["label"] = f"imports, {int(copy_s) // 60} min copy + 1 s"
+                long_rows.append(r)
+
+    background = threading.Thread(target=long_imports)
+    background.start()
+    rtts = [int(x) for x in args.net_rtts.split(",") if x]
+    rows = net_tasks_experiment(have_peer, per_cell=args.net_runs, rtts=rtts,
+                                costs=[int(x) for x in args.net_costs.split(",") if x])
+    costs = [int(c) for c in args.net_import_costs.split(",") if c]
+    for r in net_imports_experiment(have_peer, costs=costs, parallel=5, tail_s=1, copy_s=30, rtts=rtts):
+        r["label"] = "imports, 30 s copy + 1 s"
+        rows.append(r)
+    background.join()
+    return rows + long_rows
 
 
 def storage_bytes(sim, sid="local-lvm"):
@@ -610,7 +834,52 @@ def scale_experiment(n, have_peer):
     return out
 
 
-def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), clones=()):
+def pct_pair(xs):
+    """p50 / p95 in ms (p95 only from 10 samples or more)."""
+    if not xs:
+        return "-"
+    if len(xs) >= 10:
+        return f"{percentile(xs, 50):.0f} / {percentile(xs, 95):.0f}"
+    return f"{statistics.median(xs):.0f} / (max {max(xs):.0f}, n={len(xs)})"
+
+
+def net_report(net):
+    """The network grid: per cell, ours against the peer and the targets."""
+    out = ["", "### The wait over a network: round trips and server costs", "",
+           "Round trip: bench/delay_proxy.py in front of pve-sim (half each way). Server cost: a `latency` fault on "
+           "every request (pve-sim's worker sleeps that long before it answers). End noticed: from the task's end "
+           "(pve-sim's task log) to the client holding the answer that said so (pve-sim's answer time plus half a "
+           "round trip). Targets: p50 ≤ 100 ms + one round trip, p95 ≤ 300 ms + one round trip, never later than "
+           "the peer (p50, p95); imports: no more task requests than the peer.", "",
+           "| tasks | round trip ms | server cost ms | ours: end noticed p50 / p95 ms | peer: p50 / p95 ms | "
+           "ours: task requests (median, max) | peer: task requests (median, max) | targets |",
+           "|---|---|---|---|---|---|---|---|"]
+    cells = {}
+    for r in net:
+        cells.setdefault((r["kind"], r.get("label", ""), r["rtt"], r["cost"]), {})[r["who"]] = r
+    for (kind, label, rtt, cost), by in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], kv[0][3])):
+        o, p = by.get("ours"), by.get("peer")
+        name = label or ("without progress (2 s ±30 %)" if kind == "tasks" else "imports")
+        req = lambda r: f"{statistics.median(r['requests']):.0f}, {max(r['requests'])}" if r and r["requests"] else "-"
+        verdict = "-"
+        if o and o["latency_ms"]:
+            lat = o["latency_ms"]
+            ok = statistics.median(lat) <= 100 + rtt
+            if len(lat) >= 10:
+                ok = ok and percentile(lat, 95) <= 300 + rtt
+            if p and p["latency_ms"]:
+                ok = ok and statistics.median(lat) <= statistics.median(p["latency_ms"])
+                if len(lat) >= 10 and len(p["latency_ms"]) >= 10:
+                    ok = ok and percentile(lat, 95) <= percentile(p["latency_ms"], 95)
+                if kind == "imports" and p["requests"]:
+                    ok = ok and max(o["requests"]) <= min(p["requests"])
+            verdict = "met" if ok else "**not met**"
+        out.append(f"| {name} | {rtt} | {cost} | {pct_pair(o['latency_ms']) if o else '-'} | "
+                   f"{pct_pair(p['latency_ms']) if p else '-'} | {req(o)} | {req(p)} | {verdict} |")
+    return out
+
+
+def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), clones=(), net=()):
     size = {b: os.path.getsize(os.path.join(ROOT, "target", "release", b)) for b in ("vm", "image", "pve-sim")}
     lines = [
         "# Benchmark results",
@@ -663,6 +932,8 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), 
             name = "sankofa.proxmox.vm" if r["who"] == "ours" else "proxmox_kvm"
             lines.append(f"| {name} | {r['window_s']:.0f} | {r['rps']:.1f} | {stats(r['version_ms'])} | "
                          f"{stats(r['late_ms'])} |")
+    if net:
+        lines += net_report(net)
     if clones:
         lines += ["", f"### Ten VMs from one image: each importing it, or linked clones of a template ({IMPORT_RATE_MB} MiB/s)", "",
                   "Ours, one run after the other. `imports`: each VM imports the 200 MiB / 1 GiB image and grows its disk "
@@ -711,7 +982,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="also 2- and 5-minute tasks and imports")
     ap.add_argument("--no-peer", action="store_true")
-    ap.add_argument("--only", default="latency,imports,waits,load,clones,noop,e2e,scale",
+    ap.add_argument("--only", default="latency,imports,waits,net,load,clones,noop,e2e,scale",
                     help="comma-separated experiments to run (default: all)")
     ap.add_argument("--wait-runs", type=int, default=10, help="runs per client and import scenario")
     ap.add_argument("--wait-runs-others", type=int, default=None,
@@ -719,6 +990,12 @@ def main():
     ap.add_argument("--latency-runs", type=int, default=20, help="tasks per length and client")
     ap.add_argument("--latency-lengths", default="", help="comma-separated task lengths in s (default: 0.2,1,5,30)")
     ap.add_argument("--report", default="", help="the report's file name under bench/results (default: by what ran)")
+    ap.add_argument("--net-runs", type=int, default=10, help="tasks per client and grid cell (net)")
+    ap.add_argument("--net-rtts", default="0,10,40,100", help="round trips (ms) of the grid (net)")
+    ap.add_argument("--net-costs", default="1,2,3,4,5", help="server costs (ms) of the task cells (net)")
+    ap.add_argument("--net-import-costs", default="1,5", help="server costs (ms) of the import cells (net)")
+    ap.add_argument("--net-long", default="120@40:3,600@100:5",
+                    help="long imports (net), COPY_S@RTT_MS:COST_MS, one per client, run beside the grid")
     ap.add_argument("--wait-scenarios", default="",
                     help="comma-separated scenario names to run (default: all), e.g. steady,stalls")
     args = ap.parse_args()
@@ -731,6 +1008,7 @@ def main():
     picked = [sc for sc in WAIT_SCENARIOS
               if not args.wait_scenarios or sc[0].split()[0] in args.wait_scenarios.split(",")]
     waits = waits_experiment(have_peer, args.wait_runs, picked, args.wait_runs_others) if "waits" in only else []
+    net = net_experiment(have_peer, args) if "net" in only else []
     load = load_experiment(have_peer) if "load" in only else []
     clones = clones_experiment() if "clones" in only else []
     noop = noop_experiment(have_peer, runs=20) if "noop" in only else {}
@@ -743,9 +1021,10 @@ def main():
         # A partial run keeps the full report and writes its own: waits.md for the wait
         # experiments, else one named after what ran (noop-latency.md, …).
         name = args.report or ("waits" if only <= {"waits", "load"} else "-".join(sorted(only)))
-        write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, f"{name}.md"), waits, load, clones)
+        write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, f"{name}.md"), waits, load, clones,
+                     net)
         return
-    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits, load, clones)
+    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits, load, clones, net)
     with open(os.path.join(WORK, "results.json"), "w") as f:
         json.dump({"latency": lat, "imports": imports, "e2e": e2e}, f)
     plot = os.path.join(WORK, "plot-venv", "bin", "python")

@@ -102,6 +102,9 @@ pub struct Client {
     secret_sink: fn(&str),
     /// Whether the server has answered at all in this run.
     answered: Cell<bool>,
+    /// The quickest 200 answer of this run, from sending to the body read: the round trip
+    /// plus the least the server spends on a request (the wait's load relief compares with it).
+    quickest: Cell<Option<Duration>>,
 }
 
 /// HTTP methods the API uses.
@@ -263,6 +266,7 @@ impl Client {
             hints: conn.hints.clone(),
             secret_sink: conn.secret_sink,
             answered: Cell::new(false),
+            quickest: Cell::new(None),
         };
         if let Credentials::Password { .. } = client.credentials {
             client.login()?;
@@ -283,6 +287,11 @@ impl Client {
     /// How many HTTP requests this client has sent.
     pub fn requests(&self) -> u64 {
         self.requests.get()
+    }
+
+    /// The quickest successful answer of this run (see [`crate::wait::WaitState::note_baseline`]).
+    pub fn quickest_answer(&self) -> Option<Duration> {
+        self.quickest.get()
     }
 
     /// True in check mode.
@@ -414,6 +423,7 @@ impl Client {
         }
         let limit = self.timeout.min(left);
         self.requests.set(self.requests.get() + 1);
+        let asked = Instant::now();
         let mut url = format!("{}{path}", self.base);
         let body = form(params);
         if matches!(method, Method::Get | Method::Delete) && !params.is_empty() {
@@ -519,6 +529,10 @@ impl Client {
             .last_reason
             .take();
         if status == 200 {
+            let took = asked.elapsed();
+            if self.quickest.get().is_none_or(|q| took < q) {
+                self.quickest.set(Some(took));
+            }
             return serde_json::from_str(&text).map_err(|_| ApiError::NotPve {
                 detail: hinted(
                     format!(

@@ -460,6 +460,9 @@ pub fn wait_task(
                 }
             })?;
         state.note_request_time(look.took);
+        if let Some(quickest) = client.quickest_answer() {
+            state.note_baseline(quickest);
+        }
         state.note_extra_requests(look.requests.saturating_sub(1));
         match state.decide(policy, start.elapsed(), look.obs) {
             Decision::Wait(d) => {
