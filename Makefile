@@ -19,11 +19,18 @@ export PYTHON
 
 all: build
 
-## build: compile the modules and the simulator (release) and place the modules in plugins/modules/
+## The modules are binaries, one per platform, in bin/<platform>/ (the action plugins run the one
+## for the host a task runs on). <platform> is `uname -s`-`uname -m` in lower case, arm64 spelled
+## aarch64: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64.
+MODULES := vm image
+HOST_PLATFORM := $(shell uname -s | tr '[:upper:]' '[:lower:]')-$(shell uname -m | sed 's/^arm64$$/aarch64/')
+
+## build: compile the modules and the simulator (release) and place the modules in bin/<this platform>/
 build:
 	cargo build --release --workspace --locked
-	install -m 0755 target/release/vm plugins/modules/vm
-	install -m 0755 target/release/image plugins/modules/image
+	rm -f $(addprefix plugins/modules/,$(MODULES))  # where the binaries lived before bin/
+	mkdir -p bin/$(HOST_PLATFORM)
+	for m in $(MODULES); do install -m 0755 target/release/$$m bin/$(HOST_PLATFORM)/$$m; done
 
 ## venv: a local Python environment with the pinned ansible-core, ansible-lint and molecule
 venv: $(VENV)/.installed
@@ -33,19 +40,37 @@ $(VENV)/.installed: tests/requirements.txt
 	touch $@
 
 ## dist: the collection users install, build/sankofa-proxmox-<version>.tar.gz, with release
-## binaries that need at most glibc 2.17 (cargo-zigbuild with Zig from PyPI as the linker)
+## binaries for every platform of DIST_PLATFORMS whose Rust standard library this toolchain has
+## (here: linux-x86_64 only; .github/workflows/release.yml builds the others on their own
+## runners), plus any already in bin/. Linux binaries need at most glibc 2.17 (cargo-zigbuild
+## with Zig from PyPI as the linker).
 VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 DIST_TOOLS := $(WORK)/dist-tools
 ZIGBUILD_VERSION := 0.24.1
-GLIBC_TARGET := x86_64-unknown-linux-gnu.2.17
+# <platform>=<cargo target>; a .2.17 suffix is the glibc cargo-zigbuild links against (Linux),
+# the others build with plain cargo (macOS: Apple's linker, on a Mac).
+DIST_PLATFORMS := linux-x86_64=x86_64-unknown-linux-gnu.2.17 linux-aarch64=aarch64-unknown-linux-gnu.2.17 \
+  darwin-x86_64=x86_64-apple-darwin darwin-aarch64=aarch64-apple-darwin
 dist: venv $(DIST_TOOLS)/.installed
-	PATH="$(DIST_TOOLS)/bin:$(DIST_TOOLS)/venv/bin:$$PATH" cargo zigbuild --release --locked \
-	  -p sankofa-proxmox --target $(GLIBC_TARGET) --target-dir target/dist
-	install -m 0755 target/dist/x86_64-unknown-linux-gnu/release/vm plugins/modules/vm
-	install -m 0755 target/dist/x86_64-unknown-linux-gnu/release/image plugins/modules/image
+	rm -f $(addprefix plugins/modules/,$(MODULES))
+	libdir=$$(rustc --print sysroot)/lib/rustlib; \
+	for entry in $(DIST_PLATFORMS); do \
+	  platform=$${entry%%=*}; target=$${entry#*=}; triple=$${target%.2.17}; \
+	  if [ ! -d "$$libdir/$$triple/lib" ]; then \
+	    echo "dist: not building $$platform: this toolchain has no $$triple standard library"; continue; \
+	  fi; \
+	  case $$target in \
+	    *.2.17) build=zigbuild;; \
+	    *) build=build;; \
+	  esac; \
+	  PATH="$(DIST_TOOLS)/bin:$(DIST_TOOLS)/venv/bin:$$PATH" cargo $$build --release --locked \
+	    -p sankofa-proxmox --target $$target --target-dir target/dist; \
+	  mkdir -p bin/$$platform; \
+	  for m in $(MODULES); do install -m 0755 target/dist/$$triple/release/$$m bin/$$platform/$$m; done; \
+	done
 	mkdir -p build
 	ansible-galaxy collection build --force --output-path build .
-	@echo "dist: build/sankofa-proxmox-$(VERSION).tar.gz"
+	@echo "dist: build/sankofa-proxmox-$(VERSION).tar.gz with binaries for: $$(ls bin | tr '\n' ' ')"
 $(DIST_TOOLS)/.installed: tests/requirements-dist.txt
 	mkdir -p $(DIST_TOOLS)
 	python3 -m venv $(DIST_TOOLS)/venv
@@ -124,4 +149,4 @@ bench-full: build venv
 	bench/run.sh --full
 
 clean:
-	rm -rf $(WORK) target plugins/modules/vm plugins/modules/image build
+	rm -rf $(WORK) target bin $(addprefix plugins/modules/,$(MODULES)) build
