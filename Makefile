@@ -15,7 +15,7 @@ export PATH := $(BIN):$(PATH)
 # `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
 export PYTHON
 
-.PHONY: all build venv collection demo test fmt-check clippy cargo-test lint sanity playbooks molecule oldest-ansible galaxy-smoke changelog ee dist bench bench-full clean
+.PHONY: all build venv collection demo test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke changelog ee dist bench bench-full clean
 
 all: build
 
@@ -88,7 +88,7 @@ demo: build venv collection
 	tests/demo.sh
 
 ## test: everything: format, lint, unit and integration tests, sanity, molecule, a galaxy install
-test: fmt-check clippy build venv collection cargo-test lint changelog sanity playbooks molecule oldest-ansible galaxy-smoke ee
+test: fmt-check clippy build venv collection cargo-test lint changelog sanity playbooks platforms molecule oldest-ansible galaxy-smoke ee
 	@echo "make test: all suites passed"
 
 fmt-check:
@@ -110,6 +110,10 @@ sanity: build venv
 playbooks: build venv collection
 	tests/playbooks.sh
 
+## platforms: the action plugins run the binary of the host's platform, or fail naming it
+platforms: build venv collection
+	tests/platforms.sh
+
 molecule: build venv collection
 	rm -rf $(ANSIBLE_HOME)/tmp/molecule.*  # a previous run's state would skip `prepare`
 	CI=true molecule test --all < /dev/null
@@ -123,6 +127,7 @@ $(OLD_VENV)/.installed: tests/requirements-2.16.txt
 	touch $@
 oldest-ansible: build collection $(OLD_VENV)/.installed
 	ANSIBLE_VENV=$(OLD_VENV) tests/playbooks.sh
+	ANSIBLE_VENV=$(OLD_VENV) tests/platforms.sh
 	rm -rf $(ANSIBLE_HOME)/tmp/molecule.*
 	PATH="$(OLD_VENV)/bin:$$PATH" CI=true molecule test -s default < /dev/null
 	ANSIBLE_VENV=$(OLD_VENV) tests/sanity.sh
