@@ -19,18 +19,18 @@ export PYTHON
 
 all: build
 
-## The modules are binaries, one per platform, in bin/<platform>/ (the action plugins run the one
+## The modules are binaries, one per platform, in plugins/bin/<platform>/ (the action plugins run the one
 ## for the host a task runs on). <platform> is `uname -s`-`uname -m` in lower case, arm64 spelled
 ## aarch64: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64.
 MODULES := vm image
 HOST_PLATFORM := $(shell uname -s | tr '[:upper:]' '[:lower:]')-$(shell uname -m | sed 's/^arm64$$/aarch64/')
 
-## build: compile the modules and the simulator (release) and place the modules in bin/<this platform>/
+## build: compile the modules and the simulator (release) and place the modules in plugins/bin/<this platform>/
 build:
 	cargo build --release --workspace --locked
-	rm -f $(addprefix plugins/modules/,$(MODULES))  # where the binaries lived before bin/
-	mkdir -p bin/$(HOST_PLATFORM)
-	for m in $(MODULES); do install -m 0755 target/release/$$m bin/$(HOST_PLATFORM)/$$m; done
+	rm -f $(addprefix plugins/modules/,$(MODULES))  # where the binaries lived before plugins/bin/
+	mkdir -p plugins/bin/$(HOST_PLATFORM)
+	for m in $(MODULES); do install -m 0755 target/release/$$m plugins/bin/$(HOST_PLATFORM)/$$m; done
 
 ## venv: a local Python environment with the pinned ansible-core, ansible-lint and molecule
 venv: $(VENV)/.installed
@@ -42,7 +42,7 @@ $(VENV)/.installed: tests/requirements.txt
 ## dist: the collection users install, build/sankofa-proxmox-<version>.tar.gz, with release
 ## binaries for every platform of DIST_PLATFORMS whose Rust standard library this toolchain has
 ## (here: linux-x86_64 only; .github/workflows/release.yml builds the others on their own
-## runners), plus any already in bin/. Linux binaries need at most glibc 2.17 (cargo-zigbuild
+## runners), plus any already in plugins/bin/. Linux binaries need at most glibc 2.17 (cargo-zigbuild
 ## with Zig from PyPI as the linker).
 VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 DIST_TOOLS := $(WORK)/dist-tools
@@ -65,12 +65,12 @@ dist: venv $(DIST_TOOLS)/.installed
 	  esac; \
 	  PATH="$(DIST_TOOLS)/bin:$(DIST_TOOLS)/venv/bin:$$PATH" cargo $$build --release --locked \
 	    -p sankofa-proxmox --target $$target --target-dir target/dist; \
-	  mkdir -p bin/$$platform; \
-	  for m in $(MODULES); do install -m 0755 target/dist/$$triple/release/$$m bin/$$platform/$$m; done; \
+	  mkdir -p plugins/bin/$$platform; \
+	  for m in $(MODULES); do install -m 0755 target/dist/$$triple/release/$$m plugins/bin/$$platform/$$m; done; \
 	done
 	mkdir -p build
 	ansible-galaxy collection build --force --output-path build .
-	@echo "dist: build/sankofa-proxmox-$(VERSION).tar.gz with binaries for: $$(ls bin | tr '\n' ' ')"
+	@echo "dist: build/sankofa-proxmox-$(VERSION).tar.gz with binaries for: $$(ls plugins/bin | tr '\n' ' ')"
 $(DIST_TOOLS)/.installed: tests/requirements-dist.txt
 	mkdir -p $(DIST_TOOLS)
 	python3 -m venv $(DIST_TOOLS)/venv
@@ -154,4 +154,4 @@ bench-full: build venv
 	bench/run.sh --full
 
 clean:
-	rm -rf $(WORK) target bin $(addprefix plugins/modules/,$(MODULES)) build
+	rm -rf $(WORK) target plugins/bin $(addprefix plugins/modules/,$(MODULES)) build

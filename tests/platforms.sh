@@ -3,7 +3,7 @@
 # module runs the binary built for the host a task runs on, or fails with a message naming
 # that host's platform.
 #  - a local connection on a controller whose platform has no binary (a copy of the
-#    collection without bin/<this platform>/): the message names it, and no uname is sent;
+#    collection without plugins/bin/<this platform>/): the message names it, and no uname is sent;
 #  - hosts that answer `uname -sm` as a Mac, an ARM Linux and this machine would, and one
 #    without uname (tests/platforms/, a test connection): one uname each, the binary runs on
 #    the one whose platform has a binary, the others fail naming theirs;
@@ -16,11 +16,11 @@ source tests/env.sh
 dir=$PWD/.work/platforms
 rm -rf "$dir" && mkdir -p "$dir"
 platform=$(uname -s | tr '[:upper:]' '[:lower:]')-$(uname -m | sed 's/^arm64$/aarch64/')
-[ -x "bin/$platform/vm" ] || { echo "bin/$platform/vm is missing: run make build first" >&2; exit 1; }
+[ -x "plugins/bin/$platform/vm" ] || { echo "plugins/bin/$platform/vm is missing: run make build first" >&2; exit 1; }
 passed=0
 
 ansible-galaxy collection install --force . -p "$dir/nobinary" > /dev/null 2>&1
-rm -rf "$dir/nobinary/ansible_collections/sankofa/proxmox/bin/$platform"
+rm -rf "$dir/nobinary/ansible_collections/sankofa/proxmox/plugins/bin/$platform"
 if out=$(ANSIBLE_COLLECTIONS_PATH="$dir/nobinary" ansible localhost -m sankofa.proxmox.vm \
   -a 'api_host=127.0.0.1 vmid=100' -vvv 2>&1); then
   echo "$out"; echo "the vm module ran without a binary for $platform" >&2; exit 1

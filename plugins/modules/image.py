@@ -4,7 +4,7 @@
 
 """sankofa.proxmox.image, documentation only.
 
-The module is a Rust program (src/bin/image.rs), built once per platform into bin/<platform>/image;
+The module is a Rust program (src/bin/image.rs), built once per platform into plugins/bin/<platform>/image;
 the action plugin of the same name (plugins/action/image.py) runs the one built for the host the
 task runs on. Its documentation, options and return values are in the sidecar file image.yml
 beside this one, which ansible-doc, ansible-test and antsibull-docs read. This file exists so

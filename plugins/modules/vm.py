@@ -4,7 +4,7 @@
 
 """sankofa.proxmox.vm, documentation only.
 
-The module is a Rust program (src/bin/vm.rs), built once per platform into bin/<platform>/vm;
+The module is a Rust program (src/bin/vm.rs), built once per platform into plugins/bin/<platform>/vm;
 the action plugin of the same name (plugins/action/vm.py) runs the one built for the host the
 task runs on. Its documentation, options and return values are in the sidecar file vm.yml
 beside this one, which ansible-doc, ansible-test and antsibull-docs read. This file exists so

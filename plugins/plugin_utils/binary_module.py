@@ -4,8 +4,9 @@
 
 """Runs a sankofa.proxmox module as the Rust binary built for the host the task runs on.
 
-The modules are compiled programs, one per platform, kept in the collection's ``bin/<platform>/``
-folders (``bin/linux-x86_64/vm``, ``bin/darwin-aarch64/vm``, ...). Ansible would pick one file
+The modules are compiled programs, one per platform, kept in the collection's
+``plugins/bin/<platform>/`` folders (``plugins/bin/linux-x86_64/vm``, ``plugins/bin/darwin-aarch64/vm``, ...;
+not a top-level ``bin/``, which ansible-test reads as Python scripts). Ansible would pick one file
 for every host; the action plugins named like the modules (``plugins/action/vm.py``) use this
 class to pick the one that runs where the task runs, then let Ansible transfer and run it as it
 runs any binary module (args file, check mode, diff, ``async``, ``module_defaults``).
@@ -29,10 +30,10 @@ from ansible.plugins.action.normal import ActionModule as NormalActionModule
 
 COLLECTION = 'sankofa.proxmox'
 
-# <collection root>/plugins/plugin_utils/binary_module.py -> <collection root>/bin
-BIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'bin')
+# <collection root>/plugins/plugin_utils/binary_module.py -> <collection root>/plugins/bin
+BIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'bin')
 
-# What `uname -m`, Python and the facts call a machine, in the names the bin/ folders use (the
+# What `uname -m`, Python and the facts call a machine, in the names the plugins/bin/ folders use (the
 # Rust target's first part): macOS and the BSDs say arm64 and amd64.
 MACHINE_NAMES = {
     'arm64': 'aarch64',
@@ -43,7 +44,7 @@ MACHINE_NAMES = {
 
 
 def platform_name(system, machine):
-    """The bin/ folder name of a platform: ``linux-x86_64`` from ``Linux`` and ``x86_64``."""
+    """The plugins/bin/ folder name of a platform: ``linux-x86_64`` from ``Linux`` and ``x86_64``."""
     system = str(system).strip().lower()
     machine = str(machine).strip().lower()
     return '%s-%s' % (system, MACHINE_NAMES.get(machine, machine))
