@@ -15,7 +15,7 @@ export PATH := $(BIN):$(PATH)
 # `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
 export PYTHON
 
-.PHONY: all build venv collection demo test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke changelog ee dist bench bench-full clean
+.PHONY: all build venv collection demo docs docs-test test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke changelog ee dist bench bench-full clean
 
 all: build
 
@@ -87,8 +87,27 @@ collection:
 demo: build venv collection
 	tests/demo.sh
 
+## docs: the docs site, .work/docs/html/index.html (antsibull-docs and Sphinx in .work/docs-venv)
+DOCS_VENV := $(WORK)/docs-venv
+DOCS_NODE := $(WORK)/docs-node
+PLAYWRIGHT_VERSION := 1.65.1
+$(DOCS_VENV)/.installed: tests/requirements-docs.txt
+	py=$$(tests/find-python.sh) && "$$py" -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements-docs.txt
+	touch $@
+$(DOCS_NODE)/.installed-$(PLAYWRIGHT_VERSION):
+	mkdir -p $(DOCS_NODE)
+	cd $(DOCS_NODE) && npm install --silent --no-save --no-package-lock --no-audit --no-fund playwright-core@$(PLAYWRIGHT_VERSION)
+	touch $@
+docs: collection $(DOCS_VENV)/.installed
+	docs/build.sh
+
+## docs-test: antsibull-docs' linter, the site build, and the site in headless Chromium
+docs-test: collection $(DOCS_VENV)/.installed $(DOCS_NODE)/.installed-$(PLAYWRIGHT_VERSION)
+	tests/docs-site.sh
+
 ## test: everything: format, lint, unit and integration tests, sanity, molecule, a galaxy install
-test: fmt-check clippy build venv collection cargo-test lint changelog sanity playbooks platforms molecule oldest-ansible galaxy-smoke ee
+test: fmt-check clippy build venv collection cargo-test lint changelog sanity docs-test playbooks platforms molecule oldest-ansible galaxy-smoke ee
 	@echo "make test: all suites passed"
 
 fmt-check:
