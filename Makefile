@@ -15,7 +15,7 @@ export PATH := $(BIN):$(PATH)
 # `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
 export PYTHON
 
-.PHONY: all build venv collection demo docs docs-test test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke changelog ee dist bench bench-full clean
+.PHONY: all build binaries venv collection demo docs docs-test test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke changelog ee dist bench bench-full clean
 
 all: build
 
@@ -39,38 +39,44 @@ $(VENV)/.installed: tests/requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
 	touch $@
 
-## dist: the collection users install, build/sankofa-proxmox-<version>.tar.gz, with release
-## binaries for every platform of DIST_PLATFORMS whose Rust standard library this toolchain has
-## (here: linux-x86_64 only; .github/workflows/release.yml builds the others on their own
-## runners), plus any already in plugins/bin/. Linux binaries need at most glibc 2.17 (cargo-zigbuild
-## with Zig from PyPI as the linker).
+## dist: the collection users install, build/sankofa-proxmox-<version>.tar.gz, with the
+## binaries `make binaries` builds plus any already in plugins/bin/ (the release workflow,
+## .github/workflows/release.yml, puts the other platforms' there before it packs).
 VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
+dist: venv binaries
+	mkdir -p build
+	ansible-galaxy collection build --force --output-path build .
+	@echo "dist: build/sankofa-proxmox-$(VERSION).tar.gz with binaries for: $$(ls plugins/bin | tr '\n' ' ')"
+
+## binaries: release binaries in plugins/bin/<platform>/ for every platform of DIST_PLATFORMS
+## whose Rust standard library this toolchain has (on this project's machines: linux-x86_64
+## only; it says which it skips). Linux binaries need at most glibc 2.17 (cargo-zigbuild with
+## Zig from PyPI as the linker, fetched into .work/dist-tools on first use); macOS ones are
+## linked by Apple's linker, so they build on a Mac. One platform:
+## `make binaries DIST_PLATFORMS=linux-aarch64=aarch64-unknown-linux-gnu.2.17`.
 DIST_TOOLS := $(WORK)/dist-tools
 ZIGBUILD_VERSION := 0.24.1
-# <platform>=<cargo target>; a .2.17 suffix is the glibc cargo-zigbuild links against (Linux),
-# the others build with plain cargo (macOS: Apple's linker, on a Mac).
+# <platform>=<cargo target>; a .2.17 suffix is the glibc cargo-zigbuild links against.
 DIST_PLATFORMS := linux-x86_64=x86_64-unknown-linux-gnu.2.17 linux-aarch64=aarch64-unknown-linux-gnu.2.17 \
   darwin-x86_64=x86_64-apple-darwin darwin-aarch64=aarch64-apple-darwin
-dist: venv $(DIST_TOOLS)/.installed
+binaries:
 	rm -f $(addprefix plugins/modules/,$(MODULES))
 	libdir=$$(rustc --print sysroot)/lib/rustlib; \
 	for entry in $(DIST_PLATFORMS); do \
 	  platform=$${entry%%=*}; target=$${entry#*=}; triple=$${target%.2.17}; \
 	  if [ ! -d "$$libdir/$$triple/lib" ]; then \
-	    echo "dist: not building $$platform: this toolchain has no $$triple standard library"; continue; \
+	    echo "binaries: not building $$platform: this toolchain has no $$triple standard library"; continue; \
 	  fi; \
 	  case $$target in \
-	    *.2.17) build=zigbuild;; \
+	    *.2.17) $(MAKE) --no-print-directory $(DIST_TOOLS)/.installed; build=zigbuild;; \
 	    *) build=build;; \
 	  esac; \
 	  PATH="$(DIST_TOOLS)/bin:$(DIST_TOOLS)/venv/bin:$$PATH" cargo $$build --release --locked \
 	    -p sankofa-proxmox --target $$target --target-dir target/dist; \
 	  mkdir -p plugins/bin/$$platform; \
 	  for m in $(MODULES); do install -m 0755 target/dist/$$triple/release/$$m plugins/bin/$$platform/$$m; done; \
+	  echo "binaries: built $$platform ($$target)"; \
 	done
-	mkdir -p build
-	ansible-galaxy collection build --force --output-path build .
-	@echo "dist: build/sankofa-proxmox-$(VERSION).tar.gz with binaries for: $$(ls plugins/bin | tr '\n' ' ')"
 $(DIST_TOOLS)/.installed: tests/requirements-dist.txt
 	mkdir -p $(DIST_TOOLS)
 	python3 -m venv $(DIST_TOOLS)/venv

@@ -49,4 +49,30 @@ for host in native gathered; do
 done
 grep -q "^mac .*AnsiballZ_vm" "$dir/commands.log" && { echo "a binary was sent to mac" >&2; exit 1; }
 passed=$((passed + 1))
+# The platforms `make binaries` knows, the release workflow builds, packs and smoke-tests, and
+# the platforms guide lists are the same.
+python3 - <<'PY'
+import re
+import sys
+import yaml
+make = open('Makefile', encoding='utf-8').read()
+listed = re.search(r'^DIST_PLATFORMS := ((?:.*\\\n)*.*)$', make, re.M).group(1).replace('\\\n', ' ')
+platforms = dict(entry.split('=') for entry in listed.split())
+jobs = yaml.safe_load(open('.github/workflows/release.yml', encoding='utf-8'))['jobs']
+built = {item['platform']: item['target'] for item in jobs['binaries']['strategy']['matrix']['include']}
+runners = sorted(item['runner'] for item in jobs['binaries']['strategy']['matrix']['include'])
+packed = next(step['run'] for step in jobs['collection']['steps'] if 'Every platform' in step.get('name', ''))
+guide = open('docs/docsite/rst/guide_platforms.rst', encoding='utf-8').read()
+errors = []
+if built != platforms:
+    errors.append('the release workflow builds %s, make binaries knows %s' % (built, platforms))
+if sorted(jobs['smoke']['strategy']['matrix']['runner']) != runners:
+    errors.append('the smoke runners are not the build runners %s' % runners)
+errors += ['the workflow does not pack %s' % p for p in platforms if p not in packed]
+errors += ['the platforms guide does not list %s' % p for p in platforms if '``%s``' % p not in guide]
+if errors:
+    sys.exit('\n'.join(errors))
+print('ok: make binaries, the release workflow and the platforms guide name the same %d platforms' % len(platforms))
+PY
+passed=$((passed + 1))
 echo "platforms: $passed passed, 0 failed"
