@@ -15,15 +15,22 @@ export PATH := $(BIN):$(PATH)
 # `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
 export PYTHON
 
-.PHONY: all build venv collection demo test fmt-check clippy cargo-test lint sanity playbooks molecule oldest-ansible galaxy-smoke changelog ee dist bench bench-full clean
+.PHONY: all build binaries venv collection demo docs docs-test test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke changelog ee dist bench bench-full clean
 
 all: build
 
-## build: compile the modules and the simulator (release) and place the modules in plugins/modules/
+## The modules are binaries, one per platform, in plugins/bin/<platform>/ (the action plugins run the one
+## for the host a task runs on). <platform> is `uname -s`-`uname -m` in lower case, arm64 spelled
+## aarch64: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64.
+MODULES := vm image
+HOST_PLATFORM := $(shell uname -s | tr '[:upper:]' '[:lower:]')-$(shell uname -m | sed 's/^arm64$$/aarch64/')
+
+## build: compile the modules and the simulator (release) and place the modules in plugins/bin/<this platform>/
 build:
 	cargo build --release --workspace --locked
-	install -m 0755 target/release/vm plugins/modules/vm
-	install -m 0755 target/release/image plugins/modules/image
+	rm -f $(addprefix plugins/modules/,$(MODULES))  # where the binaries lived before plugins/bin/
+	mkdir -p plugins/bin/$(HOST_PLATFORM)
+	for m in $(MODULES); do install -m 0755 target/release/$$m plugins/bin/$(HOST_PLATFORM)/$$m; done
 
 ## venv: a local Python environment with the pinned ansible-core, ansible-lint and molecule
 venv: $(VENV)/.installed
@@ -32,20 +39,44 @@ $(VENV)/.installed: tests/requirements.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
 	touch $@
 
-## dist: the collection users install, build/sankofa-proxmox-<version>.tar.gz, with release
-## binaries that need at most glibc 2.17 (cargo-zigbuild with Zig from PyPI as the linker)
+## dist: the collection users install, build/sankofa-proxmox-<version>.tar.gz, with the
+## binaries `make binaries` builds plus any already in plugins/bin/ (the release workflow,
+## .github/workflows/release.yml, puts the other platforms' there before it packs).
 VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
-DIST_TOOLS := $(WORK)/dist-tools
-ZIGBUILD_VERSION := 0.24.1
-GLIBC_TARGET := x86_64-unknown-linux-gnu.2.17
-dist: venv $(DIST_TOOLS)/.installed
-	PATH="$(DIST_TOOLS)/bin:$(DIST_TOOLS)/venv/bin:$$PATH" cargo zigbuild --release --locked \
-	  -p sankofa-proxmox --target $(GLIBC_TARGET) --target-dir target/dist
-	install -m 0755 target/dist/x86_64-unknown-linux-gnu/release/vm plugins/modules/vm
-	install -m 0755 target/dist/x86_64-unknown-linux-gnu/release/image plugins/modules/image
+dist: venv binaries
 	mkdir -p build
 	ansible-galaxy collection build --force --output-path build .
-	@echo "dist: build/sankofa-proxmox-$(VERSION).tar.gz"
+	@echo "dist: build/sankofa-proxmox-$(VERSION).tar.gz with binaries for: $$(ls plugins/bin | tr '\n' ' ')"
+
+## binaries: release binaries in plugins/bin/<platform>/ for every platform of DIST_PLATFORMS
+## whose Rust standard library this toolchain has (on this project's machines: linux-x86_64
+## only; it says which it skips). Linux binaries need at most glibc 2.17 (cargo-zigbuild with
+## Zig from PyPI as the linker, fetched into .work/dist-tools on first use); macOS ones are
+## linked by Apple's linker, so they build on a Mac. One platform:
+## `make binaries DIST_PLATFORMS=linux-aarch64=aarch64-unknown-linux-gnu.2.17`.
+DIST_TOOLS := $(WORK)/dist-tools
+ZIGBUILD_VERSION := 0.24.1
+# <platform>=<cargo target>; a .2.17 suffix is the glibc cargo-zigbuild links against.
+DIST_PLATFORMS := linux-x86_64=x86_64-unknown-linux-gnu.2.17 linux-aarch64=aarch64-unknown-linux-gnu.2.17 \
+  darwin-x86_64=x86_64-apple-darwin darwin-aarch64=aarch64-apple-darwin
+binaries:
+	rm -f $(addprefix plugins/modules/,$(MODULES))
+	libdir=$$(rustc --print sysroot)/lib/rustlib; \
+	for entry in $(DIST_PLATFORMS); do \
+	  platform=$${entry%%=*}; target=$${entry#*=}; triple=$${target%.2.17}; \
+	  if [ ! -d "$$libdir/$$triple/lib" ]; then \
+	    echo "binaries: not building $$platform: this toolchain has no $$triple standard library"; continue; \
+	  fi; \
+	  case $$target in \
+	    *.2.17) $(MAKE) --no-print-directory $(DIST_TOOLS)/.installed; build=zigbuild;; \
+	    *) build=build;; \
+	  esac; \
+	  PATH="$(DIST_TOOLS)/bin:$(DIST_TOOLS)/venv/bin:$$PATH" cargo $$build --release --locked \
+	    -p sankofa-proxmox --target $$target --target-dir target/dist; \
+	  mkdir -p plugins/bin/$$platform; \
+	  for m in $(MODULES); do install -m 0755 target/dist/$$triple/release/$$m plugins/bin/$$platform/$$m; done; \
+	  echo "binaries: built $$platform ($$target)"; \
+	done
 $(DIST_TOOLS)/.installed: tests/requirements-dist.txt
 	mkdir -p $(DIST_TOOLS)
 	python3 -m venv $(DIST_TOOLS)/venv
@@ -62,8 +93,27 @@ collection:
 demo: build venv collection
 	tests/demo.sh
 
+## docs: the docs site, .work/docs/html/index.html (antsibull-docs and Sphinx in .work/docs-venv)
+DOCS_VENV := $(WORK)/docs-venv
+DOCS_NODE := $(WORK)/docs-node
+PLAYWRIGHT_VERSION := 1.65.1
+$(DOCS_VENV)/.installed: tests/requirements-docs.txt
+	py=$$(tests/find-python.sh) && "$$py" -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements-docs.txt
+	touch $@
+$(DOCS_NODE)/.installed-$(PLAYWRIGHT_VERSION):
+	mkdir -p $(DOCS_NODE)
+	cd $(DOCS_NODE) && npm install --silent --no-save --no-package-lock --no-audit --no-fund playwright-core@$(PLAYWRIGHT_VERSION)
+	touch $@
+docs: collection $(DOCS_VENV)/.installed
+	docs/build.sh
+
+## docs-test: antsibull-docs' linter, the site build, and the site in headless Chromium
+docs-test: collection $(DOCS_VENV)/.installed $(DOCS_NODE)/.installed-$(PLAYWRIGHT_VERSION)
+	tests/docs-site.sh
+
 ## test: everything: format, lint, unit and integration tests, sanity, molecule, a galaxy install
-test: fmt-check clippy build venv collection cargo-test lint changelog sanity playbooks molecule oldest-ansible galaxy-smoke ee
+test: fmt-check clippy build venv collection cargo-test lint changelog sanity docs-test playbooks platforms molecule oldest-ansible galaxy-smoke ee
 	@echo "make test: all suites passed"
 
 fmt-check:
@@ -85,6 +135,10 @@ sanity: build venv
 playbooks: build venv collection
 	tests/playbooks.sh
 
+## platforms: the action plugins run the binary of the host's platform, or fail naming it
+platforms: build venv collection
+	tests/platforms.sh
+
 molecule: build venv collection
 	rm -rf $(ANSIBLE_HOME)/tmp/molecule.*  # a previous run's state would skip `prepare`
 	CI=true molecule test --all < /dev/null
@@ -98,6 +152,7 @@ $(OLD_VENV)/.installed: tests/requirements-2.16.txt
 	touch $@
 oldest-ansible: build collection $(OLD_VENV)/.installed
 	ANSIBLE_VENV=$(OLD_VENV) tests/playbooks.sh
+	ANSIBLE_VENV=$(OLD_VENV) tests/platforms.sh
 	rm -rf $(ANSIBLE_HOME)/tmp/molecule.*
 	PATH="$(OLD_VENV)/bin:$$PATH" CI=true molecule test -s default < /dev/null
 	ANSIBLE_VENV=$(OLD_VENV) tests/sanity.sh
@@ -124,4 +179,4 @@ bench-full: build venv
 	bench/run.sh --full
 
 clean:
-	rm -rf $(WORK) target plugins/modules/vm plugins/modules/image build
+	rm -rf $(WORK) target plugins/bin $(addprefix plugins/modules/,$(MODULES)) build

@@ -14,7 +14,8 @@ use std::process::Command;
 use sankofa_proxmox::ansible::spec::{Kind, Opt, Spec};
 use serde_json::{Map, Value, json};
 
-fn ansible_doc(module: &str) -> Map<String, Value> {
+/// Runs this venv's `ansible-doc` on the checkout's collection link.
+fn run_ansible_doc(args: &[&str]) -> std::process::Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = root.join(".venv/bin/ansible-doc");
     assert!(
@@ -23,21 +24,27 @@ fn ansible_doc(module: &str) -> Map<String, Value> {
         doc.display()
     );
     let out = Command::new(&doc)
-        .args([
-            "-t",
-            "module",
-            "--json",
-            &format!("sankofa.proxmox.{module}"),
-        ])
+        .args(args)
         .env("ANSIBLE_COLLECTIONS_PATH", root.join(".work/collections"))
         .env("ANSIBLE_HOME", root.join(".work/ansible-home"))
+        .env("ANSIBLE_NOCOLOR", "1")
         .output()
         .expect("running ansible-doc");
     assert!(
         out.status.success(),
-        "ansible-doc failed: {}",
+        "ansible-doc {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+fn ansible_doc(module: &str) -> Map<String, Value> {
+    let out = run_ansible_doc(&[
+        "-t",
+        "module",
+        "--json",
+        &format!("sankofa.proxmox.{module}"),
+    ]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("ansible-doc's JSON");
     v[format!("sankofa.proxmox.{module}")]["doc"]["options"]
         .as_object()
@@ -177,6 +184,54 @@ fn vm_docs_match_the_argument_spec() {
 #[test]
 fn image_docs_match_the_argument_spec() {
     check("image", sankofa_proxmox::image::spec::argument_spec());
+}
+
+/// `ansible-doc -l` lists every module (each program in src/bin/), with the short description
+/// of its sidecar docs, and warns about none (binary modules alone are read as text and
+/// dropped: the doc-only plugins/modules/*.py files are what it lists).
+#[test]
+fn ansible_doc_lists_every_module() {
+    let out = run_ansible_doc(&["-t", "module", "-l", "--json", "sankofa.proxmox"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.to_lowercase().contains("warning"),
+        "ansible-doc -l warned: {stderr}"
+    );
+    let listed: Map<String, Value> =
+        serde_json::from_slice(&out.stdout).expect("ansible-doc -l's JSON");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut modules: Vec<String> = std::fs::read_dir(root.join("src/bin"))
+        .expect("reading src/bin")
+        .map(|entry| {
+            let path = entry.expect("a src/bin entry").path();
+            path.file_stem()
+                .and_then(|stem| stem.to_str())
+                .expect("a program name")
+                .to_string()
+        })
+        .collect();
+    modules.sort();
+    let mut names: Vec<String> = listed.keys().cloned().collect();
+    names.sort();
+    let expected: Vec<String> = modules
+        .iter()
+        .map(|module| format!("sankofa.proxmox.{module}"))
+        .collect();
+    assert_eq!(names, expected, "ansible-doc -l lists {names:?}");
+    for module in &modules {
+        let sidecar = std::fs::read_to_string(root.join(format!("plugins/modules/{module}.yml")))
+            .expect("reading the sidecar docs");
+        let short = sidecar
+            .lines()
+            .find_map(|line| line.trim().strip_prefix("short_description:"))
+            .map(str::trim)
+            .expect("a short_description in the sidecar docs");
+        assert_eq!(
+            listed[&format!("sankofa.proxmox.{module}")].as_str(),
+            Some(short),
+            "the short description of {module}"
+        );
+    }
 }
 
 /// The comparison itself finds a difference of each kind (so a passing run means something).

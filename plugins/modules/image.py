@@ -1,0 +1,12 @@
+# -*- coding: utf-8 -*-
+# Copyright: sankofa.proxmox contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""sankofa.proxmox.image, documentation only.
+
+The module is a Rust program (src/bin/image.rs), built once per platform into plugins/bin/<platform>/image;
+the action plugin of the same name (plugins/action/image.py) runs the one built for the host the
+task runs on. Its documentation, options and return values are in the sidecar file image.yml
+beside this one, which ansible-doc, ansible-test and antsibull-docs read. This file exists so
+that Ansible finds a text module to list (ansible-doc -l reads a module file as text).
+"""
