@@ -18,7 +18,7 @@ use crate::schema;
 use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::vms;
-use crate::{cluster, config_api, storage_api, task_api, templates};
+use crate::{cluster, config_api, migrate, storage_api, task_api, templates};
 
 pub struct Api {
     pub sim: Arc<Sim>,
@@ -333,8 +333,14 @@ impl Api {
                 _ if segs.get(2) == Some(&"qemu") => params.get("vmid").cloned(),
                 _ => None,
             };
+            // API2/Qemu.pm, migrate_vm: `['perm', '/vms/{vmid}', ['VM.Migrate']]`.
+            let privilege = if segs.get(4) == Some(&"migrate") {
+                "VM.Migrate"
+            } else {
+                "VM.Allocate"
+            };
             let what = match vmid {
-                Some(id) => format!("/vms/{id}, VM.Allocate"),
+                Some(id) => format!("/vms/{id}, {privilege}"),
                 None => "/, Sys.Modify".into(),
             };
             return Err(ApiErr {
@@ -502,6 +508,14 @@ impl Api {
                         let id = check(api_schema::clone_vm(), params)?;
                         templates::clone(sim, node, id, params, auth)
                     }
+                    ("GET", ["migrate"]) => {
+                        let id = check(migrate::precondition_spec(), params)?;
+                        migrate::precondition(sim, node, id, auth)
+                    }
+                    ("POST", ["migrate"]) => {
+                        let id = check(migrate::migrate_spec(), params)?;
+                        migrate::migrate(sim, node, id, params, auth)
+                    }
                     ("GET", ["pending"]) => {
                         let id = check(api_schema::vm_path(vec![]), params)?;
                         config_api::get_pending(sim, node, id)
@@ -605,6 +619,7 @@ impl Api {
                 "VM.Config.Cloudinit",
                 "VM.Config.Options",
                 "VM.PowerMgmt",
+                "VM.Migrate",
                 "Datastore.AllocateSpace",
                 "Datastore.Audit",
             ] {

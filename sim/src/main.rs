@@ -15,6 +15,7 @@ mod drives;
 mod faults;
 mod handler;
 mod http;
+mod migrate;
 mod pending;
 mod qemu_config;
 mod schema;

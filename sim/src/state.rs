@@ -134,6 +134,9 @@ pub struct State {
     /// What pvestatd last reported of each VM (`name`, `status`, `maxmem`, …): the part of
     /// `/cluster/resources` that lags (pve-manager API2Tools.pm, extract_vm_stats).
     pub stats: BTreeMap<u32, Value>,
+    /// VMs whose migration lock is held (`/var/lock/pve-manager/pve-migrate-N`, see
+    /// `migrate.rs`).
+    pub migration_locks: std::collections::HashSet<u32>,
 }
 
 /// The simulator.
