@@ -5,7 +5,11 @@
 
 use serde_json::json;
 
-use crate::ansible::protocol::{Failure, Invocation};
+use std::fmt;
+
+use anyhow::{anyhow, bail};
+
+use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::{Kind, Opt, Spec, given};
 use crate::ansible::text::quote;
 use crate::pve::client::{Client, Connection, Credentials, Hints};
@@ -87,33 +91,33 @@ fn hints() -> Hints {
 pub fn connection(
     inv: &Invocation,
     deadline: std::time::Instant,
-) -> Result<(Connection, Vec<String>), Failure> {
+) -> anyhow::Result<(Connection, Vec<String>)> {
     let mut warnings = Vec::new();
     let host = inv.str("api_host").unwrap_or_default().trim().to_string();
     if let Some((_, port)) = host.rsplit_once(':')
         && host.matches(':').count() == 1
         && port.bytes().all(|b| b.is_ascii_digit())
     {
-        return Err(Failure::msg(format!(
+        bail!(
             "api_host must be a host name or address without a port, got {}: give the port as api_port",
             quote(&host)
-        )));
+        );
     }
     if host.is_empty()
         || host.chars().any(|c| c.is_whitespace() || c.is_control())
         || host.contains(['/', '?', '#', '@', '%', '\\'])
     {
-        return Err(Failure::msg(format!(
+        bail!(
             "api_host must be a host name or address, got {host}",
             host = quote(&host)
-        )));
+        );
     }
     let trust = if let Some(fp) = inv.str("api_fingerprint") {
-        Trust::Pin(parse_fingerprint(fp).map_err(|e| Failure::msg(format!("api_fingerprint {e}")))?)
+        Trust::Pin(parse_fingerprint(fp).map_err(|e| anyhow!("api_fingerprint {e}"))?)
     } else if let Some(ca) = inv.str("ca_path") {
         // A CA bundle is a few KiB; even the whole public root store is under 1 MiB.
-        let pem = crate::files::read_bounded(ca, 1 << 20, "ca_path").map_err(Failure::msg)?;
-        Trust::Ca(parse_ca_pem(&pem).map_err(|e| Failure::msg(format!("ca_path {ca}: {e}")))?)
+        let pem = crate::files::read_bounded(ca, 1 << 20, "ca_path").map_err(anyhow::Error::msg)?;
+        Trust::Ca(parse_ca_pem(&pem).map_err(|e| anyhow!("ca_path {ca}: {e}"))?)
     } else if inv.bool("validate_certs") == Some(false) {
         warnings.push(
             "validate_certs is false: the PVE server's certificate is not checked. Prefer api_fingerprint (pin the node certificate) or ca_path"
@@ -134,23 +138,21 @@ pub fn connection(
             } else {
                 format!(
                     "{}!{id}",
-                    given(inv.str("api_user"), "api_user").map_err(Failure::msg)?
+                    given(inv.str("api_user"), "api_user").map_err(anyhow::Error::msg)?
                 )
             };
             if id.contains('=') || !header_safe(&id) {
-                return Err(Failure::msg(
-                    "api_token_id must look like USER@REALM!TOKENID (or TOKENID with api_user)",
-                ));
+                bail!("api_token_id must look like USER@REALM!TOKENID (or TOKENID with api_user)");
             }
             // The secret travels in the Authorization header: a trailing newline (a secret
             // read from a file) or a non-ASCII character can never be sent, so say so now
             // instead of retrying until the timeout. The value is not shown.
             if !header_safe(secret) {
-                return Err(Failure::msg(
+                bail!(
                     "api_token_secret cannot be sent in an HTTP header: it holds a line break, \
                      a space at either end, a control or a non-ASCII character (a secret read \
-                     from a file keeps its newline: use | trim)",
-                ));
+                     from a file keeps its newline: use | trim)"
+                );
             }
             Credentials::Token {
                 id,
@@ -159,45 +161,60 @@ pub fn connection(
         }
         (_, _, Some(password)) => Credentials::Password {
             user: given(inv.str("api_user"), "api_user")
-                .map_err(Failure::msg)?
+                .map_err(anyhow::Error::msg)?
                 .to_string(),
             password: password.to_string(),
         },
         _ => {
-            return Err(Failure::msg(
-                "one of the following is required: api_password, api_token_id",
-            ));
+            bail!("one of the following is required: api_password, api_token_id");
         }
     };
     let proxy = crate::pve::proxy::choose(&host, inv.str("proxy"), |k| std::env::var(k).ok())
-        .map_err(Failure::msg)?;
+        .map_err(anyhow::Error::msg)?;
     let conn = Connection {
         host,
-        port: given(inv.int("api_port"), "api_port").map_err(Failure::msg)? as u16,
+        port: given(inv.int("api_port"), "api_port").map_err(anyhow::Error::msg)? as u16,
         trust,
-        timeout: inv.duration("api_timeout")?,
+        timeout: inv.duration("api_timeout").map_err(anyhow::Error::msg)?,
         deadline,
         proxy,
         credentials,
         hints: hints(),
         secret_sink: crate::ansible::protocol::register_secret,
+        interrupted: crate::interrupt::received,
     };
     Ok((conn, warnings))
 }
 
-/// Connects, turning a connection failure into a failed result that names the cause.
+/// Warnings raised before an error (choosing a proxy, say), kept with it as its context so
+/// the failed result still carries them.
+#[derive(Debug)]
+pub struct Warned {
+    /// What was being done.
+    pub doing: String,
+    pub warnings: Vec<String>,
+}
+
+impl fmt::Display for Warned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.doing)
+    }
+}
+
+/// Connects; a failure says where it tried to connect and keeps the warnings raised before.
 pub fn connect(
     inv: &Invocation,
     deadline: std::time::Instant,
-) -> Result<(Client, Vec<String>), Failure> {
+) -> anyhow::Result<(Client, Vec<String>)> {
     let (conn, warnings) = connection(inv, deadline)?;
-    let client = Client::connect(&conn, inv.ctx.check_mode).map_err(|e| Failure {
-        msg: format!(
-            "connecting to the Proxmox VE API at {}:{}: {e}",
-            conn.host, conn.port
-        ),
-        warnings: warnings.clone(),
-        ..Default::default()
+    let client = Client::connect(&conn, inv.ctx.check_mode).map_err(|e| {
+        anyhow::Error::new(e).context(Warned {
+            doing: format!(
+                "connecting to the Proxmox VE API at {}:{}",
+                conn.host, conn.port
+            ),
+            warnings: warnings.clone(),
+        })
     })?;
     Ok((client, warnings))
 }

@@ -3,16 +3,19 @@
 //! (`tasks`, `elapsed`, `api_requests`, warnings). A module's logic plans and executes steps
 //! on a [`Session`].
 
+use std::fmt;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use anyhow::bail;
+use serde_json::{Map, Value, json};
 
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::ansible::spec::{Kind, Opt, given};
 use crate::ansible::text::quote;
+use crate::connection::Warned;
 use crate::pve::api::Task;
 use crate::pve::client::Client;
-use crate::pve::error::task_refused_before_acting;
+use crate::pve::error::{ApiError, task_refused_before_acting};
 use crate::pve::tasks::{TAIL_LINES, TaskReport, WaitError, wait_task};
 use crate::pve::upid::Upid;
 use crate::pve::wait::{Exit, Policy};
@@ -31,15 +34,15 @@ const POLL_INTERVAL_RANGE: (Duration, Duration) =
     (Duration::from_millis(50), Duration::from_secs(60));
 
 /// The `poll_interval` option, checked (an error that names it, found before any request).
-pub fn poll_interval(inv: &Invocation) -> Result<Duration, Failure> {
-    let poll = inv.duration("poll_interval")?;
+pub fn poll_interval(inv: &Invocation) -> anyhow::Result<Duration> {
+    let poll = inv.duration("poll_interval").map_err(anyhow::Error::msg)?;
     let text = inv.str("poll_interval").unwrap_or_default();
     let (min, max) = POLL_INTERVAL_RANGE;
     if poll < min || poll > max {
-        return Err(Failure::msg(format!(
+        bail!(
             "poll_interval must be between 50ms and 60s, got {text}",
             text = quote(text)
-        )));
+        );
     }
     Ok(poll)
 }
@@ -57,11 +60,11 @@ pub struct WaitSettings {
 
 impl WaitSettings {
     /// The settings from the validated arguments.
-    pub fn from_invocation(inv: &Invocation) -> Result<WaitSettings, Failure> {
+    pub fn from_invocation(inv: &Invocation) -> anyhow::Result<WaitSettings> {
         Ok(WaitSettings {
-            timeout: inv.duration("timeout")?,
+            timeout: inv.duration("timeout").map_err(anyhow::Error::msg)?,
             stop_on_timeout: given(inv.bool("stop_task_on_timeout"), "stop_task_on_timeout")
-                .map_err(Failure::msg)?,
+                .map_err(anyhow::Error::msg)?,
             poll_interval: poll_interval(inv)?,
         })
     }
@@ -78,7 +81,7 @@ pub struct Session {
 
 impl Session {
     /// Parses the wait settings and connects (a password login happens here).
-    pub fn start(inv: &Invocation) -> Result<Session, Failure> {
+    pub fn start(inv: &Invocation) -> anyhow::Result<Session> {
         let started = Instant::now();
         let settings = WaitSettings::from_invocation(inv)?;
         let deadline = started + settings.timeout;
@@ -122,7 +125,7 @@ impl Session {
     /// The keys every result carries: the tasks, the run's duration, and (`api_requests`) the
     /// requests made.
     fn common_keys(&self) -> Vec<(&'static str, Value)> {
-        let tasks: Vec<Value> = self.log.tasks.iter().map(TaskReport::to_json).collect();
+        let tasks: Vec<Value> = self.log.tasks.iter().map(task_json).collect();
         let elapsed = (self.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
         vec![
             ("tasks", json!(tasks)),
@@ -131,24 +134,31 @@ impl Session {
         ]
     }
 
-    /// Completes a run's result with the common keys and the warnings of its tasks.
+    /// Completes a run's result with the common keys and the warnings of its tasks; a
+    /// failure (see [`failure`]) also gets `changed` and the module's `keys` (the vmid or
+    /// volid it was about).
     pub fn finish(
         self,
-        result: Result<Outcome, Failure>,
+        result: anyhow::Result<Outcome>,
         changed: bool,
+        keys: &[(&str, Value)],
     ) -> Result<Outcome, Failure> {
-        let keys = self.common_keys();
+        let common = self.common_keys();
         match result {
             Ok(mut o) => {
-                for (k, v) in keys {
+                for (k, v) in common {
                     o.data.insert(k.into(), v);
                 }
                 o.warnings.extend(self.log.warnings);
                 Ok(o)
             }
-            Err(mut f) => {
-                f.changed = f.changed || changed;
+            Err(error) => {
+                let mut f = failure(error);
+                f.changed = changed;
                 for (k, v) in keys {
+                    f.data.entry(*k).or_insert_with(|| v.clone());
+                }
+                for (k, v) in common {
                     f.data.insert(k.into(), v);
                 }
                 f.warnings.extend(self.log.warnings);
@@ -158,23 +168,81 @@ impl Session {
     }
 }
 
-/// A wait on a task that ended badly: the failed result (UPID, exit status, log tail), and
-/// whether PVE's worker refused before changing anything (the caller re-reads and re-plans).
+/// Turns an error chain into Ansible's failed result: the one place where that happens.
+///
+/// The message is the chain from the outermost context (what was being done, to which VM,
+/// on which node) to what PVE said, each joined with `: `. An error of the `pve` crate
+/// already says what its own source said (ureq's, a parser's), so the chain stops there;
+/// a cause whose text its parent already quotes is not repeated. A task that ended badly
+/// adds its keys (UPID, exit status, log tail, progress); warnings raised before the error
+/// are kept.
+pub fn failure(error: anyhow::Error) -> Failure {
+    let mut msg = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if !text.is_empty() && !msg.contains(&text) {
+            if !msg.is_empty() {
+                msg.push_str(": ");
+            }
+            msg.push_str(&text);
+        }
+        if cause.is::<ApiError>() || cause.is::<WaitError>() || cause.is::<TaskFailed>() {
+            break;
+        }
+    }
+    let mut f = Failure::msg(msg);
+    if let Some(task) = error.downcast_ref::<TaskFailed>() {
+        f.data.extend(task.keys.clone());
+    }
+    if let Some(warned) = error.downcast_ref::<Warned>() {
+        f.warnings.extend(warned.warnings.iter().cloned());
+    }
+    f
+}
+
+/// A task as the module reports it (`tasks` in every result).
+pub fn task_json(report: &TaskReport) -> Value {
+    let mut v = json!({"type": report.upid.task_type, "upid": report.upid.text, "node": report.upid.node,
+           "exitstatus": report.exitstatus, "duration": (report.waited.as_secs_f64() * 1000.0).round() / 1000.0,
+           "requests": report.requests});
+    if let Some(p) = &report.progress {
+        v["progress"] = json!({"history": p.history, "copy_seconds": p.copy_seconds,
+               "finishing_seconds": p.finishing_seconds, "rate_mib_s": p.rate_mib_s});
+    }
+    v
+}
+
+/// A wait on a task that ended badly: its message, the keys the failed result carries (UPID,
+/// exit status, log tail), and whether PVE's worker refused before changing anything (the
+/// caller re-reads and re-plans).
+#[derive(Debug)]
 pub struct TaskFailed {
-    pub failure: Failure,
+    pub message: String,
+    pub keys: Map<String, Value>,
     pub refused_before_acting: bool,
     /// PVE's exit status, when the task ended (not when the wait did).
     pub exitstatus: Option<String>,
 }
 
-impl From<TaskFailed> for Failure {
-    fn from(t: TaskFailed) -> Failure {
-        t.failure
+impl fmt::Display for TaskFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for TaskFailed {}
+
+/// What the module layer adds to a timed-out wait's message: the options the user can set.
+fn timeout_hint(stopped: Option<&Result<String, String>>) -> &'static str {
+    match stopped {
+        Some(Ok(_)) => " (stop_task_on_timeout)",
+        Some(Err(_)) => "",
+        None => ": raise timeout, or re-run to wait for it again",
     }
 }
 
 /// The tasks a run waited for and the warnings they raised; turns a wait that ends badly into
-/// a failed result carrying the UPID, exit status, progress and log tail.
+/// a failed task carrying the UPID, exit status, progress and log tail.
 #[derive(Default)]
 pub struct TaskLog {
     pub tasks: Vec<TaskReport>,
@@ -204,43 +272,47 @@ impl TaskLog {
                 Ok(r)
             }
             Err(WaitError::Failed(r)) => {
-                let mut f = Failure::msg(format!("{what} failed: {}", r.exitstatus));
-                f.data.insert("upid".into(), json!(r.upid.text));
-                f.data.insert("exitstatus".into(), json!(r.exitstatus));
-                f.data.insert("log_tail".into(), json!(r.tail(TAIL_LINES)));
-                let refused_before_acting = task_refused_before_acting(&r.exitstatus);
-                let exitstatus = Some(r.exitstatus.clone());
+                let mut keys = Map::new();
+                keys.insert("upid".into(), json!(r.upid.text));
+                keys.insert("exitstatus".into(), json!(r.exitstatus));
+                keys.insert("log_tail".into(), json!(r.tail(TAIL_LINES)));
+                let failed = TaskFailed {
+                    message: format!("{what} failed: {}", r.exitstatus),
+                    keys,
+                    refused_before_acting: task_refused_before_acting(&r.exitstatus),
+                    exitstatus: Some(r.exitstatus.clone()),
+                };
                 self.tasks.push(r);
-                Err(TaskFailed {
-                    failure: f,
-                    refused_before_acting,
-                    exitstatus,
-                })
+                Err(failed)
             }
             Err(e) => {
-                let mut f = Failure::msg(format!("{what}: {e}"));
+                let mut keys = Map::new();
+                let mut hint = "";
                 match &e {
                     WaitError::TimedOut {
                         upid,
                         elapsed,
                         progress,
                         tail,
+                        stopped,
                         ..
                     } => {
-                        f.data.insert("upid".into(), json!(upid.text));
-                        f.data.insert("waited".into(), json!(elapsed.as_secs_f64()));
-                        f.data.insert("progress".into(), json!(progress));
-                        f.data.insert("log_tail".into(), json!(tail));
+                        keys.insert("upid".into(), json!(upid.text));
+                        keys.insert("waited".into(), json!(elapsed.as_secs_f64()));
+                        keys.insert("progress".into(), json!(progress));
+                        keys.insert("log_tail".into(), json!(tail));
+                        hint = timeout_hint(stopped.as_ref());
                     }
                     WaitError::Vanished { upid }
                     | WaitError::Interrupted { upid, .. }
                     | WaitError::Api { upid, .. } => {
-                        f.data.insert("upid".into(), json!(upid.text));
+                        keys.insert("upid".into(), json!(upid.text));
                     }
-                    WaitError::Failed(_) => {}
+                    _ => {}
                 }
                 Err(TaskFailed {
-                    failure: f,
+                    message: format!("{what}: {e}{hint}"),
+                    keys,
                     refused_before_acting: false,
                     exitstatus: None,
                 })

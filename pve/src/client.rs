@@ -33,6 +33,9 @@ pub struct Connection {
     /// Called with every secret the client learns or sends (a login ticket, a CSRF token, a
     /// proxy password), so the caller can keep them out of its output.
     pub secret_sink: fn(&str),
+    /// Asked before each request: the signal received, if any (then nothing new is sent but
+    /// a task's status, log or stop). The module layer gives [`crate::interrupt::received`].
+    pub interrupted: fn() -> Option<&'static str>,
 }
 
 /// Advice the caller adds to the client's error messages, in its own words: the client knows
@@ -100,6 +103,7 @@ pub struct Client {
     proxy: Option<super::proxy::ProxyChoice>,
     hints: Hints,
     secret_sink: fn(&str),
+    interrupted: fn() -> Option<&'static str>,
     /// Whether the server has answered at all in this run.
     answered: Cell<bool>,
     /// The quickest 200 answer of this run, from sending to the body read: the round trip
@@ -157,6 +161,7 @@ fn transport_error(
                 "cannot be reached to connect to"
             };
             return ApiError::Unreachable {
+                source: Some(Arc::new(e)),
                 detail: hinted(
                     format!(
                         "the proxy {} (from {}) {what} {base}: {text}",
@@ -194,7 +199,7 @@ fn transport_error(
             &hints.connect,
             ")",
         )
-    } else if let E::Timeout(t) = e {
+    } else if let E::Timeout(t) = &e {
         let name = if hints.timeout.is_empty() {
             "the request timeout"
         } else {
@@ -206,6 +211,7 @@ fn transport_error(
     };
     // Nothing was sent when the connection or the TLS handshake failed.
     ApiError::Transport {
+        source: Some(Arc::new(e)),
         detail,
         sent: !(connect || tls),
     }
@@ -216,6 +222,7 @@ impl Client {
     pub fn connect(conn: &Connection, read_only: bool) -> Result<Client, ApiError> {
         let status = Arc::new(Mutex::new(StatusLine::default()));
         let config = client_config(&conn.trust).map_err(|e| ApiError::Transport {
+            source: None,
             detail: e,
             sent: false,
         })?;
@@ -226,6 +233,7 @@ impl Client {
                 }
                 Some(ureq::Proxy::new(&p.url).map_err(|e| ApiError::Unreachable {
                     detail: format!("{} {}: {e}", p.source, p.shown),
+                    source: Some(Arc::new(e)),
                 })?)
             }
             None => None,
@@ -265,6 +273,7 @@ impl Client {
             proxy: conn.proxy.clone(),
             hints: conn.hints.clone(),
             secret_sink: conn.secret_sink,
+            interrupted: conn.interrupted,
             answered: Cell::new(false),
             quickest: Cell::new(None),
         };
@@ -332,6 +341,7 @@ impl Client {
             .to_string();
         if cookie.is_empty() {
             return Err(ApiError::NotPve {
+                source: None,
                 detail: format!(
                     "{} did not answer like a PVE API: no ticket in the login answer",
                     self.base
@@ -406,7 +416,7 @@ impl Client {
     ) -> Result<Value, ApiError> {
         // After SIGINT/SIGTERM/SIGHUP/SIGQUIT nothing new is sent, above all no write; only
         // requests about a task (its status, its log, stopping it) may still report or clean up.
-        if let Some(sig) = crate::interrupt::received()
+        if let Some(sig) = (self.interrupted)()
             && !path.contains("/tasks/")
         {
             return Err(ApiError::Interrupted {
@@ -482,7 +492,8 @@ impl Client {
                 ApiError::Transport {
                     detail,
                     sent: false,
-                } if !self.answered.get() => ApiError::Unreachable { detail },
+                    source,
+                } if !self.answered.get() => ApiError::Unreachable { detail, source },
                 other => other,
             }
         })?;
@@ -496,6 +507,7 @@ impl Client {
                 .map(crate::encode::quote)
                 .unwrap_or_else(|| "elsewhere".into());
             return Err(ApiError::NotPve {
+                source: None,
                 detail: hinted(
                     format!(
                         "{} answered {status} (a redirect to {to}), which PVE's API never does; it was not followed",
@@ -513,7 +525,8 @@ impl Client {
             .limit(MAX_BODY)
             .read_to_string()
             .map_err(|e| match e {
-                ureq::Error::BodyExceedsLimit(_) => ApiError::NotPve {
+                e @ ureq::Error::BodyExceedsLimit(_) => ApiError::NotPve {
+                    source: Some(Arc::new(e)),
                     detail: format!(
                         "{} sent an answer larger than {} MiB to {path}; a PVE API answer is far smaller",
                         self.base,
@@ -533,7 +546,8 @@ impl Client {
             if self.quickest.get().is_none_or(|q| took < q) {
                 self.quickest.set(Some(took));
             }
-            return serde_json::from_str(&text).map_err(|_| ApiError::NotPve {
+            return serde_json::from_str(&text).map_err(|e| ApiError::NotPve {
+                source: Some(Arc::new(e)),
                 detail: hinted(
                     format!(
                         "{} did not answer like a PVE API (a {} byte non-JSON body)",

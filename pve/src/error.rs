@@ -2,15 +2,26 @@
 //! surely not carried out (safe to send again), is it lock contention, is it transient?
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-/// A failed API request.
+/// The error an [`ApiError`] wraps (ureq's, a JSON parser's), shared so the error stays
+/// cheap to clone.
+pub type Source = Arc<dyn std::error::Error + Send + Sync>;
+
+/// A failed API request. Its message says what failed and what PVE (or the transport) said;
+/// [`std::error::Error::source`] gives the underlying error where there is one.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum ApiError {
     /// No HTTP answer. `sent` is false when the request surely never reached the server
     /// (connection refused, DNS, TLS handshake), true when it may have been carried out.
-    Transport { detail: String, sent: bool },
+    Transport {
+        detail: String,
+        sent: bool,
+        source: Option<Source>,
+    },
     /// An HTTP error status with PVE's message (the body's `message`, else the status line).
     Http {
         status: u16,
@@ -18,13 +29,19 @@ pub enum ApiError {
         errors: Map<String, Value>,
     },
     /// The server answered, but not like a PVE API (HTML, say): retrying will not help.
-    NotPve { detail: String },
+    NotPve {
+        detail: String,
+        source: Option<Source>,
+    },
     /// A write attempted in check mode; the client layer refuses it.
     CheckMode { what: String },
     /// PVE (on the run's first request) or the proxy cannot be reached, or the proxy refused
     /// the tunnel: a setting to fix (host, port, proxy), not a blip to retry. Once the server
     /// has answered, a refused connection is a [`ApiError::Transport`] (pveproxy restarting).
-    Unreachable { detail: String },
+    Unreachable {
+        detail: String,
+        source: Option<Source>,
+    },
     /// A signal (SIGINT, SIGTERM, …) arrived: the request was not sent, or a back-off before
     /// sending it again was cut short. Nothing more is sent but a task's status, log or stop.
     Interrupted { signal: &'static str, what: String },
@@ -58,9 +75,9 @@ impl fmt::Display for ApiError {
             ApiError::Http {
                 status, message, ..
             } => write!(f, "{status} {}", message.trim()),
-            ApiError::NotPve { detail } => write!(f, "{detail}"),
+            ApiError::NotPve { detail, .. } => write!(f, "{detail}"),
             ApiError::CheckMode { what } => write!(f, "check mode: refusing to send {what}"),
-            ApiError::Unreachable { detail } => write!(f, "{detail}"),
+            ApiError::Unreachable { detail, .. } => write!(f, "{detail}"),
             ApiError::Interrupted { signal, what } if what.is_empty() => {
                 write!(f, "interrupted by {signal}")
             }
@@ -72,7 +89,18 @@ impl fmt::Display for ApiError {
     }
 }
 
-impl std::error::Error for ApiError {}
+impl std::error::Error for ApiError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ApiError::Transport { source, .. }
+            | ApiError::NotPve { source, .. }
+            | ApiError::Unreachable { source, .. } => source
+                .as_deref()
+                .map(|e| e as &(dyn std::error::Error + 'static)),
+            _ => None,
+        }
+    }
+}
 
 impl ApiError {
     pub fn status(&self) -> Option<u16> {
@@ -86,8 +114,8 @@ impl ApiError {
         match self {
             ApiError::Http { message, .. } => message,
             ApiError::Transport { detail, .. }
-            | ApiError::NotPve { detail }
-            | ApiError::Unreachable { detail } => detail,
+            | ApiError::NotPve { detail, .. }
+            | ApiError::Unreachable { detail, .. } => detail,
             ApiError::CheckMode { .. }
             | ApiError::Interrupted { .. }
             | ApiError::DeadlineReached { .. } => "",
@@ -282,6 +310,7 @@ mod tests {
         );
         assert!(
             ApiError::Transport {
+                source: None,
                 detail: "reset".into(),
                 sent: true
             }
@@ -289,6 +318,7 @@ mod tests {
         );
         assert!(
             !ApiError::Transport {
+                source: None,
                 detail: "reset".into(),
                 sent: true
             }
@@ -296,6 +326,7 @@ mod tests {
         );
         assert!(
             ApiError::Transport {
+                source: None,
                 detail: "refused".into(),
                 sent: false
             }

@@ -82,6 +82,7 @@ pub fn dispatch(
                 return Upid::parse(&u)
                     .map(Dispatched::Task)
                     .map_err(|e| ApiError::NotPve {
+                        source: None,
                         detail: format!("PVE answered {e}"),
                     });
             }
@@ -91,6 +92,7 @@ pub fn dispatch(
             }
             Ok(other) => {
                 return Err(ApiError::NotPve {
+                    source: None,
                     detail: format!("unexpected answer to {path}: {other}"),
                 });
             }

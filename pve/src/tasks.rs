@@ -5,8 +5,6 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
 use super::answers::LogPage;
 use super::api;
 use super::client::Client;
@@ -75,11 +73,6 @@ impl ProgressReport {
             rate_mib_s,
         })
     }
-
-    fn to_json(&self) -> Value {
-        json!({"history": self.history, "copy_seconds": self.copy_seconds,
-               "finishing_seconds": self.finishing_seconds, "rate_mib_s": self.rate_mib_s})
-    }
 }
 
 /// The total size in bytes from a progress line (`transferred 1.0 GiB of 2.5 GiB (40.00%)`).
@@ -108,17 +101,6 @@ impl TaskReport {
     pub fn tail(&self, n: usize) -> Vec<String> {
         tail(&self.log, n)
     }
-
-    /// The task as the module reports it.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({"type": self.upid.task_type, "upid": self.upid.text, "node": self.upid.node,
-               "exitstatus": self.exitstatus, "duration": (self.waited.as_secs_f64() * 1000.0).round() / 1000.0,
-               "requests": self.requests});
-        if let Some(p) = &self.progress {
-            v["progress"] = p.to_json();
-        }
-        v
-    }
 }
 
 fn tail(log: &[String], n: usize) -> Vec<String> {
@@ -127,6 +109,7 @@ fn tail(log: &[String], n: usize) -> Vec<String> {
 
 /// Why a wait did not end in success.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum WaitError {
     /// The task stopped with an error.
     Failed(TaskReport),
@@ -181,21 +164,16 @@ impl fmt::Display for WaitError {
                     // does not end within 5 s of SIGTERM is killed and writes no exit status.
                     Some(Ok(exit)) if exit == "unexpected status" => write!(
                         f,
-                        "; the task did not stop within 5 s of the stop request \
-                         (stop_task_on_timeout) and PVE killed it, so it cleaned nothing up: \
-                         what it held may stay locked (a killed create leaves 'lock: create' \
-                         and its volumes; check with `qm config {}`)",
+                        "; the task did not stop within 5 s of the stop request and PVE killed \
+                         it, so it cleaned nothing up: what it held may stay locked (a killed \
+                         create leaves 'lock: create' and its volumes; check with `qm config {}`)",
                         upid.id
                     ),
-                    Some(Ok(exit)) => write!(
-                        f,
-                        "; the task was stopped (stop_task_on_timeout) and ended '{exit}'"
-                    ),
+                    Some(Ok(exit)) => {
+                        write!(f, "; the task was stopped on request and ended '{exit}'")
+                    }
                     Some(Err(e)) => write!(f, "; stopping the task failed: {e}"),
-                    None => write!(
-                        f,
-                        "; the task goes on in PVE: raise timeout, or re-run to wait for it again"
-                    ),
+                    None => write!(f, "; the task goes on in PVE"),
                 }
             }
             WaitError::Vanished { upid } => write!(
@@ -214,7 +192,14 @@ impl fmt::Display for WaitError {
     }
 }
 
-impl std::error::Error for WaitError {}
+impl std::error::Error for WaitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WaitError::Api { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
 
 /// Reads log lines after those already in `log`.
 /// Lines asked for per log request.

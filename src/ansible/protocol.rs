@@ -167,10 +167,10 @@ impl Invocation {
 
     /// A duration option, which validation has checked and its default has filled: an
     /// option missing here is a spec without a default, said as such rather than guessed.
-    pub fn duration(&self, key: &str) -> Result<std::time::Duration, Failure> {
+    pub fn duration(&self, key: &str) -> Result<std::time::Duration, String> {
         self.str(key)
             .and_then(|s| parse_duration(s).ok())
-            .ok_or_else(|| Failure::msg(format!("{key}: no duration given and no default")))
+            .ok_or_else(|| format!("{key}: no duration given and no default"))
     }
 }
 

@@ -5,37 +5,30 @@ use serde_json::json;
 
 use super::plan::{Step, plan};
 use super::spec::{Desired, desired};
+use anyhow::Context;
+
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::pve::answers::Volume;
 use crate::pve::api::Dispatched;
 use crate::pve::api::storage::{self, Download};
 use crate::pve::client::Client;
-use crate::runner::Session;
+use crate::runner::{Session, failure};
 
 /// The file's entry in the storage's content listing, if it is there.
-fn lookup(client: &Client, desired: &Desired) -> Result<Option<Volume>, Failure> {
+fn lookup(client: &Client, desired: &Desired) -> anyhow::Result<Option<Volume>> {
     let volumes = storage::content(client, &desired.node, &desired.storage, &desired.content)
-        .map_err(|e| {
-            Failure::msg(format!(
-                "listing {} on {}: {e}",
-                desired.storage, desired.node
-            ))
-        })?;
+        .with_context(|| format!("listing {} on {}", desired.storage, desired.node))?;
     let volid = desired.volid();
     Ok(volumes.into_iter().find(|v| v.volid == volid))
 }
 
 /// Runs the `image` module.
 pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
-    let desired = desired(inv).map_err(Failure::msg)?;
-    let mut session = Session::start(inv)?;
+    let desired = desired(inv).map_err(|e| failure(anyhow::Error::msg(e)))?;
+    let mut session = Session::start(inv).map_err(failure)?;
     let mut changed = false;
-    let result =
-        converge(&mut session, &desired, inv.ctx.check_mode, &mut changed).map_err(|mut f| {
-            f.data.insert("volid".into(), json!(desired.volid()));
-            f
-        });
-    session.finish(result, changed)
+    let result = converge(&mut session, &desired, inv.ctx.check_mode, &mut changed);
+    session.finish(result, changed, &[("volid", json!(desired.volid()))])
 }
 
 /// Looks, plans, and (unless in check mode) carries out the plan; `changed` says whether
@@ -45,7 +38,7 @@ fn converge(
     desired: &Desired,
     check_mode: bool,
     changed: &mut bool,
-) -> Result<Outcome, Failure> {
+) -> anyhow::Result<Outcome> {
     let before = lookup(&session.client, desired)?;
     let steps = plan(desired, before.is_some());
     let state = |e: bool| if e { "present" } else { "absent" };
@@ -92,14 +85,14 @@ fn converge(
                             session.wait(&task, &what)?;
                         }
                         Ok(Dispatched::Done) => *changed = true,
-                        Err(e) => return Err(Failure::msg(format!("{what}: {e}"))),
+                        Err(e) => return Err(anyhow::Error::new(e).context(what)),
                     }
                 }
                 Step::Download => {
                     let url = desired
                         .url
                         .clone()
-                        .ok_or_else(|| Failure::msg("url is required to download the image"))?;
+                        .context("url is required to download the image")?;
                     let download = Download {
                         url: &url,
                         content: &desired.content,
@@ -129,7 +122,7 @@ fn converge(
                             }
                         }
                         Ok(Dispatched::Done) => *changed = true,
-                        Err(e) => return Err(Failure::msg(format!("{what}: {e}"))),
+                        Err(e) => return Err(anyhow::Error::new(e).context(what)),
                     }
                 }
             }

@@ -3,16 +3,18 @@
 //! then the follow-up the guest needs (a restart, a regenerated cloud-init drive, its
 //! address). In check mode, the prediction instead.
 
+use anyhow::anyhow;
+
 use super::desired::State;
 use super::plan::{Current, Plan, Step, plan};
 use super::predict::predict;
 use super::report::{self, Converged, all_keys, header};
 use super::shell::{Done, Runner};
-use crate::ansible::protocol::{Failure, Outcome};
+use crate::ansible::protocol::Outcome;
 use crate::pve::retry::{Awaiting, pause};
 
 /// Converges the VM (or, in check mode, predicts what converging it would do).
-pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> Result<Outcome, Failure> {
+pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<Outcome> {
     let desired = runner.desired;
     let mut cur = match runner.find()? {
         Some((vmid, node)) => {
@@ -31,7 +33,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> Result<Outcome,
         ));
     }
     let header = |c: Option<&Current>| header(desired, c);
-    let first: Plan = plan(desired, cur.as_ref()).map_err(|e| runner.fail(e))?;
+    let first: Plan = plan(desired, cur.as_ref()).map_err(anyhow::Error::msg)?;
     runner
         .session
         .log
@@ -43,7 +45,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> Result<Outcome,
             None => None,
         };
         let prediction =
-            predict(desired, cur.as_ref(), &first, untaken).map_err(|e| runner.fail(e))?;
+            predict(desired, cur.as_ref(), &first, untaken).map_err(anyhow::Error::msg)?;
         return Ok(report::predicted(
             desired,
             cur.as_ref(),
@@ -63,11 +65,16 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> Result<Outcome,
             break;
         }
         if round == 5 {
-            return Err(runner.fail(format!(
+            return Err(anyhow!(
                 "{} did not converge: still planned after 5 rounds: {} (is something else changing it?)",
                 header(cur.as_ref()),
-                pending.steps.iter().map(Step::describe).collect::<Vec<_>>().join(", ")
-            )));
+                pending
+                    .steps
+                    .iter()
+                    .map(Step::describe)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
         let mut ident = cur.as_ref().map(|c| (c.vmid, c.node.clone()));
         let mut stale = false;
@@ -118,7 +125,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> Result<Outcome,
         if cloned && let Some(pw) = desired.create_only.get("cipassword") {
             effective.config.insert("cipassword".into(), pw.clone());
         }
-        pending = plan(&effective, cur.as_ref()).map_err(|e| runner.fail(e))?;
+        pending = plan(&effective, cur.as_ref()).map_err(anyhow::Error::msg)?;
     }
     // What the guest has not taken yet: changes pending until a restart, cloud-init options
     // its drive does not hold. Restarted when asked; a stopped VM's drive is regenerated.
@@ -161,10 +168,11 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> Result<Outcome,
         match &cur {
             Some(c) if c.running => guest_addresses = Some(runner.wait_for_ip(c, limit)?),
             Some(c) => {
-                return Err(runner.fail(format!(
+                return Err(anyhow!(
                     "wait_for_ip: VM {} on {} is not running (state: present does not start it; use state: started)",
-                    c.vmid, c.node
-                )));
+                    c.vmid,
+                    c.node
+                ));
             }
             None => {}
         }

@@ -5,9 +5,10 @@
 
 use std::time::Instant;
 
+use anyhow::{Context, anyhow};
+
 use super::desired::CloneSource;
 use super::shell::{Done, Runner, epoch_secs};
-use crate::ansible::protocol::Failure;
 use crate::pve::api::qemu::{self, CloneRequest, Vm};
 use crate::pve::api::{Dispatched, cluster};
 use crate::pve::error::{ApiError, task_found_vmid_taken};
@@ -36,13 +37,13 @@ impl Runner<'_> {
         node: &str,
         config: &[(String, String)],
         pool: Option<&str>,
-    ) -> Result<Done, Failure> {
+    ) -> anyhow::Result<Done> {
         self.make(node, &Making::Create { config, pool })
     }
 
     /// Clones the source into a new VM on `node` (a `qmclone` task; without `node`, on the
     /// source's node).
-    pub(super) fn clone_vm(&mut self, node: &str, source: &CloneSource) -> Result<Done, Failure> {
+    pub(super) fn clone_vm(&mut self, node: &str, source: &CloneSource) -> anyhow::Result<Done> {
         let (src, src_node, is_template) = self.clone_source(source)?;
         let node = if node.is_empty() {
             src_node.clone()
@@ -99,7 +100,7 @@ impl Runner<'_> {
     }
 
     /// The one id-allocation loop of a create and a clone.
-    fn make(&mut self, node: &str, making: &Making) -> Result<Done, Failure> {
+    fn make(&mut self, node: &str, making: &Making) -> anyhow::Result<Done> {
         let mut attempt = 0;
         let sent_at = epoch_secs();
         loop {
@@ -123,7 +124,7 @@ impl Runner<'_> {
                         {
                             self.changes.undo(mark);
                             attempt += 1;
-                            self.before_next_id(attempt, &failed.failure.msg)?;
+                            self.before_next_id(attempt, &failed.message)?;
                             continue;
                         }
                         Err(failed) => {
@@ -138,7 +139,7 @@ impl Runner<'_> {
                             if left_nothing {
                                 self.changes.undo(mark);
                             }
-                            return Err(failed.failure);
+                            return Err(failed.into());
                         }
                     }
                     if self.desired.vmid.is_none() && self.desired.name.is_some() {
@@ -167,27 +168,26 @@ impl Runner<'_> {
                         }
                         return match self.find()? {
                             Some((id, found_on)) => Ok(Done::Vm(id, found_on)),
-                            None => Err(self.fail(format!("{what}: {e}"))),
+                            None => Err(anyhow::Error::new(e).context(what)),
                         };
                     }
                     Making::Clone { .. } => return Ok(Done::Stale),
                 },
-                Err(e) => return Err(self.fail(format!("{what}: {e}"))),
+                Err(e) => return Err(anyhow::Error::new(e).context(what)),
             }
         }
     }
 
     /// A free vmid, from `/cluster/nextid`.
-    fn next_id(&self) -> Result<u32, Failure> {
-        cluster::next_vmid(&self.session.client)
-            .map_err(|e| self.fail(format!("asking PVE for a free vmid: {e}")))
+    fn next_id(&self) -> anyhow::Result<u32> {
+        cluster::next_vmid(&self.session.client).context("asking PVE for a free vmid")
     }
 
     /// Before asking for another vmid (a parallel run took the one `nextid` gave): a short,
     /// jittered pause, so runs that collided do not collide again; the deadline ends it.
-    fn before_next_id(&self, attempt: u32, what: &str) -> Result<(), Failure> {
+    fn before_next_id(&self, attempt: u32, what: &str) -> anyhow::Result<()> {
         if Instant::now() >= self.deadline() {
-            return Err(self.fail(format!("{what} (no free vmid found before the timeout)")));
+            return Err(anyhow!("{what} (no free vmid found before the timeout)"));
         }
         pause(
             Awaiting::FreeVmid.pause(attempt, self.seed),
@@ -202,7 +202,7 @@ impl Runner<'_> {
     /// ctime`, then the lower vmid) is kept; a run whose VM lost removes it and converges the
     /// winner. Creates still running for this user are waited for first: their config shows
     /// the name only at their end (qemu-server Qemu.pm create_vm writes it last).
-    fn claim_name(&mut self, vmid: u32, node: &str) -> Result<Done, Failure> {
+    fn claim_name(&mut self, vmid: u32, node: &str) -> anyhow::Result<Done> {
         let name = self.desired.name.clone().unwrap_or_default();
         let named = self.settled_named(&name, Some(vmid))?;
         let mut carriers: Vec<(u64, u32, String)> = Vec::new();
@@ -225,7 +225,7 @@ impl Runner<'_> {
         match qemu::destroy(&self.session.client, &Vm::new(node, vmid), true) {
             Ok(Dispatched::Task(task)) => self.wait(&task, &what)?,
             Ok(Dispatched::Done) => {}
-            Err(e) => return Err(self.fail(format!("{what}: {e}"))),
+            Err(e) => return Err(anyhow::Error::new(e).context(what)),
         }
         self.session.log.warnings.push(format!(
             "VM {win} on {win_node} and VM {vmid} were created with the name '{name}' at the same time; VM {vmid} (this run's) was removed and VM {win} is the one converged"

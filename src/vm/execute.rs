@@ -5,10 +5,11 @@
 
 use std::time::Instant;
 
+use anyhow::anyhow;
+
 use super::encode::format_size;
 use super::plan::{Current, Step};
 use super::shell::{Done, Runner};
-use crate::ansible::protocol::Failure;
 use crate::pve::api::Dispatched;
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::error::ApiError;
@@ -21,7 +22,7 @@ impl Runner<'_> {
         cur: &Current,
         dispatched: Result<Dispatched, ApiError>,
         what: &str,
-    ) -> Result<Done, Failure> {
+    ) -> anyhow::Result<Done> {
         let (node, vmid) = (cur.node.clone(), cur.vmid);
         match dispatched {
             Ok(Dispatched::Task(task)) => {
@@ -38,7 +39,7 @@ impl Runner<'_> {
                         self.changes.undo(mark);
                         Ok(Done::Stale)
                     }
-                    Err(failed) => Err(failed.failure),
+                    Err(failed) => Err(failed.into()),
                 }
             }
             Ok(Dispatched::Done) => {
@@ -46,12 +47,12 @@ impl Runner<'_> {
                 Ok(Done::Vm(vmid, node))
             }
             Err(e) if e.is_checksum_mismatch() => Ok(Done::Stale),
-            Err(e) => Err(self.fail(format!("{what}: {e}"))),
+            Err(e) => Err(anyhow::Error::new(e).context(what.to_string())),
         }
     }
 
     /// Runs one planned step on the VM as last read (`cur`; `None` before a create or clone).
-    pub(super) fn execute(&mut self, step: Step, cur: Option<&Current>) -> Result<Done, Failure> {
+    pub(super) fn execute(&mut self, step: Step, cur: Option<&Current>) -> anyhow::Result<Done> {
         let cur = match (&step, cur) {
             (Step::Create { node, config, pool }, _) => {
                 return self.create(node, config, pool.as_deref());
@@ -59,10 +60,10 @@ impl Runner<'_> {
             (Step::Clone { node, source }, _) => return self.clone_vm(node, source),
             (_, Some(cur)) => cur,
             (_, None) => {
-                return Err(self.fail(format!(
+                return Err(anyhow!(
                     "internal error: {} planned for a VM that does not exist",
                     step.describe()
-                )));
+                ));
             }
         };
         let id = format!("VM {} on {}", cur.vmid, cur.node);
@@ -112,7 +113,7 @@ impl Runner<'_> {
     /// Shuts the VM down (gracefully within `shutdown_timeout`, then stopped if `force_stop`) and
     /// starts it, each task waited on by its UPID; a step PVE refused before acting (another
     /// operation held the VM) is tried again, spaced out, within the deadline.
-    pub(super) fn restart(&mut self, c: &Current) -> Result<(), Failure> {
+    pub(super) fn restart(&mut self, c: &Current) -> anyhow::Result<()> {
         let steps = [
             Step::Shutdown {
                 timeout: self.desired.shutdown_timeout,
@@ -124,10 +125,11 @@ impl Runner<'_> {
             let mut refused = 0u32;
             loop {
                 let now = self.read(c.vmid, &c.node)?.ok_or_else(|| {
-                    self.fail(format!(
+                    anyhow!(
                         "VM {} on {} disappeared while restarting it",
-                        c.vmid, c.node
-                    ))
+                        c.vmid,
+                        c.node
+                    )
                 })?;
                 match self.execute(step.clone(), Some(&now))? {
                     Done::Stale if Instant::now() < self.deadline() => {
@@ -141,12 +143,12 @@ impl Runner<'_> {
                         })?;
                     }
                     Done::Stale => {
-                        return Err(self.fail(format!(
+                        return Err(anyhow!(
                             "restarting VM {} on {}: PVE refused to {} it until the deadline (another operation holds it)",
                             c.vmid,
                             c.node,
                             step.describe()
-                        )));
+                        ));
                     }
                     Done::Vm(..) | Done::Gone => break,
                 }

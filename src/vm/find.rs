@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use anyhow::{Context, anyhow};
+
 use super::desired::CloneSource;
 use super::plan::Current;
 use super::shell::Runner;
-use crate::ansible::protocol::Failure;
 use crate::pve::answers::VmConfig;
 use crate::pve::api::cluster::{self, ListedVm};
 use crate::pve::api::qemu::{self, Vm};
@@ -32,7 +33,7 @@ impl Runner<'_> {
     /// by vmid, or else by name. The listing's power state is never used: pvestatd refreshes
     /// it (and `name`) only every 10 s (pve-manager API2Tools.pm, extract_vm_stats), so it
     /// may say `stopped` for a VM started a moment ago.
-    pub(super) fn find(&self) -> Result<Option<(u32, String)>, Failure> {
+    pub(super) fn find(&self) -> anyhow::Result<Option<(u32, String)>> {
         if let (Some(id), Some(node)) = (self.desired.vmid, self.desired.node.as_deref())
             && let Some(config) = self.config_of(id, node)?
         {
@@ -68,20 +69,19 @@ impl Runner<'_> {
         match hits.as_slice() {
             [] => Ok(None),
             [one] => Ok(Some((one.0, one.1.clone()))),
-            many => Err(self.fail(format!(
+            many => Err(anyhow!(
                 "name '{name}' is ambiguous: VMs {} carry it; give vmid",
                 many.iter()
                     .map(|v| format!("{} (on {})", v.0, v.1))
                     .collect::<Vec<_>>()
                     .join(", ")
-            ))),
+            )),
         }
     }
 
     /// The cluster's VMs from `/cluster/resources` (names as pvestatd last saw them).
-    pub(super) fn listing(&self) -> Result<Vec<ListedVm>, Failure> {
-        cluster::vms(&self.session.client)
-            .map_err(|e| self.fail(format!("listing the cluster's VMs: {e}")))
+    pub(super) fn listing(&self) -> anyhow::Result<Vec<ListedVm>> {
+        cluster::vms(&self.session.client).context("listing the cluster's VMs")
     }
 
     /// The VMs that carry `name`, and the creates in flight whose name is not known yet.
@@ -91,7 +91,7 @@ impl Runner<'_> {
     /// without a name, `GET /nodes/{node}/qemu` is asked, which reads the configs at once
     /// (qemu-server QemuServer.pm, vmstatus: a VM without a name there is `VM <vmid>`, a
     /// create in progress also has `lock: create`).
-    pub(super) fn named(&self, name: &str, listed: Vec<ListedVm>) -> Result<Named, Failure> {
+    pub(super) fn named(&self, name: &str, listed: Vec<ListedVm>) -> anyhow::Result<Named> {
         let mut fresh: BTreeMap<u32, (String, bool)> = BTreeMap::new();
         let mut nodes: Vec<&str> = listed
             .iter()
@@ -102,7 +102,7 @@ impl Runner<'_> {
         nodes.dedup();
         for node in nodes {
             let on_node = qemu::list(&self.session.client, node)
-                .map_err(|e| self.fail(format!("listing the VMs on {node}: {e}")))?;
+                .with_context(|| format!("listing the VMs on {node}"))?;
             for vm in on_node {
                 if let Ok(id) = u32::try_from(vm.vmid) {
                     let creating = vm.lock.as_deref() == Some("create");
@@ -132,7 +132,7 @@ impl Runner<'_> {
 
     /// [`Runner::named`] once the creates in flight that this user started (the tasks it can
     /// see) have ended, or the deadline has come; `own` is this run's VM, not waited for.
-    pub(super) fn settled_named(&self, name: &str, own: Option<u32>) -> Result<Named, Failure> {
+    pub(super) fn settled_named(&self, name: &str, own: Option<u32>) -> anyhow::Result<Named> {
         loop {
             let named = self.named(name, self.listing()?)?;
             let waiting = named.in_flight.iter().any(|(id, node)| {
@@ -149,14 +149,14 @@ impl Runner<'_> {
     }
 
     /// A VM's config on a node, or `None` when it is not there.
-    pub(super) fn config_of(&self, vmid: u32, node: &str) -> Result<Option<VmConfig>, Failure> {
+    pub(super) fn config_of(&self, vmid: u32, node: &str) -> anyhow::Result<Option<VmConfig>> {
         qemu::config(&self.session.client, &Vm::new(node, vmid))
-            .map_err(|e| self.fail(format!("reading the config of VM {vmid} on {node}: {e}")))
+            .with_context(|| format!("reading the config of VM {vmid} on {node}"))
     }
 
     /// Reads the VM's config (or takes the one [`Runner::find`] just read) and its power
     /// state; `None` when the VM is not (or no longer) there.
-    pub(super) fn read(&self, vmid: u32, node: &str) -> Result<Option<Current>, Failure> {
+    pub(super) fn read(&self, vmid: u32, node: &str) -> anyhow::Result<Option<Current>> {
         let config = match self.prefetched.take() {
             Some((id, on, config)) if id == vmid && on == node => config,
             _ => match self.config_of(vmid, node)? {
@@ -165,42 +165,39 @@ impl Runner<'_> {
             },
         };
         let status = qemu::status(&self.session.client, &Vm::new(node, vmid))
-            .map_err(|e| self.fail(format!("reading the status of VM {vmid} on {node}: {e}")))?;
+            .with_context(|| format!("reading the status of VM {vmid} on {node}"))?;
         Ok(status.map(|status| Current::from_api(vmid, node, &config, &status)))
     }
 
     /// The clone's source: by vmid, where the cluster lists it; by name, the one VM that
     /// carries it. Returns (vmid, node, whether it is a template).
-    pub(super) fn clone_source(
-        &self,
-        source: &CloneSource,
-    ) -> Result<(u32, String, bool), Failure> {
+    pub(super) fn clone_source(&self, source: &CloneSource) -> anyhow::Result<(u32, String, bool)> {
         let listed = self.listing()?;
         let (id, node) = match (source.vmid, &source.name) {
             (Some(id), _) => listed
                 .into_iter()
                 .find(|v| v.vmid == id)
                 .map(|v| (v.vmid, v.node))
-                .ok_or_else(|| self.fail(format!("clone: the source VM {id} does not exist")))?,
+                .ok_or_else(|| anyhow!("clone: the source VM {id} does not exist"))?,
             (None, Some(name)) => {
                 let named = self.named(name, listed)?;
                 match named.carriers.as_slice() {
                     [(id, node)] => (*id, node.clone()),
                     [] => {
-                        return Err(self.fail(format!("clone: no VM named '{name}' to clone from")));
+                        return Err(anyhow!("clone: no VM named '{name}' to clone from"));
                     }
                     many => {
-                        return Err(self.fail(format!(
+                        return Err(anyhow!(
                             "clone: the name '{name}' is ambiguous: VMs {} carry it; give clone.vmid",
                             many.iter()
                                 .map(|(i, n)| format!("{i} (on {n})"))
                                 .collect::<Vec<_>>()
                                 .join(", ")
-                        )));
+                        ));
                     }
                 }
             }
-            (None, None) => return Err(self.fail("clone needs vmid or name")),
+            (None, None) => return Err(anyhow!("clone needs vmid or name")),
         };
         let template = self
             .config_of(id, &node)?

@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use anyhow::{Context, anyhow};
+
 use super::guest;
 use super::plan::Current;
 use super::shell::Runner;
-use crate::ansible::protocol::Failure;
 use crate::pve::api::Dispatched;
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::retry::{Awaiting, pause};
@@ -19,19 +20,19 @@ impl Runner<'_> {
     /// The changes a VM has not taken yet: PVE's pending section (read when it runs; a
     /// stopped VM takes it at its next start) and the cloud-init options its drive does not
     /// hold (when it has a cloud-init drive). Returns (pending keys, cloud-init keys).
-    pub(super) fn untaken(&self, c: &Current) -> Result<(Vec<String>, Vec<String>), Failure> {
+    pub(super) fn untaken(&self, c: &Current) -> anyhow::Result<(Vec<String>, Vec<String>)> {
         let vm = Vm::new(&c.node, c.vmid);
         let id = format!("VM {} on {}", c.vmid, c.node);
         let pending = if c.running {
             let listing = qemu::pending(&self.session.client, &vm)
-                .map_err(|e| self.fail(format!("reading the pending changes of {id}: {e}")))?;
+                .with_context(|| format!("reading the pending changes of {id}"))?;
             guest::pending_keys(&listing)
         } else {
             Vec::new()
         };
         let cloudinit = if guest::has_cloudinit_drive(&c.config) {
             let listing = qemu::cloudinit(&self.session.client, &vm)
-                .map_err(|e| self.fail(format!("reading the cloud-init state of {id}: {e}")))?;
+                .with_context(|| format!("reading the cloud-init state of {id}"))?;
             guest::cloudinit_pending(&listing)
         } else {
             Vec::new()
@@ -40,7 +41,7 @@ impl Runner<'_> {
     }
 
     /// `PUT …/cloudinit`: regenerates a stopped VM's cloud-init drive from its config.
-    pub(super) fn regenerate_cloudinit(&mut self, c: &Current) -> Result<(), Failure> {
+    pub(super) fn regenerate_cloudinit(&mut self, c: &Current) -> anyhow::Result<()> {
         let what = format!(
             "regenerating the cloud-init drive of VM {} on {}",
             c.vmid, c.node
@@ -48,7 +49,7 @@ impl Runner<'_> {
         match qemu::regenerate_cloudinit(&self.session.client, &Vm::new(&c.node, c.vmid)) {
             Ok(Dispatched::Task(task)) => self.wait(&task, &what)?,
             Ok(Dispatched::Done) => {}
-            Err(e) => return Err(self.fail(format!("{what}: {e}"))),
+            Err(e) => return Err(anyhow::Error::new(e).context(what)),
         }
         let _ = self.changes.accepted();
         Ok(())
@@ -61,7 +62,7 @@ impl Runner<'_> {
         &self,
         c: &Current,
         limit: Duration,
-    ) -> Result<(Vec<String>, Value), Failure> {
+    ) -> anyhow::Result<(Vec<String>, Value)> {
         let until = (Instant::now() + limit).min(self.deadline());
         let vm = Vm::new(&c.node, c.vmid);
         let id = format!("VM {} on {}", c.vmid, c.node);
@@ -78,14 +79,14 @@ impl Runner<'_> {
                 Err(e) if e.is_agent_not_running() => last = e.to_string(),
                 Err(e) if e.is_transient() => last = e.to_string(),
                 Err(e) => {
-                    return Err(self.fail(format!("waiting for the address of {id}: {e}")));
+                    return Err(anyhow!("waiting for the address of {id}: {e}"));
                 }
             }
             if Instant::now() >= until {
-                return Err(self.fail(format!(
+                return Err(anyhow!(
                     "{id} reported no address within {} (wait_for_ip): last, {last}. Is qemu-guest-agent installed and running in the guest?",
                     humantime::format_duration(Duration::from_secs(limit.as_secs()))
-                )));
+                ));
             }
             pause(Awaiting::AgentNotUp.pause(1, self.seed), until).map_err(|signal| {
                 self.interrupted(signal, &format!("waiting for the address of {id}"))

@@ -3,9 +3,10 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::anyhow;
+
 use super::plan::Current;
 use super::shell::Runner;
-use crate::ansible::protocol::Failure;
 use crate::pve::api::{Task, access, tasks};
 use crate::pve::retry::{Awaiting, pause};
 
@@ -17,17 +18,12 @@ impl Runner<'_> {
     /// If the VM is locked, waits for the task holding the lock (say an import from an
     /// earlier, interrupted run), then reads it again. A lock no task holds is reported.
     /// `None` when the VM is gone once the lock is (a destroy held it).
-    pub(super) fn settle(&mut self, cur: Option<Current>) -> Result<Option<Current>, Failure> {
+    pub(super) fn settle(&mut self, cur: Option<Current>) -> anyhow::Result<Option<Current>> {
         let Some(mut cur) = cur else { return Ok(None) };
         let mut quiet_since: Option<Instant> = None;
         while let Some(lock) = cur.lock().map(str::to_string) {
             let running = tasks::running(&self.session.client, &cur.node, Some(cur.vmid), None)
-                .map_err(|e| {
-                    self.fail(format!(
-                        "listing tasks of VM {} on {}: {e}",
-                        cur.vmid, cur.node
-                    ))
-                })?;
+                .map_err(|e| anyhow!("listing tasks of VM {} on {}: {e}", cur.vmid, cur.node))?;
             if let Some(upid) = running.into_iter().next() {
                 quiet_since = None;
                 let what = format!(
@@ -38,7 +34,7 @@ impl Runner<'_> {
             } else {
                 let since = *quiet_since.get_or_insert_with(Instant::now);
                 if since.elapsed() > UNHELD_LOCK_PATIENCE || Instant::now() >= self.deadline() {
-                    return Err(self.fail(self.unheld_lock_message(&cur, &lock)));
+                    return Err(anyhow!(self.unheld_lock_message(&cur, &lock)));
                 }
                 pause(Awaiting::LockHeld.pause(1, self.seed), self.deadline()).map_err(
                     |signal| {

@@ -10,9 +10,10 @@
 use std::cell::RefCell;
 use std::time::Instant;
 
+use anyhow::anyhow;
+
 use super::desired::Desired;
 use super::report::Changes;
-use crate::ansible::protocol::Failure;
 use crate::pve::answers::VmConfig;
 use crate::pve::api::Task;
 use crate::pve::retry::Interrupted;
@@ -49,15 +50,9 @@ pub(super) fn epoch_secs() -> u64 {
 }
 
 impl Runner<'_> {
-    /// A failed result saying `msg`; whether anything changed is added when the run ends
-    /// ([`Session::finish`] with [`Changes::any`]).
-    pub(super) fn fail(&self, msg: impl Into<String>) -> Failure {
-        Failure::msg(msg)
-    }
-
     /// Waits for a task; every way it can end badly becomes a failed result with context.
-    pub(super) fn wait(&mut self, task: &Task, what: &str) -> Result<(), Failure> {
-        self.wait_task(task, what).map_err(Failure::from)
+    pub(super) fn wait(&mut self, task: &Task, what: &str) -> anyhow::Result<()> {
+        self.wait_task(task, what).map_err(anyhow::Error::from)
     }
 
     /// [`Runner::wait`], telling how the task ended badly (a refusal before acting, an exit
@@ -71,8 +66,12 @@ impl Runner<'_> {
         self.session.client.deadline()
     }
 
-    /// A failed result for a pause a signal ended, saying what was being waited for.
-    pub(super) fn interrupted(&self, Interrupted(signal): Interrupted, doing: &str) -> Failure {
-        self.fail(format!("interrupted by {signal} while {doing}"))
+    /// The error of a pause a signal ended, saying what was being waited for.
+    pub(super) fn interrupted(
+        &self,
+        Interrupted(signal): Interrupted,
+        doing: &str,
+    ) -> anyhow::Error {
+        anyhow!("interrupted by {signal} while {doing}")
     }
 }

@@ -42,6 +42,7 @@ pub fn next_vmid(client: &Client) -> Result<u32, ApiError> {
         .ok()
         .and_then(|NextId(id)| u32::try_from(id).ok())
         .ok_or_else(|| ApiError::NotPve {
+            source: None,
             detail: format!("PVE answered an unexpected vmid: {shown}"),
         })
 }
