@@ -18,9 +18,11 @@
 //!   `src/PVE/Tools.pm`).
 //! * [`crypt`]: `encrypt_pw` (Tools.pm), the SHA-256 crypt PVE stores `cipassword` as.
 //! * [`number`]: `number`/`integer` keys, which PVE answers as strings.
+//! * [`config`]: a config key's value compared by its type, and the rules PVE rewrites values by.
 
 pub mod agent;
 pub mod boot;
+pub mod config;
 pub mod crypt;
 pub mod drive;
 pub mod ipconfig;

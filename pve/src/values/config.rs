@@ -1,0 +1,257 @@
+//! A VM config key's value compared as PVE stores it: the key picks the type (a drive, a
+//! NIC, a boot order …) and both sides are read as that type, so two spellings of one value
+//! are equal. Where PVE rewrites a value by a rule on every write, the rule is applied here.
+//!
+//! | key | what PVE stores | where (qemu-server unless named) |
+//! |---|---|---|
+//! | drives | `print_drive`, `size` filled in | `API2/Qemu.pm` `create_disks`, `QemuServer/Drive.pm` |
+//! | `netN` | `print_net(parse_net())`, a random MAC added | `update_vm_api`, `QemuServer/Network.pm` |
+//! | `boot` | `print_bootorder` of `order` on update, as sent at create | `update_vm_api`, `create_vm` |
+//! | `tags` | `get_unique_tags`: lower case, sorted, `;` | pve-guest-common `GuestHelpers.pm` |
+//! | `machine` | a Windows guest pinned to `pc-q35-X.Y+pveN` … | `QemuServer/Machine.pm` `check_and_pin_machine_string` |
+//! | `cpuunits` | clamped to cgroup v2's 1 … 10000 (v1: at least 2) | pve-common `CGroup.pm` `clamp_cpu_shares` |
+//! | `vmgenid` | `1` becomes a new UUID on each write | `update_vm_api`, `create_vm` |
+//! | `description` | trailing whitespace dropped | `QemuServer.pm` `parse_vm_config` |
+//! | `cipassword` | hashed by `encrypt_pw` on update (not for Windows), as sent at create; answered masked | `update_vm_api`, `vm_config` |
+//! | `agent`, `ipconfigN`, `cpu`, `memory`, `vga`, numbers | as sent; compared by their format | `update_vm_api` |
+//!
+//! An empty value is not stored at all: pve-http-server's `decode_urlencoded` turns `key=`
+//! into undef, so PVE drops the key from the request. The module layer sends a `delete`
+//! instead.
+
+use super::agent::Agent;
+use super::boot::{Boot, split_list};
+use super::drive::{Drive, slot_schema};
+use super::ipconfig::IpConfig;
+use super::keyed::{Cpu, Memory, Vga};
+use super::machine::Machine;
+use super::net::Net;
+use super::number::Number;
+use super::property::{ValueError, parse_boolean};
+use super::sshkeys::SshKeys;
+use super::tags::Tags;
+
+/// What a comparison needs to know about the guest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Guest {
+    /// The guest's `ostype` is a Windows one (`windows_version`): PVE pins its machine and
+    /// keeps its `cipassword` plain.
+    pub windows: bool,
+}
+
+/// The `boolean` keys of a VM's config.
+const BOOLEANS: &[&str] = &[
+    "acpi",
+    "allow-ksm",
+    "autostart",
+    "ciupgrade",
+    "freeze",
+    "keephugepages",
+    "kvm",
+    "localtime",
+    "numa",
+    "onboot",
+    "protection",
+    "reboot",
+    "tablet",
+    "tdf",
+    "template",
+];
+
+/// The `integer` and `number` keys of a VM's config.
+const NUMBERS: &[&str] = &[
+    "balloon",
+    "cores",
+    "cpulimit",
+    "cpuunits",
+    "migrate_downtime",
+    "migrate_speed",
+    "shares",
+    "smp",
+    "sockets",
+    "vcpus",
+];
+
+/// A key PVE stores under another name, or a request option that is not a config key:
+/// neither can be compared with what PVE answers, so neither belongs in `extra_config`.
+/// Returns why.
+pub fn not_a_config_key(key: &str) -> Option<String> {
+    match key {
+        "cdrom" => Some(
+            "cdrom is stored by PVE as ide2 (resolve_cdrom_alias), so it would never match: give ide2"
+                .into(),
+        ),
+        "delete" | "revert" | "digest" | "skiplock" | "force" | "background_delay"
+        | "skip_cloud_init" | "import-working-storage" | "node" | "vmid" => Some(format!(
+            "{key} is an option of the request, not a key of the VM's config"
+        )),
+        _ => None,
+    }
+}
+
+/// `cpuunits` as `clamp_cpu_shares` may store it: cgroup v2 caps it at 10000, cgroup v1
+/// raises it to at least 2 (which one a node runs is not known here, so both count).
+fn cpuunits_stored(want: i64, have: i64) -> bool {
+    have == want || (want >= 10000 && have == 10000) || (want < 2 && have == 2)
+}
+
+/// A UUID as `generate_uuid` writes it (8-4-4-4-12 hex digits).
+fn is_uuid(value: &str) -> bool {
+    let groups: Vec<&str> = value.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, len)| g.len() == len && g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// True when `have` (what PVE stores for `key`) is what `want` asks for, each read as the
+/// key's type. An unreadable `have` differs (a write then replaces it); an unreadable `want`
+/// is an error, as PVE would refuse it.
+pub fn same(key: &str, want: &str, have: &str, guest: Guest) -> Result<bool, ValueError> {
+    fn read<T: std::str::FromStr<Err = ValueError>>(
+        want: &str,
+        have: &str,
+    ) -> Result<Option<(T, T)>, ValueError> {
+        let want = want.parse::<T>()?;
+        Ok(have.parse::<T>().ok().map(|have| (want, have)))
+    }
+    let digits_after = |prefix: &str| {
+        key.strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    Ok(match key {
+        _ if slot_schema(key, true).is_some() => {
+            let want = Drive::parse(key, want)?;
+            Drive::parse(key, have).is_ok_and(|have| have == want)
+        }
+        _ if digits_after("net") => {
+            read::<Net>(want, have)?.is_some_and(|(want, have)| want.matches(&have))
+        }
+        _ if digits_after("ipconfig") => read::<IpConfig>(want, have)?.is_some_and(|(w, h)| w == h),
+        "agent" => read::<Agent>(want, have)?.is_some_and(|(w, h)| w.satisfied_by(&h)),
+        "boot" => read::<Boot>(want, have)?.is_some_and(|(w, h)| w == h),
+        "machine" => {
+            read::<Machine>(want, have)?.is_some_and(|(w, h)| w.satisfied_by(&h, guest.windows))
+        }
+        "cpu" => read::<Cpu>(want, have)?.is_some_and(|(w, h)| w == h),
+        "memory" => read::<Memory>(want, have)?.is_some_and(|(w, h)| w == h),
+        "vga" => read::<Vga>(want, have)?.is_some_and(|(w, h)| w == h),
+        "tags" => read::<Tags>(want, have)?.is_some_and(|(w, h)| w == h),
+        "sshkeys" => read::<SshKeys>(want, have)?.is_some_and(|(w, h)| w == h),
+        "nameserver" => split_list(want) == split_list(have),
+        "description" => want.trim_end() == have,
+        "vmgenid" => match want {
+            // `1` asks PVE for a generation id; any one it made is that.
+            "1" => is_uuid(have),
+            _ => want.eq_ignore_ascii_case(have),
+        },
+        "cpuunits" => {
+            let want = want.parse::<Number>()?;
+            let have = have.parse::<Number>().ok();
+            have.is_some_and(|h| {
+                h == want || cpuunits_stored(want.value() as i64, h.value() as i64)
+            })
+        }
+        _ if NUMBERS.contains(&key) => read::<Number>(want, have)?.is_some_and(|(w, h)| w == h),
+        _ if BOOLEANS.contains(&key) => {
+            let want = parse_boolean(want).ok_or_else(|| {
+                ValueError::new(
+                    "boolean",
+                    format!("{key}: type check ('boolean') failed - got '{want}'"),
+                )
+            })?;
+            parse_boolean(have) == Some(want)
+        }
+        _ => want == have,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINUX: Guest = Guest { windows: false };
+    const WINDOWS: Guest = Guest { windows: true };
+
+    fn same_linux(key: &str, want: &str, have: &str) -> bool {
+        same(key, want, have, LINUX).unwrap()
+    }
+
+    #[test]
+    fn each_key_by_its_type() {
+        assert!(same_linux("tags", "Web, prod", "prod;web"));
+        assert!(!same_linux("tags", "web", "prod;web"));
+        assert!(same_linux("boot", "order=scsi0; net0;", "order=scsi0;net0"));
+        assert!(same_linux("memory", "2048", "current=2048"));
+        assert!(same_linux("cpu", "host", "cputype=host"));
+        assert!(same_linux("vga", "type=serial0", "serial0"));
+        assert!(same_linux("agent", "1", "enabled=1,fstrim_cloned_disks=1"));
+        assert!(same_linux(
+            "net0",
+            "virtio,bridge=vmbr0,firewall=on",
+            "virtio=BC:24:11:2A:3B:4C,bridge=vmbr0,firewall=1"
+        ));
+        assert!(same_linux(
+            "ipconfig0",
+            "ip6=auto,ip=dhcp",
+            "ip=dhcp,ip6=auto"
+        ));
+        assert!(same_linux(
+            "scsi0",
+            "size=20480M,local-lvm:vm-100-disk-0,discard=on",
+            "local-lvm:vm-100-disk-0,discard=on,size=20G"
+        ));
+        assert!(same_linux(
+            "nameserver",
+            "1.1.1.1 9.9.9.9",
+            "1.1.1.1;9.9.9.9"
+        ));
+        assert!(!same_linux(
+            "nameserver",
+            "9.9.9.9 1.1.1.1",
+            "1.1.1.1 9.9.9.9"
+        ));
+        assert!(same_linux("description", "notes\n\n", "notes"));
+        assert!(same_linux("cpulimit", "2", "2.0"));
+        assert!(same_linux("onboot", "1", "1"));
+        assert!(!same_linux("onboot", "1", "0"));
+        assert!(same_linux(
+            "sshkeys",
+            "ssh-ed25519%20AAAA%20a%0A",
+            "ssh-ed25519%20AAAA%20a"
+        ));
+        assert!(same_linux("ostype", "l26", "l26"));
+        assert!(!same_linux("ostype", "l26", "win11"));
+    }
+
+    #[test]
+    fn rewrites_compared_by_their_rule() {
+        assert!(same_linux(
+            "vmgenid",
+            "1",
+            "c5d6f9e2-8a3b-4c1d-9e0f-123456789abc"
+        ));
+        assert!(!same_linux("vmgenid", "1", "0"));
+        assert!(same_linux("vmgenid", "0", "0"));
+        assert!(
+            same_linux("cpuunits", "20000", "10000"),
+            "cgroup v2 caps it"
+        );
+        assert!(same_linux("cpuunits", "1", "2"), "cgroup v1 raises it");
+        assert!(same_linux("cpuunits", "500", "500"));
+        assert!(!same_linux("cpuunits", "500", "1000"));
+        assert!(same("machine", "q35", "pc-q35-10.1+pve0", WINDOWS).unwrap());
+        assert!(!same_linux("machine", "q35", "pc-q35-10.1+pve0"));
+    }
+
+    #[test]
+    fn unreadable_sides() {
+        assert!(same("boot", "order=sda", "order=scsi0", LINUX).is_err());
+        assert!(same("onboot", "maybe", "1", LINUX).is_err());
+        assert!(!same_linux("boot", "order=scsi0", "garbage=1"));
+        assert!(not_a_config_key("cdrom").unwrap().contains("ide2"));
+        assert!(not_a_config_key("digest").is_some());
+        assert!(not_a_config_key("hotplug").is_none());
+    }
+}
