@@ -43,6 +43,6 @@ pub use keyed::{Cpu, Memory, Vga};
 pub use machine::Machine;
 pub use net::Net;
 pub use property::{PropertyString, ValueError};
-pub use size::Size;
+pub use size::{Size, SizeError};
 pub use sshkeys::{SshKey, SshKeys};
 pub use tags::Tags;

@@ -26,55 +26,82 @@ impl Size {
     }
 }
 
+/// Why a size could not be read exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SizeError {
+    /// Not `parse_size`'s grammar.
+    Grammar,
+    /// More bytes than a `u64` holds.
+    TooLarge,
+    /// A fraction of a byte (`0.3K`), which `parse_size` would cut.
+    Fraction,
+}
+
+/// Reads `parse_size`'s grammar: the bytes (a fraction of a byte cut) and whether none was.
+fn read(value: &str) -> Result<(u64, bool), SizeError> {
+    let unit_at = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(unit_at);
+    let shift = match unit {
+        "" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        "T" | "TiB" => 40,
+        _ => return Err(SizeError::Grammar),
+    };
+    let (whole, frac) = match number.split_once('.') {
+        Some((w, f)) if !f.is_empty() => (w, f),
+        Some(_) => return Err(SizeError::Grammar),
+        None => (number, ""),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || (!frac.is_empty() && !digits(frac)) {
+        return Err(SizeError::Grammar);
+    }
+    let whole: u128 = whole.parse().map_err(|_| SizeError::TooLarge)?;
+    // 30 digits of fraction are beyond any unit's bytes.
+    let frac = &frac[..frac.len().min(30)];
+    let (share, exact) = if frac.is_empty() {
+        (0, true)
+    } else {
+        let f: u128 = frac.parse().map_err(|_| SizeError::Grammar)?;
+        let scale = 10u128.pow(frac.len() as u32);
+        ((f << shift) / scale, (f << shift) % scale == 0)
+    };
+    let bytes = whole
+        .checked_shl(shift)
+        .filter(|b| b >> shift == whole)
+        .and_then(|b| b.checked_add(share))
+        .and_then(|b| u64::try_from(b).ok())
+        .ok_or(SizeError::TooLarge)?;
+    Ok((bytes, exact))
+}
+
+impl Size {
+    /// Reads `parse_size`'s grammar and says how it fails; a fraction of a byte is
+    /// [`SizeError::Fraction`] here, where `parse_size` would cut it.
+    pub fn parse_exact(value: &str) -> Result<Size, SizeError> {
+        match read(value)? {
+            (bytes, true) => Ok(Size(bytes)),
+            (_, false) => Err(SizeError::Fraction),
+        }
+    }
+}
+
 impl FromStr for Size {
     type Err = ValueError;
 
     /// `parse_size`: digits, an optional decimal fraction, an optional `K`/`M`/`G`/`T` (or
     /// `KiB` … `TiB`); the product is cut to whole bytes (Perl's `int`).
     fn from_str(value: &str) -> Result<Size, ValueError> {
-        let bad = || {
+        read(value).map(|(bytes, _)| Size(bytes)).map_err(|_| {
             ValueError::new(
                 "size",
                 format!("value does not look like a valid disk size: {value}"),
             )
-        };
-        let unit_at = value
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(value.len());
-        let (number, unit) = value.split_at(unit_at);
-        let shift = match unit {
-            "" => 0,
-            "K" | "KiB" => 10,
-            "M" | "MiB" => 20,
-            "G" | "GiB" => 30,
-            "T" | "TiB" => 40,
-            _ => return Err(bad()),
-        };
-        let (whole, frac) = match number.split_once('.') {
-            Some((w, f)) if !f.is_empty() => (w, f),
-            Some(_) => return Err(bad()),
-            None => (number, ""),
-        };
-        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        if !digits(whole) || (!frac.is_empty() && !digits(frac)) {
-            return Err(bad());
-        }
-        let whole: u128 = whole.parse().map_err(|_| bad())?;
-        // The fraction's share of the unit, cut to whole bytes; 30 digits are beyond any unit.
-        let frac = &frac[..frac.len().min(30)];
-        let share = if frac.is_empty() {
-            0
-        } else {
-            let f: u128 = frac.parse().map_err(|_| bad())?;
-            (f << shift) / 10u128.pow(frac.len() as u32)
-        };
-        let bytes = whole
-            .checked_shl(shift)
-            .filter(|b| b >> shift == whole)
-            .and_then(|b| b.checked_add(share))
-            .and_then(|b| u64::try_from(b).ok())
-            .ok_or_else(bad)?;
-        Ok(Size(bytes))
+        })
     }
 }
 
