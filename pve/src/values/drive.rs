@@ -281,6 +281,11 @@ impl Drive {
         self.props.get(key)
     }
 
+    /// The option `key`, or what PVE assumes without it (`efitype` → `2m`).
+    pub fn get_or_default(&self, key: &str) -> Option<&str> {
+        self.props.get_or_default(key)
+    }
+
     /// Sets an option, checked as PVE checks it.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ValueError> {
         self.props.set(key, value)
@@ -470,6 +475,10 @@ mod tests {
         assert_ne!(a, c);
         assert_eq!(a.size(), Some(Size::gib(2)));
         assert_eq!(a.storage(), Some("local-lvm"));
+        let efi = Drive::parse("efidisk0", "local-lvm:vm-1-disk-1,size=4M").unwrap();
+        assert_eq!(efi.get_or_default("efitype"), Some("2m"));
+        assert_eq!(efi.get_or_default("pre-enrolled-keys"), Some("0"));
+        assert_eq!(efi.get("efitype"), None);
     }
 
     #[test]
