@@ -112,6 +112,10 @@ pub fn not_a_config_key(k: &str) -> Option<&'static str> {
         | "import-working-storage" => {
             "is a parameter of the create request, not a VM config key (use the module's options: state, pool)"
         }
+        // resolve_cdrom_alias (API2/Qemu.pm) stores it as ide2: it would never match.
+        "cdrom" => {
+            "is PVE's alias of ide2 (PVE stores it as ide2, so it would never match): give the drive through disks or cloudinit_slot"
+        }
         "lock" | "template" | "digest" | "delete" | "revert" | "skiplock" | "node" | "vmid"
         | "background_delay" => "is not a config key the module may set",
         _ => "is not a VM config key in PVE's schema",
