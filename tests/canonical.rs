@@ -125,12 +125,13 @@ fn spellings_pve_reads_as_one_value_converge() {
         json!({
             "tags": ["Web", "prod", "web"],
             "cpu": "cputype=host",
-            "extra_config": {"cpulimit": "2.0", "hotplug": "disk,network,usb"},
+            "extra_config": {"cpulimit": "2.0", "hotplug": "disk,network,usb", "tablet": "no"},
             "net": [{"bridge": "vmbr0", "firewall": true, "tag": 20}],
             "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1024M", "ssd": true}],
         }),
     );
     assert_eq!(config(&sim)["tags"], "prod;web");
+    assert_eq!(config(&sim)["tablet"].to_string().trim_matches('"'), "0");
 }
 
 #[test]
@@ -158,7 +159,7 @@ fn ssh_keys_converge_and_are_checked_before_any_write() {
 }
 
 #[test]
-fn keys_pve_would_rename_are_refused_in_extra_config() {
+fn keys_pve_would_rewrite_or_refuse_are_refused_in_extra_config() {
     let sim = Sim::start(&[], &[]);
     let r = failed(run(args(
         &sim,
@@ -169,5 +170,15 @@ fn keys_pve_would_rename_are_refused_in_extra_config() {
         msg.contains("extra_config") && msg.contains("ide2"),
         "{msg}"
     );
+    for (extra, wants) in [
+        (json!({"bootdisk": "scsi0"}), "boot: order="),
+        (json!({"acpi": "perhaps"}), "extra_config.acpi"),
+        (json!({"vmgenid": "fresh"}), "extra_config.vmgenid"),
+        (json!({"cpulimit": "lots"}), "extra_config.cpulimit"),
+    ] {
+        let r = failed(run(args(&sim, json!({"extra_config": extra}))));
+        let msg = r["msg"].as_str().unwrap();
+        assert!(msg.contains(wants), "{extra}: {msg}");
+    }
     assert!(sim.writes().is_empty());
 }

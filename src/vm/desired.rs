@@ -249,7 +249,15 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
             if v.contains(['\n', '\r']) {
                 return Err(format!("extra_config.{k} must be a single line"));
             }
-            config.insert(k.clone(), v.to_string());
+            // An empty value is a delete (the plan sends it); others are checked by the
+            // key's type and sent as PVE takes them.
+            let value = if v.is_empty() {
+                String::new()
+            } else {
+                crate::pve::values::config::to_send(k, v)
+                    .map_err(|e| format!("extra_config.{k}: {}", e.message))?
+            };
+            config.insert(k.clone(), value);
         }
     }
 

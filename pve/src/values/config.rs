@@ -72,6 +72,34 @@ const NUMBERS: &[&str] = &[
     "vcpus",
 ];
 
+/// The value to send for `key`, checked as PVE's `check_type` checks the key's type before
+/// any write: a boolean as `1`/`0` (PVE's API takes no other spelling, though
+/// `parse_boolean`'s `yes`/`on`/`true` are what users write), a number as written, a
+/// `vmgenid` as `1`, `0` or a UUID. Other keys are sent as they are.
+pub fn to_send(key: &str, value: &str) -> Result<String, ValueError> {
+    if BOOLEANS.contains(&key) {
+        return match parse_boolean(value) {
+            Some(b) => Ok(if b { "1" } else { "0" }.to_string()),
+            None => Err(ValueError::new(
+                "boolean",
+                format!("{key} must be a boolean (1/0, yes/no, on/off, true/false), got '{value}'"),
+            )),
+        };
+    }
+    if NUMBERS.contains(&key) {
+        value.parse::<Number>()?;
+    }
+    if key == "vmgenid" && !matches!(value, "0" | "1") && !is_uuid(value) {
+        return Err(ValueError::new(
+            "vmgenid",
+            format!(
+                "vmgenid must be 1 (PVE makes a generation id), 0 (none) or a UUID, got '{value}'"
+            ),
+        ));
+    }
+    Ok(value.to_string())
+}
+
 /// `cpuunits` as `clamp_cpu_shares` may store it: cgroup v2 caps it at 10000, cgroup v1
 /// raises it to at least 2 (which one a node runs is not known here, so both count).
 fn cpuunits_stored(want: i64, have: i64) -> bool {
@@ -227,6 +255,19 @@ mod tests {
         assert!(!same_linux("cpuunits", "500", "1000"));
         assert!(same("machine", "q35", "pc-q35-10.1+pve0", WINDOWS).unwrap());
         assert!(!same_linux("machine", "q35", "pc-q35-10.1+pve0"));
+    }
+
+    #[test]
+    fn values_checked_before_a_write() {
+        assert_eq!(to_send("acpi", "yes").unwrap(), "1");
+        assert_eq!(to_send("kvm", "Off").unwrap(), "0");
+        assert!(to_send("acpi", "maybe").is_err());
+        assert_eq!(to_send("cpulimit", "2.0").unwrap(), "2.0");
+        assert!(to_send("cpulimit", "two").is_err());
+        assert!(to_send("vmgenid", "1").is_ok());
+        assert!(to_send("vmgenid", "c5d6f9e2-8a3b-4c1d-9e0f-123456789abc").is_ok());
+        assert!(to_send("vmgenid", "new").is_err());
+        assert_eq!(to_send("hotplug", "disk,network").unwrap(), "disk,network");
     }
 
     #[test]
