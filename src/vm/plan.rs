@@ -665,7 +665,7 @@ mod tests {
         let mut d = desired();
         d.config.insert("ostype".into(), "win11".into());
         let p = plan(&d, None).unwrap();
-        let [Step::Create { params, .. }] = p.steps.as_slice() else {
+        let [Step::Create { config: params, .. }] = p.steps.as_slice() else {
             panic!("{:?}", p.steps)
         };
         assert!(
@@ -676,7 +676,7 @@ mod tests {
         let hash = crypt::sha256_crypt(b"pw", "saltsalt", None);
         d.create_only.insert("cipassword".into(), hash.clone());
         let p = plan(&d, None).unwrap();
-        let [Step::Create { params, .. }] = p.steps.as_slice() else {
+        let [Step::Create { config: params, .. }] = p.steps.as_slice() else {
             panic!("{:?}", p.steps)
         };
         assert!(params.contains(&("cipassword".into(), hash)), "{params:?}");
@@ -712,7 +712,7 @@ mod tests {
         assert_eq!(p.steps[0].describe(), "delete description");
         // At create it is not sent.
         let p = plan(&d, None).unwrap();
-        let [Step::Create { params, .. }] = p.steps.as_slice() else {
+        let [Step::Create { config: params, .. }] = p.steps.as_slice() else {
             panic!("{:?}", p.steps)
         };
         assert!(!params.iter().any(|(k, _)| k == "description"));
