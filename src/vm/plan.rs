@@ -557,16 +557,16 @@ mod tests {
     use super::*;
     use crate::pve::values::drive::exact_gib;
 
+    /// A real public key (tests/keys, made with ssh-keygen).
+    const TEST_KEY: &str = include_str!("../../tests/keys/test_ed25519.pub").trim_ascii_end();
+
     fn desired() -> Desired {
         let mut config = BTreeMap::new();
         config.insert("name".into(), "web".into());
         config.insert("cores".into(), "2".into());
         config.insert("net0".into(), "virtio,bridge=vmbr0".into());
         config.insert("tags".into(), "a;b".into());
-        config.insert(
-            "sshkeys".into(),
-            crate::pve::encode::url_encode("ssh-ed25519 AAAA me@x"),
-        );
+        config.insert("sshkeys".into(), crate::pve::encode::url_encode(TEST_KEY));
         Desired {
             state: State::Present,
             vmid: Some(100),
@@ -629,7 +629,10 @@ mod tests {
                 ("cores", "2"),
                 ("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"),
                 ("tags", "b;a"),
-                ("sshkeys", "ssh-ed25519%20AAAA%20me%40x"),
+                (
+                    "sshkeys",
+                    "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIGp1GhsuLNCCP2XBoyqIvjfAGsZ7Xr9FfmT4HYK3r0F8%20test%40sankofa",
+                ),
                 ("scsi0", "local-lvm:vm-100-disk-0,discard=on,size=20G"),
                 ("ide2", "local-lvm:vm-100-cloudinit,media=cdrom"),
                 ("cipassword", "**********"),
