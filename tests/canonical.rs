@@ -182,3 +182,64 @@ fn keys_pve_would_rewrite_or_refuse_are_refused_in_extra_config() {
     }
     assert!(sim.writes().is_empty());
 }
+
+#[test]
+fn becoming_windows_pins_the_machine_and_the_pin_is_kept() {
+    let sim = Sim::start(&[], &[]);
+    converges(&sim, json!({"ostype": "l26", "machine": "q35"}));
+    assert_eq!(config(&sim)["machine"], "q35");
+    // update_vm_api pins the machine when ostype becomes Windows without machine in the
+    // request; the module sends only the ostype, and then keeps the pin.
+    converges(&sim, json!({"ostype": "win11", "machine": "q35"}));
+    let machine = config(&sim)["machine"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(machine.starts_with("pc-q35-"), "{machine}");
+}
+
+#[test]
+fn a_drive_option_changed_keeps_the_volume_and_its_size() {
+    let sim = Sim::start(&[], &[]);
+    converges(&sim, json!({}));
+    let disk = |extra: Value| json!({"disks": [merge(&[json!({"slot": "scsi0", "storage": "local-lvm", "size": "1G"}), extra])]});
+    converges(
+        &sim,
+        disk(json!({"ssd": true, "discard": true, "cache": "none"})),
+    );
+    assert_eq!(
+        config(&sim)["scsi0"],
+        "local-lvm:vm-100-disk-0,cache=none,discard=on,size=1G,ssd=1"
+    );
+    converges(&sim, disk(json!({"ssd": false})));
+    assert_eq!(
+        config(&sim)["scsi0"],
+        "local-lvm:vm-100-disk-0,cache=none,discard=on,size=1G,ssd=0"
+    );
+}
+
+#[test]
+fn an_empty_list_deletes_the_key() {
+    let sim = Sim::start(&[], &[]);
+    converges(&sim, json!({"tags": ["web"]}));
+    assert_eq!(config(&sim)["tags"], "web");
+    converges(&sim, json!({"tags": []}));
+    assert!(config(&sim).get("tags").is_none());
+}
+
+#[test]
+fn integers_and_plain_strings_as_pve_writes_them() {
+    let sim = Sim::start(&[], &[]);
+    converges(
+        &sim,
+        json!({"extra_config": {"cpuunits": "0500", "keyboard": "\"de\""}}),
+    );
+    let c = config(&sim);
+    assert_eq!(c["cpuunits"].to_string().trim_matches('"'), "500");
+    assert_eq!(c["keyboard"], "de");
+    let r = failed(run(args(&sim, json!({"extra_config": {"cpuunits": "+5"}}))));
+    assert!(
+        r["msg"].as_str().unwrap().contains("extra_config.cpuunits"),
+        "{r}"
+    );
+}

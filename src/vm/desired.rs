@@ -201,6 +201,8 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
             .parse::<Tags>()
             .map_err(|e| format!("tags: {}", e.message))?;
         config.insert("tags".into(), tags.to_string());
+    } else if empty_list(p.get("tags")) {
+        config.insert("tags".into(), String::new());
     }
     if let Some(d) = inv.str("description") {
         config.insert("description".into(), d.to_string());
@@ -262,6 +264,12 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
     }
 
     Ok(())
+}
+
+/// True for a list option given as `[]`: it asks for none, and the plan deletes the key (a
+/// list option not given at all is `null`).
+fn empty_list(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_array).is_some_and(|a| a.is_empty())
 }
 
 /// The cloud-init keys: user, password (sent once unless `update_password: always`), SSH
@@ -342,6 +350,8 @@ fn cloud_init(
             )
         })?;
         config.insert("sshkeys".into(), keys.to_string());
+    } else if empty_list(p.get("sshkeys")) {
+        config.insert("sshkeys".into(), String::new());
     }
     if let Some(ns) = p
         .get("nameserver")
@@ -359,6 +369,8 @@ fn cloud_init(
             out.push(n.to_string());
         }
         config.insert("nameserver".into(), out.join(" "));
+    } else if empty_list(p.get("nameserver")) {
+        config.insert("nameserver".into(), String::new());
     }
     if let Some(sd) = inv.str("searchdomain") {
         let domain = if sd.is_empty() {

@@ -12,6 +12,8 @@
 //! | `cpuunits` | clamped to cgroup v2's 1 … 10000 (v1: at least 2) | pve-common `CGroup.pm` `clamp_cpu_shares` |
 //! | `vmgenid` | `1` becomes a new UUID on each write | `update_vm_api`, `create_vm` |
 //! | `description` | trailing whitespace dropped | `QemuServer.pm` `parse_vm_config` |
+//! | plain strings | one pair of `"` dropped, the line trimmed | `QemuServer.pm` `check_type`, `parse_vm_config` |
+//! | integers, numbers | `^\d+$` (leading zeros dropped), `^\d+(\.\d+)?$` at the write | `QemuServer.pm` `check_type` |
 //! | `cipassword` | hashed by `encrypt_pw` on update (not for Windows), as sent at create; answered masked | `update_vm_api`, `vm_config` |
 //! | `agent`, `ipconfigN`, `cpu`, `memory`, `vga`, numbers | as sent; compared by their format | `update_vm_api` |
 //!
@@ -58,19 +60,32 @@ const BOOLEANS: &[&str] = &[
     "template",
 ];
 
-/// The `integer` and `number` keys of a VM's config.
-const NUMBERS: &[&str] = &[
+/// The `integer` keys of a VM's config.
+const INTEGERS: &[&str] = &[
     "balloon",
     "cores",
-    "cpulimit",
     "cpuunits",
-    "migrate_downtime",
     "migrate_speed",
     "shares",
     "smp",
     "sockets",
     "vcpus",
 ];
+
+/// The `number` keys of a VM's config.
+const NUMBERS: &[&str] = &["cpulimit", "migrate_downtime"];
+
+/// A string as `check_type` (QemuServer.pm) writes it and `parse_vm_config` reads it back:
+/// one pair of surrounding double quotes dropped (on the write and again on the read), the
+/// line read trimmed.
+fn stored_string(value: &str) -> &str {
+    fn unquote(v: &str) -> &str {
+        v.strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or(v)
+    }
+    unquote(unquote(value).trim())
+}
 
 /// The value to send for `key`, checked as PVE's `check_type` checks the key's type before
 /// any write: a boolean as `1`/`0` (PVE's API takes no other spelling, though
@@ -86,8 +101,23 @@ pub fn to_send(key: &str, value: &str) -> Result<String, ValueError> {
             )),
         };
     }
+    // write_vm_config's check_type: an integer is `^\d+$`, a number `^\d+(\.\d+)?$` (the
+    // API's schema takes more, then the write dies on it).
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if INTEGERS.contains(&key) && !digits(value) {
+        return Err(ValueError::new(
+            "integer",
+            format!("{key} must be a whole number (digits only), got '{value}'"),
+        ));
+    }
     if NUMBERS.contains(&key) {
-        value.parse::<Number>()?;
+        let (whole, frac) = value.split_once('.').unwrap_or((value, "0"));
+        if !digits(whole) || !digits(frac) {
+            return Err(ValueError::new(
+                "number",
+                format!("{key} must be a number such as 2 or 1.5, got '{value}'"),
+            ));
+        }
     }
     if key == "vmgenid" && !matches!(value, "0" | "1") && !is_uuid(value) {
         return Err(ValueError::new(
@@ -165,7 +195,9 @@ pub fn same(key: &str, want: &str, have: &str, guest: Guest) -> Result<bool, Val
                 h == want || cpuunits_stored(want.value() as i64, h.value() as i64)
             })
         }
-        _ if NUMBERS.contains(&key) => read::<Number>(want, have)?.is_some_and(|(w, h)| w == h),
+        _ if NUMBERS.contains(&key) || INTEGERS.contains(&key) => {
+            read::<Number>(want, have)?.is_some_and(|(w, h)| w == h)
+        }
         _ if BOOLEANS.contains(&key) => {
             let want = parse_boolean(want).ok_or_else(|| {
                 ValueError::new(
@@ -175,7 +207,7 @@ pub fn same(key: &str, want: &str, have: &str, guest: Guest) -> Result<bool, Val
             })?;
             parse_boolean(have) == Some(want)
         }
-        _ => want == have,
+        _ => stored_string(want) == have,
     })
 }
 
@@ -234,6 +266,18 @@ mod tests {
             "ssh-ed25519%20AAAA%20a"
         ));
         assert!(same_linux("ostype", "l26", "l26"));
+        assert!(
+            same_linux("cores", "04", "4"),
+            "an integer loses its leading zeros"
+        );
+        assert!(
+            same_linux("args", "\"-no-hpet\"", "-no-hpet"),
+            "check_type drops the quotes"
+        );
+        assert!(
+            same_linux("hotplug", " disk ", "disk"),
+            "parse_vm_config trims the line"
+        );
         assert!(!same_linux("ostype", "l26", "win11"));
     }
 
@@ -264,6 +308,12 @@ mod tests {
         assert!(to_send("acpi", "maybe").is_err());
         assert_eq!(to_send("cpulimit", "2.0").unwrap(), "2.0");
         assert!(to_send("cpulimit", "two").is_err());
+        assert!(
+            to_send("cpulimit", "1e3").is_err(),
+            "is_number takes it, the write does not"
+        );
+        assert!(to_send("cpuunits", "+5").is_err());
+        assert_eq!(to_send("cpuunits", "0500").unwrap(), "0500");
         assert!(to_send("vmgenid", "1").is_ok());
         assert!(to_send("vmgenid", "c5d6f9e2-8a3b-4c1d-9e0f-123456789abc").is_ok());
         assert!(to_send("vmgenid", "new").is_err());
