@@ -243,3 +243,49 @@ fn integers_and_plain_strings_as_pve_writes_them() {
         "{r}"
     );
 }
+
+/// The `cipassword` line of the VM's config file.
+fn stored_password(sim: &Sim) -> String {
+    sim.config_file(100)
+        .lines()
+        .find_map(|l| l.strip_prefix("cipassword: "))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn cipassword_is_never_stored_in_plain_except_for_windows() {
+    let ci = json!({"cloudinit_storage": "local-lvm", "ciuser": "ops"});
+    // create_vm stores what it is sent: the module sends encrypt_pw's hash.
+    let sim = Sim::start(&[], &[]);
+    converges(
+        &sim,
+        merge(&[ci.clone(), json!({"cipassword": "s3cret-create"})]),
+    );
+    let stored = stored_password(&sim);
+    assert!(stored.starts_with("$5$"), "{stored}");
+    let salt = stored[3..].split('$').next().unwrap();
+    assert_eq!(
+        pve::values::crypt::sha256_crypt(b"s3cret-create", salt, None),
+        stored
+    );
+    // An update with update_password: always sends it hashed too.
+    let always = merge(&[
+        ci.clone(),
+        json!({"cipassword": "s3cret-update", "update_password": "always"}),
+    ]);
+    ok(run(args(&sim, always)));
+    let updated = stored_password(&sim);
+    assert!(updated.starts_with("$5$") && updated != stored, "{updated}");
+    // A Windows guest's cloudbase-init needs it plain, and PVE keeps it plain.
+    let sim = Sim::start(&[], &[]);
+    converges(
+        &sim,
+        merge(&[ci, json!({"cipassword": "s3cret-win", "ostype": "win11"})]),
+    );
+    assert_eq!(
+        stored_password(&sim),
+        "********",
+        "plain (pve-sim masks it)"
+    );
+}
