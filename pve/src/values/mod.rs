@@ -13,6 +13,7 @@
 //! * [`drive`], [`net`], [`ipconfig`], [`agent`], [`boot`], [`machine`], [`keyed`]: the
 //!   formats of qemu-server (`QemuServer/Drive.pm`, `Network.pm`, `Agent.pm`, `QemuServer.pm`,
 //!   `Machine.pm`, `Memory.pm`, `CPUConfig.pm`).
+//! * [`meta`]: a VM's creation record (`MetaInfo.pm`).
 //! * [`tags`]: `get_unique_tags` (pve-guest-common `src/PVE/GuestHelpers.pm`).
 //! * [`sshkeys`]: the `urlencoded` key list and `validate_ssh_public_keys` (pve-common
 //!   `src/PVE/Tools.pm`).
@@ -28,6 +29,7 @@ pub mod drive;
 pub mod ipconfig;
 pub mod keyed;
 pub mod machine;
+pub mod meta;
 pub mod net;
 pub mod number;
 pub mod property;
@@ -41,6 +43,7 @@ pub use drive::Drive;
 pub use ipconfig::IpConfig;
 pub use keyed::{Cpu, Memory, Vga};
 pub use machine::Machine;
+pub use meta::Meta;
 pub use net::Net;
 pub use property::{PropertyString, ValueError};
 pub use size::{Size, SizeError};
