@@ -7,13 +7,17 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::*;
 
+/// A real public key (made with ssh-keygen, its private half discarded): PVE checks each key
+/// with `ssh-keygen -l` before any write.
+const TEST_KEY: &str = include_str!("keys/test_ed25519.pub").trim_ascii_end();
+
 fn create_args(sim: &Sim, extra: Value) -> Value {
     merge(&[
         sim.conn(),
         json!({
             "node": "pve1", "vmid": 100, "name": "web1", "cores": 2, "memory": 2048, "scsihw": "virtio-scsi-pci",
             "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2", "size": "2G", "discard": true}],
-            "net": [{"bridge": "vmbr0"}], "ciuser": "ubuntu", "sshkeys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEy4xSYhokTxpCt5FoODp6IoFKsiOf3vpdJceoBUhYvO me@laptop"],
+            "net": [{"bridge": "vmbr0"}], "ciuser": "ubuntu", "sshkeys": [TEST_KEY],
             "ipconfig": [{"ip": "dhcp"}], "serial": ["socket"], "vga": "serial0", "tags": ["web"], "state": "started"
         }),
         extra,
@@ -35,7 +39,7 @@ fn creates_from_a_cloud_image_then_changes_nothing() {
     assert_eq!(r["config"]["cores"], 2);
     assert_eq!(
         r["config"]["sshkeys"],
-        "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIEy4xSYhokTxpCt5FoODp6IoFKsiOf3vpdJceoBUhYvO%20me%40laptop"
+        "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIGp1GhsuLNCCP2XBoyqIvjfAGsZ7Xr9FfmT4HYK3r0F8%20test%40sankofa"
     );
     assert!(r["config"]["ide2"].as_str().unwrap().contains("cloudinit"));
     assert!(r["config"].get("lock").is_none());

@@ -179,10 +179,9 @@ impl VmConfig {
         self.keys
             .get("meta")?
             .as_str()?
-            .split(',')
-            .find_map(|kv| kv.strip_prefix("ctime="))?
-            .parse()
-            .ok()
+            .parse::<crate::values::Meta>()
+            .ok()?
+            .ctime()
     }
 }
 

@@ -31,4 +31,5 @@ pub mod retry;
 pub mod tasks;
 pub mod tls;
 pub mod upid;
+pub mod values;
 pub mod wait;

@@ -90,6 +90,13 @@ const PVE_CONFIG_KEYS: &[&str] = &[
 /// `start` or `unique` would act on the create (start the VM although `state: present`)
 /// and then fail every update with `property is not defined in schema`.
 pub fn not_a_config_key(k: &str) -> Option<&'static str> {
+    // update_vm_api deletes bootdisk when it writes a boot order with `order=`, so a
+    // bootdisk beside the boot order the module manages would not stay.
+    if k == "bootdisk" {
+        return Some(
+            "is deprecated, and PVE deletes it when it writes a boot order (update_vm_api): give boot: order=… instead",
+        );
+    }
     let known = PVE_CONFIG_KEYS.iter().any(|c| match c.strip_suffix("[n]") {
         Some(prefix) => k
             .strip_prefix(prefix)
@@ -111,6 +118,10 @@ pub fn not_a_config_key(k: &str) -> Option<&'static str> {
         | "ha-managed"
         | "import-working-storage" => {
             "is a parameter of the create request, not a VM config key (use the module's options: state, pool)"
+        }
+        // resolve_cdrom_alias (API2/Qemu.pm) stores it as ide2: it would never match.
+        "cdrom" => {
+            "is PVE's alias of ide2 (PVE stores it as ide2, so it would never match): give the drive through disks or cloudinit_slot"
         }
         "lock" | "template" | "digest" | "delete" | "revert" | "skiplock" | "node" | "vmid"
         | "background_delay" => "is not a config key the module may set",

@@ -14,7 +14,7 @@ use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::given;
 use crate::ansible::text::quote;
 use crate::ids::{dns_name, storage_id};
-use crate::pve::encode::url_encode;
+use crate::pve::values::{Boot, SshKeys, Tags};
 
 /// The power/lifecycle state asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,6 +163,14 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
             config.insert(k.into(), v.to_string());
         }
     }
+    // The boot order as PVE prints it again on an update (print_bootorder: `order=a;b`),
+    // checked as PVE checks it.
+    if let Some(boot) = config.get_mut("boot") {
+        let order = boot
+            .parse::<Boot>()
+            .map_err(|e| format!("boot is not a boot order PVE accepts: {}", e.message))?;
+        *boot = order.to_string();
+    }
     for k in ["agent", "onboot", "numa", "protection"] {
         if let Some(v) = inv.bool(k) {
             config.insert(k.into(), pve_bool(v));
@@ -187,7 +195,14 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
             }
             out.push(t.to_ascii_lowercase());
         }
-        config.insert("tags".into(), out.join(";"));
+        // As get_unique_tags stores them: sorted, without duplicates.
+        let tags = out
+            .join(";")
+            .parse::<Tags>()
+            .map_err(|e| format!("tags: {}", e.message))?;
+        config.insert("tags".into(), tags.to_string());
+    } else if empty_list(p.get("tags")) {
+        config.insert("tags".into(), String::new());
     }
     if let Some(d) = inv.str("description") {
         config.insert("description".into(), d.to_string());
@@ -236,11 +251,25 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
             if v.contains(['\n', '\r']) {
                 return Err(format!("extra_config.{k} must be a single line"));
             }
-            config.insert(k.clone(), v.to_string());
+            // An empty value is a delete (the plan sends it); others are checked by the
+            // key's type and sent as PVE takes them.
+            let value = if v.is_empty() {
+                String::new()
+            } else {
+                crate::pve::values::config::to_send(k, v)
+                    .map_err(|e| format!("extra_config.{k}: {}", e.message))?
+            };
+            config.insert(k.clone(), value);
         }
     }
 
     Ok(())
+}
+
+/// True for a list option given as `[]`: it asks for none, and the plan deletes the key (a
+/// list option not given at all is `null`).
+fn empty_list(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_array).is_some_and(|a| a.is_empty())
 }
 
 /// The cloud-init keys: user, password (sent once unless `update_password: always`), SSH
@@ -257,8 +286,14 @@ fn cloud_init(
     if let Some(v) = inv.bool("ciupgrade") {
         config.insert("ciupgrade".into(), pve_bool(v));
     }
+    // An empty ciuser, searchdomain or cipassword asks for none: the plan deletes it.
     if let Some(u) = inv.str("ciuser") {
-        config.insert("ciuser".into(), plain("ciuser", u)?);
+        let user = if u.is_empty() {
+            String::new()
+        } else {
+            plain("ciuser", u)?
+        };
+        config.insert("ciuser".into(), user);
     }
     if let Some(pw) = inv.str("cipassword") {
         if pw.contains(['\n', '\r']) {
@@ -270,24 +305,23 @@ fn cloud_init(
             create_only.insert("cipassword".into(), pw.to_string());
         }
     }
-    if let Some(keys) = p
+    if let Some(items) = p
         .get("sshkeys")
         .and_then(Value::as_array)
         .filter(|a| !a.is_empty())
     {
-        let keys: Vec<String> = keys
+        let keys: Vec<(usize, &str)> = items
             .iter()
-            .filter_map(Value::as_str)
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty())
+            .enumerate()
+            .filter_map(|(i, k)| k.as_str().map(|k| (i, k.trim())))
             .collect();
         // A private key pasted by mistake: refused, never quoted, and masked from all output.
-        if let Some(i) = keys
+        if let Some((i, key)) = keys
             .iter()
-            .position(|k| k.contains("PRIVATE KEY") || k.starts_with("PuTTY-User-Key-File"))
+            .find(|(_, k)| k.contains("PRIVATE KEY") || k.starts_with("PuTTY-User-Key-File"))
         {
-            crate::ansible::protocol::register_secret(&keys[i]);
-            for line in keys[i].lines().filter(|l| l.len() >= 16) {
+            crate::ansible::protocol::register_secret(key);
+            for line in key.lines().filter(|l| l.len() >= 16) {
                 crate::ansible::protocol::register_secret(line);
             }
             return Err(format!(
@@ -295,13 +329,29 @@ fn cloud_init(
                  starting with ssh-ed25519, ssh-rsa, ecdsa-sha2-… or sk-…); the value is not shown"
             ));
         }
-        if let Some(k) = keys.iter().find(|k| k.contains(['\n', '\r'])) {
+        // PVE's create dies on `sshkeys=`; an unset variable in a list is a mistake.
+        if let Some((i, _)) = keys.iter().find(|(_, k)| k.is_empty()) {
+            return Err(format!(
+                "sshkeys[{i}] is empty (an unset variable?): give a public key, or leave the item out"
+            ));
+        }
+        if let Some((_, k)) = keys.iter().find(|(_, k)| k.contains(['\n', '\r'])) {
             return Err(format!(
                 "sshkeys: give one key per list item; this one spans lines: {:?}",
                 k.lines().next().unwrap_or("")
             ));
         }
-        config.insert("sshkeys".into(), url_encode(&keys.join("\n")));
+        // Checked as PVE's validate_ssh_public_keys checks them (ssh-keygen -l), before any
+        // write.
+        let keys = SshKeys::from_lines(keys.iter().map(|(_, k)| *k)).map_err(|(at, e)| {
+            format!(
+                "sshkeys[{}] is not a public key PVE accepts: {}",
+                keys[at].0, e.message
+            )
+        })?;
+        config.insert("sshkeys".into(), keys.to_string());
+    } else if empty_list(p.get("sshkeys")) {
+        config.insert("sshkeys".into(), String::new());
     }
     if let Some(ns) = p
         .get("nameserver")
@@ -319,9 +369,16 @@ fn cloud_init(
             out.push(n.to_string());
         }
         config.insert("nameserver".into(), out.join(" "));
+    } else if empty_list(p.get("nameserver")) {
+        config.insert("nameserver".into(), String::new());
     }
     if let Some(sd) = inv.str("searchdomain") {
-        config.insert("searchdomain".into(), dns_name("searchdomain", sd)?);
+        let domain = if sd.is_empty() {
+            String::new()
+        } else {
+            dns_name("searchdomain", sd)?
+        };
+        config.insert("searchdomain".into(), domain);
     }
     for (i, m) in p
         .get("ipconfig")
@@ -511,7 +568,7 @@ fn firmware(
             e["pre_enrolled_keys"].as_bool(),
             "efidisk.pre_enrolled_keys",
         )?);
-        create_only.insert("efidisk0".into(), efidisk_value(&sid, &efitype, &keys));
+        create_only.insert("efidisk0".into(), efidisk_value(&sid, &efitype, &keys)?);
         fixed.insert(
             "efidisk0".to_string(),
             BTreeMap::from([
@@ -526,7 +583,7 @@ fn firmware(
             t["storage"].as_str().unwrap_or_default(),
         )?;
         let version = given(t["version"].as_str(), "tpmstate.version")?.to_string();
-        create_only.insert("tpmstate0".into(), tpmstate_value(&sid, &version));
+        create_only.insert("tpmstate0".into(), tpmstate_value(&sid, &version)?);
         fixed.insert(
             "tpmstate0".to_string(),
             BTreeMap::from([("version".to_string(), version)]),

@@ -1,24 +1,18 @@
 //! The `vm` module's property-string encoders: the values PVE stores for a NIC, an
 //! `ipconfigN`, the EFI vars disk and the TPM state, a boolean and a size, written in the
-//! form PVE prints them so that the plan can compare them with what it reads back.
-
-use std::collections::BTreeMap;
+//! form PVE prints them (through the typed values of `pve::values`) so that the plan can
+//! compare them with what it reads back.
 
 use serde_json::{Map, Value};
 
 use super::validate::plain;
 use crate::ansible::text::quote;
 use crate::ids::{cidr, mac};
+use crate::pve::values::{Drive, IpConfig, Net, Size, ValueError};
 
-/// Formats bytes as PVE writes sizes (`2G`, `3584M`).
+/// Formats bytes as PVE writes sizes (`2G`, `3584M`): `format_size`, through [`Size`].
 pub fn format_size(bytes: u64) -> String {
-    for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
-        let m = 1u64 << shift;
-        if bytes >= m && bytes % m == 0 {
-            return format!("{}{unit}", bytes / m);
-        }
-    }
-    bytes.to_string()
+    Size(bytes).to_string()
 }
 
 /// A boolean as PVE writes it in configs and property strings (`1`, `0`).
@@ -26,84 +20,96 @@ pub fn pve_bool(v: bool) -> String {
     (if v { "1" } else { "0" }).to_string()
 }
 
-/// Builds a NIC value: `virtio[=MAC],bridge=…,…` (options alphabetical, as PVE prints them).
+/// Builds a NIC value as `print_net` prints it: `virtio[=MAC],bridge=…,…`.
 pub fn net_value(i: usize, n: &Map<String, Value>) -> Result<String, String> {
     let o = |k: &str| format!("net[{i}].{k}");
+    let bad = |k: &str, e: ValueError| format!("{}: {}", o(k), e.message);
     let model = n["model"].as_str().unwrap_or("virtio");
-    let mut kv: BTreeMap<&str, String> = BTreeMap::new();
+    let mut net = Net::new(model).map_err(|e| bad("model", e))?;
     if let Some(br) = n["bridge"].as_str() {
-        kv.insert("bridge", plain(&o("bridge"), br)?);
+        net.set("bridge", &plain(&o("bridge"), br)?)
+            .map_err(|e| bad("bridge", e))?;
     }
-    if let Some(v) = n["firewall"].as_bool() {
-        kv.insert("firewall", pve_bool(v));
-    }
-    if let Some(v) = n["link_down"].as_bool() {
-        kv.insert("link_down", pve_bool(v));
+    for k in ["firewall", "link_down"] {
+        if let Some(v) = n[k].as_bool() {
+            net.set(k, &pve_bool(v)).map_err(|e| bad(k, e))?;
+        }
     }
     for k in ["mtu", "queues", "tag"] {
         if let Some(v) = n[k].as_i64() {
-            kv.insert(k, v.to_string());
+            net.set(k, &v.to_string()).map_err(|e| bad(k, e))?;
         }
     }
     if let Some(r) = n["rate"].as_str() {
         let r = plain(&o("rate"), r)?;
-        r.parse::<f64>().map_err(|_| {
+        net.set("rate", &r).map_err(|_| {
             format!(
                 "{} must be a number (MB/s), got {r}",
                 o("rate"),
                 r = quote(&r)
             )
         })?;
-        kv.insert("rate", r);
     }
-    let head = match n["macaddr"].as_str() {
-        Some(m) => format!("{model}={}", mac(&o("macaddr"), m)?),
-        None => model.to_string(),
-    };
-    Ok(std::iter::once(head)
-        .chain(kv.iter().map(|(k, v)| format!("{k}={v}")))
-        .collect::<Vec<_>>()
-        .join(","))
+    if let Some(m) = n["macaddr"].as_str() {
+        net.set("macaddr", &mac(&o("macaddr"), m)?)
+            .map_err(|e| bad("macaddr", e))?;
+    }
+    Ok(net.to_string())
 }
 
-/// Builds an `ipconfigN` value: `gw=…,gw6=…,ip=…,ip6=…` (keys alphabetical, as PVE prints them).
+/// Builds an `ipconfigN` value as PVE prints it (`gw=…,gw6=…,ip=…,ip6=…`), checked as
+/// `parse_ipconfig` checks it.
 pub fn ipconfig_value(i: usize, m: &Map<String, Value>) -> Result<String, String> {
-    let mut parts = Vec::new();
+    let mut config = IpConfig::new();
     for k in ["gw", "gw6", "ip", "ip6"] {
         if let Some(v) = m[k].as_str() {
             let v = plain(&format!("ipconfig[{i}].{k}"), v)?;
             let valid = match k {
                 "ip" => v == "dhcp" || cidr(&v, false),
                 "ip6" => v == "dhcp" || v == "auto" || cidr(&v, true),
-                "gw" => v.parse::<std::net::Ipv4Addr>().is_ok(),
-                _ => v.parse::<std::net::Ipv6Addr>().is_ok(),
+                _ => true,
             };
-            if !valid {
+            if !valid || config.set(k, &v).is_err() {
                 return Err(format!(
                     "ipconfig[{i}].{k} is not valid: {v} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)",
                     v = quote(&v)
                 ));
             }
-            parts.push(format!("{k}={v}"));
         }
     }
     if m["gw"].is_string() && !m["ip"].is_string() {
         return Err(format!("ipconfig[{i}].gw needs ipconfig[{i}].ip"));
     }
-    if parts.is_empty() {
+    if config.get("ip").is_none() && config.get("ip6").is_none() {
         return Err(format!("ipconfig[{i}] needs at least one of ip, ip6"));
     }
-    Ok(parts.join(","))
+    config
+        .check()
+        .map_err(|e| format!("ipconfig[{i}]: {}", e.message))?;
+    Ok(config.to_string())
 }
 
 /// Builds the EFI vars disk of a create: `storage:1,efitype=…,pre-enrolled-keys=…`.
-pub fn efidisk_value(storage: &str, efitype: &str, pre_enrolled_keys: &str) -> String {
-    format!("{storage}:1,efitype={efitype},pre-enrolled-keys={pre_enrolled_keys}")
+pub fn efidisk_value(
+    storage: &str,
+    efitype: &str,
+    pre_enrolled_keys: &str,
+) -> Result<String, String> {
+    let bad = |e: ValueError| format!("efidisk: {}", e.message);
+    let mut drive = Drive::allocate("efidisk0", storage, Size::gib(1)).map_err(bad)?;
+    drive.set("efitype", efitype).map_err(bad)?;
+    drive
+        .set("pre-enrolled-keys", pre_enrolled_keys)
+        .map_err(bad)?;
+    Ok(drive.to_string())
 }
 
 /// Builds the TPM state of a create: `storage:1,version=…`.
-pub fn tpmstate_value(storage: &str, version: &str) -> String {
-    format!("{storage}:1,version={version}")
+pub fn tpmstate_value(storage: &str, version: &str) -> Result<String, String> {
+    let bad = |e: ValueError| format!("tpmstate: {}", e.message);
+    let mut drive = Drive::allocate("tpmstate0", storage, Size::gib(1)).map_err(bad)?;
+    drive.set("version", version).map_err(bad)?;
+    Ok(drive.to_string())
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@ use serde_json::Value;
 use super::desired::{CloneSource, Desired, Disk, State};
 use super::encode::format_size;
 use crate::pve::answers::{VmConfig, VmStatus};
-use crate::pve::encode::url_decode;
+use crate::pve::values::config::Guest;
+use crate::pve::values::machine::is_windows;
+use crate::pve::values::{self, Drive, Net, Size, ValueError, crypt};
 
 /// The VM as PVE reports it.
 #[derive(Clone, Debug)]
@@ -114,13 +116,19 @@ impl Step {
                     .unwrap_or_default()
             ),
             Step::Template => "convert to template".into(),
-            Step::Update { set } => format!(
-                "update {}",
-                set.iter()
+            Step::Update { set } => {
+                let keys: Vec<&str> = set
+                    .iter()
+                    .filter(|(k, _)| k != "delete")
                     .map(|(k, _)| k.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+                    .collect();
+                let deleted = set.iter().find(|(k, _)| k == "delete").map(|(_, v)| v);
+                match (keys.is_empty(), deleted) {
+                    (_, None) => format!("update {}", keys.join(", ")),
+                    (true, Some(d)) => format!("delete {d}"),
+                    (false, Some(d)) => format!("update {}, delete {d}", keys.join(", ")),
+                }
+            }
             Step::Resize { slot, to, .. } => format!("resize {slot} to {}", format_size(*to)),
             Step::Start => "start".into(),
             Step::Shutdown { .. } => "shut down".into(),
@@ -142,123 +150,32 @@ pub struct Plan {
     pub notes: Vec<String>,
 }
 
-/// Splits a property string into its leading value and `key=value` pairs.
-fn prop(s: &str) -> (String, BTreeMap<String, String>) {
-    let mut head = String::new();
-    let mut kv = BTreeMap::new();
-    for (i, part) in s.split(',').enumerate() {
-        match part.split_once('=') {
-            Some((k, v)) if !(i == 0 && is_nic_model(k)) => {
-                kv.insert(k.to_string(), v.to_string());
-            }
-            _ if i == 0 => head = part.to_string(),
-            _ => {}
-        }
-    }
-    (head, kv)
-}
-
-fn is_nic_model(k: &str) -> bool {
-    [
-        "virtio",
-        "e1000",
-        "e1000e",
-        "rtl8139",
-        "vmxnet3",
-        "e1000-82540em",
-        "e1000-82544gc",
-        "e1000-82545em",
-        "i82551",
-        "i82557b",
-        "i82559er",
-        "ne2k_isa",
-        "ne2k_pci",
-        "pcnet",
-    ]
-    .contains(&k)
-}
-
-/// Splits a NIC value into (model, mac, other keys).
-fn nic(s: &str) -> (String, Option<String>, BTreeMap<String, String>) {
-    let (head, kv) = prop(s);
-    match head.split_once('=') {
-        Some((m, mac)) => (m.to_string(), Some(mac.to_ascii_uppercase()), kv),
-        None => (head, None, kv),
+/// What a comparison needs to know of the guest: Windows when the `ostype` asked for (or,
+/// without one, the VM's) is a Windows one (`windows_version`).
+pub fn guest(d: &Desired, cur: Option<&Current>) -> Guest {
+    let ostype = d
+        .config
+        .get("ostype")
+        .or_else(|| d.create_only.get("ostype"))
+        .or_else(|| cur.and_then(|c| c.config.get("ostype")));
+    Guest {
+        windows: ostype.is_some_and(|o| is_windows(o)),
     }
 }
 
-/// The value with a leading `key=` of a property string's default key removed (`cputype=host` → `host`).
-fn strip_default_key<'a>(v: &'a str, key: &str) -> &'a str {
-    v.strip_prefix(key)
-        .and_then(|r| r.strip_prefix('='))
-        .unwrap_or(v)
-}
-
-fn words(s: &str) -> Vec<String> {
-    let mut v: Vec<String> = s
-        .split([';', ',', ' '])
-        .filter(|x| !x.is_empty())
-        .map(|x| x.to_ascii_lowercase())
-        .collect();
-    v.sort();
-    v.dedup();
-    v
-}
-
-/// True when PVE's `have` means what `want` asks for.
-pub fn same(key: &str, want: &str, have: &str) -> bool {
-    match key {
-        "tags" => words(want) == words(have),
-        "nameserver" => want.split_whitespace().eq(have.split_whitespace()),
-        "sshkeys" => {
-            let lines = |s: &str| {
-                url_decode(s)
-                    .lines()
-                    .map(|l| l.trim().to_string())
-                    .filter(|l| !l.is_empty())
-                    .collect::<Vec<_>>()
-            };
-            lines(want) == lines(have)
-        }
-        "memory" => strip_default_key(want, "current") == strip_default_key(have, "current"),
-        "cpu" => strip_default_key(want, "cputype") == strip_default_key(have, "cputype"),
-        "vga" | "machine" => strip_default_key(want, "type") == strip_default_key(have, "type"),
-        "agent" => {
-            strip_default_key(want, "enabled")
-                == strip_default_key(have, "enabled")
-                    .split(',')
-                    .next()
-                    .unwrap_or("")
-        }
-        "description" => want.trim_end() == have.trim_end(),
-        k if k.starts_with("net") => {
-            let (wm, wmac, wkv) = nic(want);
-            let (hm, hmac, hkv) = nic(have);
-            wm == hm && (wmac.is_none() || wmac == hmac) && wkv == hkv
-        }
-        k if k.starts_with("ipconfig") => {
-            prop(&format!(",{want}")).1 == prop(&format!(",{have}")).1
-        }
-        _ => want == have,
-    }
+/// True when PVE's `have` is what `want` asks for, both read as the key's type
+/// (`pve::values::config::same`); a `want` PVE would refuse is an error naming the key.
+fn same(key: &str, want: &str, have: &str, guest: Guest) -> Result<bool, String> {
+    values::config::same(key, want, have, guest).map_err(|e| format!("{key}: {e}"))
 }
 
 /// The value to send for a changed key; a NIC keeps its current MAC unless one is asked for.
 fn value_to_set(key: &str, want: &str, have: Option<&str>) -> String {
     if key.starts_with("net")
-        && let Some(h) = have
+        && let (Ok(want_net), Some(Ok(have_net))) =
+            (want.parse::<Net>(), have.map(str::parse::<Net>))
     {
-        let (wm, wmac, _) = nic(want);
-        let (_, hmac, _) = nic(h);
-        if wmac.is_none()
-            && let Some(mac) = hmac
-        {
-            let rest = want
-                .split_once(',')
-                .map(|(_, r)| format!(",{r}"))
-                .unwrap_or_default();
-            return format!("{wm}={mac}{rest}");
-        }
+        return want_net.keeping_mac_of(&have_net).to_string();
     }
     want.to_string()
 }
@@ -268,55 +185,37 @@ fn value_to_set(key: &str, want: &str, have: Option<&str>) -> String {
 /// `10001M` is `10004M` and must neither be "shrunk" nor resized again.
 pub const ALLOCATION_SLACK: u64 = 4 << 20;
 
-/// The size in bytes of a drive value's `size=` (`2G`, `3584M`, bytes).
+/// The size in bytes of a drive value's `size=` (`2G`, `3584M`, bytes), read as
+/// `parse_drive` reads it.
 pub fn drive_size(value: &str) -> Option<u64> {
-    let s = prop(value).1.get("size")?.clone();
-    let (num, mult) = match s.chars().last()? {
-        'K' => (&s[..s.len() - 1], 1u64 << 10),
-        'M' => (&s[..s.len() - 1], 1 << 20),
-        'G' => (&s[..s.len() - 1], 1 << 30),
-        'T' => (&s[..s.len() - 1], 1 << 40),
-        _ => (s.as_str(), 1),
-    };
-    num.parse::<f64>()
-        .ok()
-        .map(|n| (n * mult as f64).round() as u64)
+    value.parse::<Drive>().ok()?.size().map(Size::bytes)
 }
 
-/// The value that creates a disk: an import, a new volume, or a cloud-init drive.
-pub fn new_disk_value(d: &Disk) -> String {
+/// The drive that creates a disk: an import, a new volume, or a cloud-init drive, with its
+/// options, as `print_drive` prints it.
+pub fn new_disk(d: &Disk) -> Result<Drive, String> {
+    let bad = |e: ValueError| format!("{}: {e}", d.slot);
     if d.cloudinit {
-        return format!("{}:cloudinit", d.storage);
+        return Drive::cloudinit(&d.slot, &d.storage).map_err(bad);
     }
-    let mut out = match (&d.import_from, d.size) {
-        (Some(src), _) => format!("{}:0,import-from={src}", d.storage),
-        (None, Some(bytes)) => format!("{}:{}", d.storage, exact_gib(bytes)),
-        (None, None) => format!("{}:1", d.storage),
-    };
+    let mut drive = match (&d.import_from, d.size) {
+        (Some(src), _) => Drive::import(&d.slot, &d.storage, src),
+        (None, Some(bytes)) => Drive::allocate(&d.slot, &d.storage, Size(bytes)),
+        (None, None) => Drive::allocate(&d.slot, &d.storage, Size::gib(1)),
+    }
+    .map_err(bad)?;
     if let Some(f) = &d.format {
-        out.push_str(&format!(",format={f}"));
+        drive.set("format", f).map_err(bad)?;
     }
     for (k, v) in &d.opts {
-        out.push_str(&format!(",{k}={v}"));
+        drive.set(k, v).map_err(bad)?;
     }
-    out
+    Ok(drive)
 }
 
-/// Bytes as GiB in exact decimal (`1.5`, `0.0009765625`): a new disk is asked for as
-/// `storage:<GiB>`, and any whole number of KiB is a finite decimal of GiB.
-pub fn exact_gib(bytes: u64) -> String {
-    let whole = bytes >> 30;
-    let mut frac = bytes & ((1 << 30) - 1);
-    if frac == 0 {
-        return whole.to_string();
-    }
-    let mut out = format!("{whole}.");
-    while frac != 0 {
-        frac *= 10;
-        out.push(char::from(b'0' + (frac >> 30) as u8));
-        frac &= (1 << 30) - 1;
-    }
-    out
+/// [`new_disk`] as the value sent.
+pub fn new_disk_value(d: &Disk) -> Result<String, String> {
+    new_disk(d).map(|drive| drive.to_string())
 }
 
 fn describe_disk(d: &Disk) -> String {
@@ -347,22 +246,34 @@ pub fn predict_created(d: &Desired, vmid: u32, node: &str) -> Current {
         .chain(d.create_only.iter())
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    // An empty value is not stored (PVE's form decoder drops `key=`).
+    config.retain(|_, v| !v.is_empty());
     for (i, disk) in d.disks.iter().enumerate() {
-        let value = if disk.cloudinit {
-            format!("{}:vm-{vmid}-cloudinit,media=cdrom", disk.storage)
-        } else {
+        let predicted = || -> Result<Drive, ValueError> {
+            if disk.cloudinit {
+                let mut drive =
+                    Drive::new(&disk.slot, &format!("{}:vm-{vmid}-cloudinit", disk.storage))?;
+                drive.set("media", "cdrom")?;
+                return Ok(drive);
+            }
             let size = match (&disk.import_from, disk.size) {
                 (Some(_), _) => 0,
                 (None, Some(b)) => b,
                 (None, None) => 1 << 30,
             };
-            std::iter::once(format!("{}:vm-{vmid}-disk-{i}", disk.storage))
-                .chain(disk.opts.iter().map(|(k, v)| format!("{k}={v}")))
-                .chain(std::iter::once(format!("size={size}")))
-                .collect::<Vec<_>>()
-                .join(",")
+            let mut drive =
+                Drive::new(&disk.slot, &format!("{}:vm-{vmid}-disk-{i}", disk.storage))?;
+            for (k, v) in &disk.opts {
+                drive.set(k, v)?;
+            }
+            drive.set("size", &Size(size).to_string())?;
+            Ok(drive)
         };
-        config.insert(disk.slot.clone(), value);
+        // The options were checked when the create was planned; a drive that cannot be
+        // predicted counts as missing, so check mode plans to add it.
+        if let Ok(drive) = predicted() {
+            config.insert(disk.slot.clone(), drive.to_string());
+        }
     }
     Current {
         vmid,
@@ -371,6 +282,41 @@ pub fn predict_created(d: &Desired, vmid: u32, node: &str) -> Current {
         config,
         running: false,
     }
+}
+
+/// The value sent for `key`: `cipassword` hashed as PVE's `encrypt_pw` would hash it, so
+/// it is never stored in plain (`create_vm` stores what it is sent; `update_vm_api` hashes),
+/// except for a Windows guest, whose cloudbase-init needs it plain and which PVE keeps plain;
+/// a value that is already a crypt hash is sent as it is, as PVE keeps it.
+fn sendable(key: &str, value: &str, guest: Guest) -> Result<String, String> {
+    if key != "cipassword" || guest.windows || crypt::is_hashed(value) {
+        return Ok(value.to_string());
+    }
+    let hash = crypt::encrypt_pw(value).map_err(|e| format!("cipassword: {e}"))?;
+    crate::ansible::protocol::register_secret(&hash);
+    Ok(hash)
+}
+
+/// A drive of the VM, read as `parse_drive` reads its slot's format.
+fn stored_drive(cur: &Current, slot: &str, have: &str) -> Result<Drive, String> {
+    Drive::parse(slot, have)
+        .or_else(|_| have.parse::<Drive>())
+        .map_err(|e| {
+            format!(
+                "VM {} has {slot}: {have}, which is not a drive PVE reads ({e})",
+                cur.vmid
+            )
+        })
+}
+
+/// True when `a` and `b` are one value of a drive option (`pre-enrolled-keys=1` and `on`).
+fn drive_value_eq(slot: &str, key: &str, a: &str, b: &str) -> bool {
+    let read = |v: &str| {
+        let mut drive = Drive::new(slot, "none").ok()?;
+        drive.set(key, v).ok()?;
+        drive.get(key).map(str::to_string)
+    };
+    a == b || read(a).is_some_and(|x| read(b).as_deref() == Some(x.as_str()))
 }
 
 /// Plans the steps from the current VM (or none) to the desired one.
@@ -401,13 +347,20 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             .node
             .clone()
             .ok_or("node is required to create a VM (no VM with that vmid or name exists)")?;
+        let guest = guest(d, None);
         let mut config: Vec<(String, String)> = Vec::new();
-        for (k, v) in d.config.iter().chain(d.create_only.iter()) {
-            config.push((k.clone(), v.clone()));
+        // An empty value asks for no value: it is not sent (PVE would drop `key=` anyway).
+        for (k, v) in d
+            .config
+            .iter()
+            .chain(d.create_only.iter())
+            .filter(|(_, v)| !v.is_empty())
+        {
+            config.push((k.clone(), sendable(k, v, guest)?));
             p.after.insert(k.clone(), v.clone());
         }
         for disk in &d.disks {
-            config.push((disk.slot.clone(), new_disk_value(disk)));
+            config.push((disk.slot.clone(), new_disk_value(disk)?));
             p.after.insert(disk.slot.clone(), describe_disk(disk));
         }
         p.steps.push(Step::Create {
@@ -431,13 +384,27 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         return Ok(p);
     }
 
+    let guest = guest(d, Some(cur));
     let mut set = Vec::new();
+    let mut delete = Vec::new();
     for (k, want) in &d.config {
         let have = cur.config.get(k);
-        if have.is_some_and(|h| same(k, want, h)) {
+        // An empty value asks for no value: PVE's form decoder drops `key=`, so it is deleted.
+        if want.is_empty() {
+            if let Some(h) = have {
+                delete.push(k.clone());
+                p.before.insert(k.clone(), h.clone());
+                p.after.insert(k.clone(), String::new());
+            }
             continue;
         }
-        set.push((k.clone(), value_to_set(k, want, have.map(String::as_str))));
+        if let Some(h) = have
+            && same(k, want, h, guest)?
+        {
+            continue;
+        }
+        let value = value_to_set(k, want, have.map(String::as_str));
+        set.push((k.clone(), sendable(k, &value, guest)?));
         p.before
             .insert(k.clone(), have.cloned().unwrap_or_default());
         p.after.insert(k.clone(), want.clone());
@@ -453,14 +420,10 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
                 set.push((slot.clone(), value));
             }
             Some(have) => {
-                let (_, kv) = prop(have);
+                let drive = stored_drive(cur, slot, have)?;
                 for (k, want) in props {
-                    let now = kv.get(k).map(String::as_str).unwrap_or(match k.as_str() {
-                        "efitype" => "2m",
-                        "pre-enrolled-keys" => "0",
-                        _ => "",
-                    });
-                    if now != want {
+                    let now = drive.get_or_default(k).unwrap_or_default();
+                    if !drive_value_eq(slot, k, now, want) {
                         p.notes.push(format!(
                             "VM {} has {slot} with {k}={now}, not {want}: PVE cannot change it in place, so it was left (remove {slot} and run again to recreate it, losing its content)",
                             cur.vmid
@@ -479,15 +442,14 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
                     disk.slot, cur.vmid
                 ));
             }
-            set.push((disk.slot.clone(), new_disk_value(disk)));
+            set.push((disk.slot.clone(), new_disk_value(disk)?));
             p.before.insert(disk.slot.clone(), String::new());
             p.after.insert(disk.slot.clone(), describe_disk(disk));
             continue;
         };
-        let (file, kv) = prop(have);
-        let is_cd = kv.get("media").is_some_and(|m| m == "cdrom");
+        let drive = stored_drive(cur, &disk.slot, have)?;
         if disk.cloudinit {
-            if !file.contains("cloudinit") {
+            if !drive.is_cloudinit() {
                 return Err(format!(
                     "{} holds {have:?}, not a cloud-init drive; choose another cloudinit_slot",
                     disk.slot
@@ -495,32 +457,28 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             }
             continue;
         }
-        if is_cd {
+        if drive.is_cdrom() {
             return Err(format!(
                 "{} is a CD-ROM drive ({have}); choose another slot for the disk",
                 disk.slot
             ));
         }
         // Drive options: change only those asked for, keep the volume and the rest.
-        let changed: Vec<(&String, &String)> = disk
-            .opts
-            .iter()
-            .filter(|(k, v)| kv.get(*k) != Some(*v))
-            .collect();
-        if !changed.is_empty() {
-            let mut merged = kv.clone();
-            for (k, v) in &disk.opts {
-                merged.insert(k.clone(), v.clone());
-            }
-            let value = std::iter::once(file.clone())
-                .chain(merged.iter().map(|(k, v)| format!("{k}={v}")))
-                .collect::<Vec<_>>()
-                .join(",");
+        let mut asked =
+            Drive::new(&disk.slot, drive.file()).map_err(|e| format!("{}: {e}", disk.slot))?;
+        for (k, v) in &disk.opts {
+            asked.set(k, v).map_err(|e| format!("{}: {e}", disk.slot))?;
+        }
+        if !drive.differing_options(&asked).is_empty() {
+            let value = drive
+                .merged(&asked)
+                .map_err(|e| format!("{}: {e}", disk.slot))?
+                .to_string();
             p.before.insert(disk.slot.clone(), have.clone());
             p.after.insert(disk.slot.clone(), value.clone());
             set.push((disk.slot.clone(), value));
         }
-        if let (Some(want), Some(now)) = (disk.size, drive_size(have)) {
+        if let (Some(want), Some(now)) = (disk.size, drive.size().map(Size::bytes)) {
             if want < now && now - want >= ALLOCATION_SLACK {
                 return Err(format!(
                     "refusing to shrink {} from {} to {}: PVE cannot shrink disks (raise disks[].size or leave it)",
@@ -541,6 +499,9 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
                     .insert(format!("{}.size", disk.slot), format_size(want));
             }
         }
+    }
+    if !delete.is_empty() {
+        set.push(("delete".into(), delete.join(",")));
     }
     if !set.is_empty() {
         p.steps.push(Step::Update { set });
@@ -594,6 +555,10 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pve::values::drive::exact_gib;
+
+    /// A real public key (tests/keys, made with ssh-keygen).
+    const TEST_KEY: &str = include_str!("../../tests/keys/test_ed25519.pub").trim_ascii_end();
 
     fn desired() -> Desired {
         let mut config = BTreeMap::new();
@@ -601,10 +566,7 @@ mod tests {
         config.insert("cores".into(), "2".into());
         config.insert("net0".into(), "virtio,bridge=vmbr0".into());
         config.insert("tags".into(), "a;b".into());
-        config.insert(
-            "sshkeys".into(),
-            crate::pve::encode::url_encode("ssh-ed25519 AAAA me@x"),
-        );
+        config.insert("sshkeys".into(), crate::pve::encode::url_encode(TEST_KEY));
         Desired {
             state: State::Present,
             vmid: Some(100),
@@ -667,7 +629,10 @@ mod tests {
                 ("cores", "2"),
                 ("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"),
                 ("tags", "b;a"),
-                ("sshkeys", "ssh-ed25519%20AAAA%20me%40x"),
+                (
+                    "sshkeys",
+                    "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIGp1GhsuLNCCP2XBoyqIvjfAGsZ7Xr9FfmT4HYK3r0F8%20test%40sankofa",
+                ),
                 ("scsi0", "local-lvm:vm-100-disk-0,discard=on,size=20G"),
                 ("ide2", "local-lvm:vm-100-cloudinit,media=cdrom"),
                 ("cipassword", "**********"),
@@ -687,12 +652,73 @@ mod tests {
         let get = |k: &str| config.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
         assert_eq!(
             get("scsi0"),
-            Some("local-lvm:0,import-from=local:import/noble.qcow2,discard=on")
+            Some("local-lvm:0,discard=on,import-from=local:import/noble.qcow2")
         );
         assert_eq!(get("ide2"), Some("local-lvm:cloudinit"));
-        assert_eq!(get("cipassword"), Some("pw"));
+        // Hashed as encrypt_pw would (create_vm stores what it is sent), never plain.
+        let hash = get("cipassword").unwrap();
+        let salt = hash.strip_prefix("$5$").unwrap().split('$').next().unwrap();
+        assert_eq!(crypt::sha256_crypt(b"pw", salt, None), hash);
         assert_eq!(get("boot"), Some("order=scsi0"));
         assert!(p.before.is_empty() && p.after.contains_key("scsi0"));
+    }
+
+    #[test]
+    fn cipassword_stays_plain_for_windows_and_a_hash_is_sent_as_it_is() {
+        let mut d = desired();
+        d.config.insert("ostype".into(), "win11".into());
+        let p = plan(&d, None).unwrap();
+        let [Step::Create { config: params, .. }] = p.steps.as_slice() else {
+            panic!("{:?}", p.steps)
+        };
+        assert!(
+            params.contains(&("cipassword".into(), "pw".into())),
+            "{params:?}"
+        );
+        let mut d = desired();
+        let hash = crypt::sha256_crypt(b"pw", "saltsalt", None);
+        d.create_only.insert("cipassword".into(), hash.clone());
+        let p = plan(&d, None).unwrap();
+        let [Step::Create { config: params, .. }] = p.steps.as_slice() else {
+            panic!("{:?}", p.steps)
+        };
+        assert!(params.contains(&("cipassword".into(), hash)), "{params:?}");
+        // An update to an existing Windows VM (ostype not given) keeps it plain too.
+        let mut d = desired();
+        d.config.insert("cipassword".into(), "pw".into());
+        let mut cur = matching();
+        cur.config.insert("ostype".into(), "win10".into());
+        let p = plan(&d, Some(&cur)).unwrap();
+        assert_eq!(
+            p.steps,
+            vec![Step::Update {
+                set: vec![("cipassword".into(), "pw".into())]
+            }]
+        );
+    }
+
+    #[test]
+    fn an_empty_value_is_a_delete() {
+        let mut d = desired();
+        d.config.insert("description".into(), String::new());
+        // Nothing to delete: nothing to do.
+        assert_eq!(plan(&d, Some(&matching())).unwrap().steps, vec![]);
+        let mut cur = matching();
+        cur.config.insert("description".into(), "old".into());
+        let p = plan(&d, Some(&cur)).unwrap();
+        assert_eq!(
+            p.steps,
+            vec![Step::Update {
+                set: vec![("delete".into(), "description".into())]
+            }]
+        );
+        assert_eq!(p.steps[0].describe(), "delete description");
+        // At create it is not sent.
+        let p = plan(&d, None).unwrap();
+        let [Step::Create { config: params, .. }] = p.steps.as_slice() else {
+            panic!("{:?}", p.steps)
+        };
+        assert!(!params.iter().any(|(k, _)| k == "description"));
     }
 
     #[test]
@@ -806,7 +832,7 @@ mod tests {
             vec![Step::Update {
                 set: vec![(
                     "scsi0".into(),
-                    "local-lvm:0,import-from=local:import/noble.qcow2,discard=on".into()
+                    "local-lvm:0,discard=on,import-from=local:import/noble.qcow2".into()
                 )]
             }]
         );
@@ -843,6 +869,8 @@ mod tests {
 
     #[test]
     fn normalisation() {
+        let linux = Guest::default();
+        let same = |k: &str, w: &str, h: &str| same(k, w, h, linux).unwrap();
         assert!(same("tags", "a;b", "b,a"));
         assert!(same("memory", "2048", "current=2048"));
         assert!(same("cpu", "host", "cputype=host"));

@@ -4,26 +4,12 @@
 
 use crate::ansible::text::quote;
 use crate::ids::storage_id;
+use crate::pve::values::{Size, SizeError};
 
 /// True for drive keys PVE accepts (`ide0`–`ide3`, `sata0`–`sata5`, `scsi0`–`scsi30`,
 /// `virtio0`–`virtio15`, `efidisk0`, `tpmstate0`).
 pub fn is_drive_slot(s: &str) -> bool {
-    let idx = |p: &str, max: u32| {
-        s.strip_prefix(p)
-            .filter(|n| {
-                !n.is_empty()
-                    && n.bytes().all(|b| b.is_ascii_digit())
-                    && (n.len() == 1 || !n.starts_with('0'))
-            })
-            .and_then(|n| n.parse::<u32>().ok())
-            .is_some_and(|n| n <= max)
-    };
-    idx("ide", 3)
-        || idx("sata", 5)
-        || idx("scsi", 30)
-        || idx("virtio", 15)
-        || s == "efidisk0"
-        || s == "tpmstate0"
+    crate::pve::values::drive::is_drive_key(s)
 }
 
 /// Refuses characters that would break out of a property string.
@@ -74,55 +60,49 @@ pub const MIN_DISK_SIZE: u64 = 1 << 20;
 /// The largest: 1024 TiB, beyond any storage PVE manages (and far from overflowing).
 pub const MAX_DISK_SIZE: u64 = 1 << 50;
 
-/// Parses `20G`, `512M`, `1T`, `10240K`, `1.5G` (a bare number means GiB), as PVE's size
-/// grammar has it (`\d+(\.\d+)?[KMGT]?`): whole KiB, from 1 MiB to 1024 TiB.
+/// Parses `20G`, `512M`, `1T`, `10240K`, `1.5G` (a bare number means GiB, and the unit may
+/// be lower case), then reads it with PVE's size grammar ([`Size::parse_exact`]): whole KiB,
+/// from 1 MiB to 1024 TiB.
 pub fn parse_size(option: &str, v: &str) -> Result<u64, String> {
     let t = v.trim();
-    let bad = || {
-        format!(
-            "{option} must be a size such as 20G, 512M or 1.5T (a number, then K, M, G or T), got {}",
-            quote(v)
-        )
+    let spelled = match t.chars().last() {
+        Some(c @ ('k' | 'm' | 'g' | 't')) => {
+            format!("{}{}", &t[..t.len() - 1], c.to_ascii_uppercase())
+        }
+        Some('K' | 'M' | 'G' | 'T') => t.to_string(),
+        _ => format!("{t}G"),
     };
-    let (num, shift) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 10u32),
-        Some('M' | 'm') => (&t[..t.len() - 1], 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 30),
-        Some('T' | 't') => (&t[..t.len() - 1], 40),
-        _ => (t, 30),
+    let bytes = match Size::parse_exact(&spelled) {
+        Ok(size) => size.bytes(),
+        Err(SizeError::Grammar) => {
+            return Err(format!(
+                "{option} must be a size such as 20G, 512M or 1.5T (a number, then K, M, G or T), got {}",
+                quote(v)
+            ));
+        }
+        Err(SizeError::TooLarge) => {
+            return Err(format!("{option} must be at most 1024T, got {}", quote(v)));
+        }
+        Err(SizeError::Fraction) => {
+            return Err(format!(
+                "{option} must be a whole number of KiB, got {}",
+                quote(v)
+            ));
+        }
     };
-    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
-    let digits = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits(whole) || !digits(frac) || num.ends_with('.') {
-        return Err(bad());
+    if bytes > MAX_DISK_SIZE {
+        return Err(format!("{option} must be at most 1024T, got {}", quote(v)));
     }
-    // Exact arithmetic: whole << shift, plus the fraction's share, in u128 so no value wraps.
-    let w: u128 = whole.parse().map_err(|_| bad())?;
-    let frac = &frac[..frac.len().min(30)];
-    let (f, scale): (u128, u128) = if frac.is_empty() {
-        (0, 1)
-    } else {
-        (
-            frac.parse().map_err(|_| bad())?,
-            10u128.pow(frac.len() as u32),
-        )
-    };
-    let bytes = w
-        .checked_shl(shift)
-        .filter(|b| *b >> shift == w)
-        .and_then(|b| b.checked_add((f << shift) / scale))
-        .filter(|b| *b <= MAX_DISK_SIZE as u128)
-        .ok_or_else(|| format!("{option} must be at most 1024T, got {}", quote(v)))?;
-    if (f << shift) % scale != 0 || bytes % 1024 != 0 {
+    if bytes % 1024 != 0 {
         return Err(format!(
             "{option} must be a whole number of KiB, got {}",
             quote(v)
         ));
     }
-    if bytes < MIN_DISK_SIZE as u128 {
+    if bytes < MIN_DISK_SIZE {
         return Err(format!("{option} must be at least 1M, got {}", quote(v)));
     }
-    Ok(bytes as u64)
+    Ok(bytes)
 }
 
 #[cfg(test)]

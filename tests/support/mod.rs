@@ -218,6 +218,15 @@ impl Sim {
         serde_json::from_str(body).unwrap()
     }
 
+    /// A VM's config file as pve-sim writes it (a plain `cipassword` shown as `********`, a
+    /// crypt hash as it is).
+    pub fn config_file(&self, vmid: u32) -> String {
+        self.admin_call("GET", &format!("/config-file/{vmid}"), &Value::Null)["data"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// Adds faults (see pve-sim's faults.rs).
     pub fn fault(&self, f: Value) {
         self.admin_call("POST", "/faults", &f);
