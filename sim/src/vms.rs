@@ -51,6 +51,11 @@ pub fn create(
             "pve-sim: restoring from an archive is not simulated",
         ));
     }
+    // create_vm: `$rpcenv->check_pool_exist($pool)` before the drives are checked.
+    let pool = params.get("pool").cloned();
+    if let Some(p) = &pool {
+        crate::pools::check_pool_exist(sim, p)?;
+    }
     let params = &write_path::prepare_params(sim, params, undef)?;
     let ops = plan_drives(sim, node, params, auth)?;
     // create_and_lock_config: the file lock (5 s), the cluster-wide vmid check, `lock: create`.
@@ -105,6 +110,10 @@ pub fn create(
             });
             match result {
                 Ok(()) => {
+                    // AccessControl.pm add_vm_to_pool, after the config is written.
+                    if let Some(p) = &pool {
+                        crate::pools::add_vm_to_pool(sim, vmid, p);
+                    }
                     if start {
                         ctx.log("Execute autostart");
                         do_start(sim, ctx, vmid)?;
@@ -373,7 +382,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
             }
         }
         if unreferenced {
-            for s in storage::STORAGES {
+            for s in storage::all() {
                 for item in
                     storage::list_content(&sim.opts.data_dir, &n2, s.id, Some("images"), Some(vmid))
                 {
@@ -391,6 +400,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
             vm.config = BTreeMap::from([("lock".to_string(), "destroyed".to_string())]);
         }
         // remove_vm_access, the firewall config, purge: then destroy_config.
+        crate::pools::remove_vm_access(sim, vmid);
         std::thread::sleep(sim.task_duration("qmdestroy") / 2);
         sim.lock().vms.remove(&vmid);
         sim.cv.notify_all();
