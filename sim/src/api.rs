@@ -18,7 +18,7 @@ use crate::schema;
 use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::vms;
-use crate::{access_api, disk_api, node_api, pools, spec, storage_cfg};
+use crate::{access_api, disk_api, ha, node_api, pools, spec, storage_cfg};
 use crate::{cluster, config_api, migrate, storage_api, task_api, templates};
 
 pub struct Api {
@@ -370,6 +370,36 @@ impl Api {
             }
             ["nodes", node, rest @ ..] => self.node_route(req, node, rest, params, &undef, &auth),
             ["pools", rest @ ..] => self.pool_route(m, rest, params, &req.path),
+            ["cluster", "ha", "resources"] if m == "GET" => {
+                schema::check(&spec::ha_index(), params)?;
+                ha::index(sim, params)
+            }
+            ["cluster", "ha", "resources"] if m == "POST" => {
+                schema::check(&spec::ha_create(), params)?;
+                ha::create(sim, params)
+            }
+            ["cluster", "ha", "resources", sid] => {
+                params.insert("sid".into(), sid.to_string());
+                match m {
+                    "GET" => {
+                        schema::check(&spec::ha_sid(false), params)?;
+                        ha::read(sim, sid)
+                    }
+                    "PUT" => {
+                        schema::check(&spec::ha_update(), params)?;
+                        ha::update(sim, sid, params)
+                    }
+                    "DELETE" => {
+                        schema::check(&spec::ha_sid(true), params)?;
+                        ha::delete(sim, sid)
+                    }
+                    _ => Err(not_implemented(m, &rel_uri(&req.path))),
+                }
+            }
+            ["cluster", "ha", "status", "current"] if m == "GET" => {
+                schema::check(&[], params)?;
+                Ok(ha::status_current(sim))
+            }
             ["access", "users"] if m == "GET" => {
                 schema::check(&spec::user_index(), params)?;
                 Ok(access_api::users(sim, params))
@@ -612,7 +642,10 @@ impl Api {
                     }
                     ("GET", ["status", "current"]) => {
                         let id = check(api_schema::vm_path(vec![]), params)?;
-                        vms::status_current(sim, node, id)
+                        // vm_status: `ha` is PVE::HA::Config::get_service_status.
+                        let mut v = vms::status_current(sim, node, id)?;
+                        v["ha"] = ha::service_status(sim, id);
+                        Ok(v)
                     }
                     ("POST", ["status", action]) => {
                         let spec = match *action {
@@ -623,6 +656,12 @@ impl Api {
                             _ => return Err(not_impl()),
                         };
                         let id = check(spec, params)?;
+                        // vm_start/vm_stop/vm_shutdown: an HA-managed VM is handed to the HA
+                        // stack (`hastart`/`hastop`) instead.
+                        if let Some(upid) = ha::power_request(sim, node, id, action, params, auth)?
+                        {
+                            return Ok(json!(upid));
+                        }
                         vms::power(sim, node, id, action, params, auth)
                     }
                     _ => Err(not_impl()),

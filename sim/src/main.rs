@@ -15,6 +15,7 @@ mod disk_api;
 mod download;
 mod drives;
 mod faults;
+mod ha;
 mod handler;
 mod http;
 mod migrate;

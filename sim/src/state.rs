@@ -139,6 +139,8 @@ pub struct State {
     pub migration_locks: std::collections::HashSet<u32>,
     /// The pools of `user.cfg` and which VM is in which (`pools.rs`).
     pub user_cfg: crate::pools::UserCfg,
+    /// HA resources, the CRM's service status and its queued commands (`ha.rs`).
+    pub ha: crate::ha::HaState,
 }
 
 /// The simulator.

@@ -329,10 +329,16 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
     // not running) before forking and again in the worker; the lock is checked only in the
     // worker (QemuServer.pm, destroy_vm), which frees the volumes, leaves `lock: destroyed`
     // as the whole config, and removes the config last.
+    let purge = params.get("purge").is_some_and(|v| v == "1");
     let early_checks = |sim: &Sim| -> Result<BTreeMap<String, String>, String> {
         let conf = config_of(sim, node, vmid).map_err(|e| e.msg)?;
         if conf.get("protection").is_some_and(|p| p == "1") {
             return Err(format!("can't remove VM {vmid} - protection mode enabled"));
+        }
+        if !purge && crate::ha::service_is_configured(sim, vmid) {
+            return Err(format!(
+                "unable to remove VM {vmid} - used in HA resources and purge parameter not set."
+            ));
         }
         if sim.lock().vms.get(&vmid).is_some_and(|v| v.running) {
             return Err(format!("VM {vmid} is running - destroy failed"));
@@ -401,6 +407,15 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
         }
         // remove_vm_access, the firewall config, purge: then destroy_config.
         crate::pools::remove_vm_access(sim, vmid);
+        if purge {
+            ctx.log(format!("purging VM {vmid} from related configurations.."));
+            if crate::ha::service_is_configured(sim, vmid) {
+                crate::ha::remove_service(sim, vmid);
+                ctx.log(format!(
+                    "NOTE: removed VM {vmid} from HA resource configuration."
+                ));
+            }
+        }
         std::thread::sleep(sim.task_duration("qmdestroy") / 2);
         sim.lock().vms.remove(&vmid);
         sim.cv.notify_all();
