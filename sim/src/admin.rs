@@ -68,6 +68,10 @@ impl Handler for Admin {
                 self.sim.lock().tickets.clear();
                 ok(Value::Null)
             }
+            ("POST", "/storage-lock") => match crate::storage_cfg::admin_hold(&body) {
+                Ok(v) => ok(v),
+                Err(e) => bad(e),
+            },
             ("POST", "/lock") => match self.hold_lock(&body) {
                 Ok(upid) => ok(json!(upid)),
                 Err(e) => bad(e),

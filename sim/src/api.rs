@@ -18,6 +18,7 @@ use crate::schema;
 use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::vms;
+use crate::{access_api, disk_api, ha, node_api, pools, spec, storage_cfg};
 use crate::{cluster, config_api, migrate, storage_api, task_api, templates};
 
 pub struct Api {
@@ -368,6 +369,77 @@ impl Api {
                 cluster::next_id(sim, params.get("vmid"))
             }
             ["nodes", node, rest @ ..] => self.node_route(req, node, rest, params, &undef, &auth),
+            ["pools", rest @ ..] => self.pool_route(m, rest, params, &req.path),
+            ["cluster", "ha", "resources"] if m == "GET" => {
+                schema::check(&spec::ha_index(), params)?;
+                ha::index(sim, params)
+            }
+            ["cluster", "ha", "resources"] if m == "POST" => {
+                schema::check(&spec::ha_create(), params)?;
+                ha::create(sim, params)
+            }
+            ["cluster", "ha", "resources", sid] => {
+                params.insert("sid".into(), sid.to_string());
+                match m {
+                    "GET" => {
+                        schema::check(&spec::ha_sid(false), params)?;
+                        ha::read(sim, sid)
+                    }
+                    "PUT" => {
+                        schema::check(&spec::ha_update(), params)?;
+                        ha::update(sim, sid, params)
+                    }
+                    "DELETE" => {
+                        schema::check(&spec::ha_sid(true), params)?;
+                        ha::delete(sim, sid)
+                    }
+                    _ => Err(not_implemented(m, &rel_uri(&req.path))),
+                }
+            }
+            ["cluster", "ha", "status", "current"] if m == "GET" => {
+                schema::check(&[], params)?;
+                Ok(ha::status_current(sim))
+            }
+            ["access", "users"] if m == "GET" => {
+                schema::check(&spec::user_index(), params)?;
+                Ok(access_api::users(sim, params))
+            }
+            ["access", "users", id] if m == "GET" => {
+                params.insert("userid".into(), id.to_string());
+                schema::check(&spec::one_id("userid"), params)?;
+                access_api::user(sim, id)
+            }
+            ["access", "groups"] if m == "GET" => {
+                schema::check(&[], params)?;
+                Ok(access_api::groups())
+            }
+            ["access", "groups", id] if m == "GET" => {
+                params.insert("groupid".into(), id.to_string());
+                schema::check(&spec::one_id("groupid"), params)?;
+                access_api::group(id)
+            }
+            ["access", "domains"] if m == "GET" => {
+                schema::check(&[], params)?;
+                Ok(access_api::domains())
+            }
+            ["access", "domains", id] if m == "GET" => {
+                params.insert("realm".into(), id.to_string());
+                schema::check(&spec::one_id("realm"), params)?;
+                access_api::domain(id)
+            }
+            ["storage"] if m == "GET" => {
+                schema::check(&spec::storage_index(), params)?;
+                Ok(storage_cfg::index(params))
+            }
+            ["storage"] if m == "POST" => {
+                schema::check(&spec::storage_create(), params)?;
+                storage_cfg::create(params)
+            }
+            ["storage", sid] if m == "GET" => {
+                params.insert("storage".into(), sid.to_string());
+                schema::check(&spec::storage_read(false), params)?;
+                storage_cfg::read(sid)
+            }
             _ => Err(not_implemented(m, &rel_uri(&req.path))),
         }
     }
@@ -431,6 +503,22 @@ impl Api {
                     }
                     _ => Err(not_impl()),
                 }
+            }
+            ("GET", ["version"]) => {
+                schema::check(&spec::node_version(), params)?;
+                check_node()?;
+                Ok(node_api::version(sim))
+            }
+            ("GET", ["network"]) => {
+                schema::check(&spec::node_network(), params)?;
+                check_node()?;
+                Ok(node_api::network(sim, node, params))
+            }
+            ("GET", ["storage", sid]) => {
+                set(params, "storage", sid)?;
+                schema::check(&spec::storage_read(true), params)?;
+                check_node()?;
+                Ok(storage_cfg::diridx())
             }
             ("GET", ["storage"]) => {
                 schema::check(&api_schema::storage_list(), params)?;
@@ -536,6 +624,14 @@ impl Api {
                         let id = check(api_schema::update_vm(true), params)?;
                         config_api::update(sim, node, id, params, undef, auth, true)
                     }
+                    ("POST", ["move_disk"]) => {
+                        let id = check(spec::move_disk(), params)?;
+                        disk_api::move_disk(sim, node, id, params, auth)
+                    }
+                    ("PUT", ["unlink"]) => {
+                        let id = check(spec::unlink(), params)?;
+                        disk_api::unlink(sim, node, id, params, undef, auth)
+                    }
                     ("PUT", ["resize"]) => {
                         let id = check(api_schema::resize(), params)?;
                         vms::resize(sim, node, id, params, auth)
@@ -546,7 +642,10 @@ impl Api {
                     }
                     ("GET", ["status", "current"]) => {
                         let id = check(api_schema::vm_path(vec![]), params)?;
-                        vms::status_current(sim, node, id)
+                        // vm_status: `ha` is PVE::HA::Config::get_service_status.
+                        let mut v = vms::status_current(sim, node, id)?;
+                        v["ha"] = ha::service_status(sim, id);
+                        Ok(v)
                     }
                     ("POST", ["status", action]) => {
                         let spec = match *action {
@@ -557,6 +656,12 @@ impl Api {
                             _ => return Err(not_impl()),
                         };
                         let id = check(spec, params)?;
+                        // vm_start/vm_stop/vm_shutdown: an HA-managed VM is handed to the HA
+                        // stack (`hastart`/`hastop`) instead.
+                        if let Some(upid) = ha::power_request(sim, node, id, action, params, auth)?
+                        {
+                            return Ok(json!(upid));
+                        }
                         vms::power(sim, node, id, action, params, auth)
                     }
                     _ => Err(not_impl()),
@@ -567,12 +672,45 @@ impl Api {
     }
 
     fn version(&self) -> Value {
-        let full = match self.sim.opts.version.as_str() {
-            "8.4" => "8.4.14",
-            "9.1" => "9.1.2",
-            v => v,
-        };
-        json!({"version": full, "release": self.sim.opts.version, "repoid": "5ac1b2e3c4d5e6f7"})
+        node_api::version(&self.sim)
+    }
+
+    /// `/pools` (pve-manager API2/Pool.pm): the current forms with `poolid` as a parameter,
+    /// and the deprecated ones with it in the path.
+    fn pool_route(&self, m: &str, rest: &[&str], params: &mut Params, uri: &str) -> ApiResult {
+        let sim = &self.sim;
+        if let [id] = rest {
+            if params.get("poolid").is_some_and(|p| p != id) {
+                return Err(ApiErr::param(
+                    "poolid",
+                    "duplicate parameter (already defined in URI) with conflicting values!",
+                ));
+            }
+            params.insert("poolid".into(), id.to_string());
+        }
+        match (m, rest.len()) {
+            ("GET", 0) => {
+                schema::check(&spec::pool_index(), params)?;
+                pools::index(sim, params)
+            }
+            ("GET", 1) => {
+                schema::check(&spec::pool_read(), params)?;
+                pools::read(sim, rest[0], params)
+            }
+            ("POST", 0) => {
+                schema::check(&spec::pool_create(), params)?;
+                pools::create(sim, params)
+            }
+            ("PUT", 0 | 1) => {
+                schema::check(&spec::pool_update(), params)?;
+                pools::update(sim, params)
+            }
+            ("DELETE", 0 | 1) => {
+                schema::check(&spec::pool_delete(), params)?;
+                pools::delete(sim, params)
+            }
+            _ => Err(not_implemented(m, &rel_uri(uri))),
+        }
     }
 
     fn nodes(&self) -> Value {

@@ -22,6 +22,8 @@ Admin endpoints (plain HTTP on --admin-listen):
     POST   /faults              add a fault (a JSON object or array; see README)
     DELETE /faults              clear all faults
     POST   /revoke-tickets      invalidate every ticket
+    POST   /storage-lock        hold a shared storage's cluster lock from another node:
+                                {\"storage\":\"ceph1\",\"ms\":11000}
     POST   /lock                hold a VM's lock from another task:
                                 {\"vmid\":100,\"ms\":5000,\"config_lock\":\"backup\"}
                                 (\"set_after_ms\": hold the file lock that long before

@@ -43,9 +43,9 @@ pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
     }
     if kind.is_none() || kind == Some("storage") {
         for n in &sim.opts.nodes {
-            for s in storage::STORAGES {
+            for s in storage::all() {
                 out.push(json!({"id": format!("storage/{n}/{}", s.id), "type": "storage", "storage": s.id, "node": n,
-                    "status": "available", "plugintype": s.kind, "content": s.content.join(","), "shared": 0,
+                    "status": "available", "plugintype": s.kind, "content": s.content.join(","), "shared": s.shared as u8,
                     "maxdisk": 107374182400u64, "disk": 0}));
             }
         }

@@ -81,7 +81,7 @@ pub fn download_url(
 ) -> ApiResult {
     let def = storage::storage(sid)
         .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
-    if def.kind != "dir" {
+    if !def.file_based() {
         return Err(ApiErr::die(format!(
             "can't upload to storage type '{}', not a file based storage!",
             def.kind

@@ -203,7 +203,7 @@ pub(crate) fn run_drives(
                 src,
                 mut opts,
             } => {
-                let fmt = if storage::storage(&sid).is_some_and(|s| s.kind == "dir") {
+                let fmt = if storage::storage(&sid).is_some_and(|s| s.file_based()) {
                     opts.get("format").cloned().unwrap_or_else(|| "raw".into())
                 } else {
                     "raw".into()
@@ -250,7 +250,7 @@ pub(crate) fn run_drives(
             } => {
                 let fmt = opts
                     .remove("format")
-                    .filter(|_| storage::storage(&sid).is_some_and(|s| s.kind == "dir"))
+                    .filter(|_| storage::storage(&sid).is_some_and(|s| s.file_based()))
                     .unwrap_or("raw".into());
                 let name = storage::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
                 let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
@@ -281,7 +281,7 @@ pub(crate) fn run_drives(
                 storage: sid,
                 mut opts,
             } => {
-                let dir = storage::storage(&sid).is_some_and(|s| s.kind == "dir");
+                let dir = storage::storage(&sid).is_some_and(|s| s.file_based());
                 let name = if dir {
                     format!("{vmid}/vm-{vmid}-cloudinit.qcow2")
                 } else {

@@ -4,24 +4,31 @@
 //! codes, authentication, UPIDs, task logs and locks, and imports disks with the real
 //! `qemu-img`. A second, plain-HTTP admin port injects faults and reports task timings.
 
+mod access_api;
 mod admin;
 mod api;
 mod api_schema;
 mod cli;
 mod cluster;
 mod config_api;
+mod disk_api;
 mod download;
 mod drives;
 mod faults;
+mod ha;
 mod handler;
 mod http;
 mod migrate;
+mod node_api;
 mod pending;
+mod pools;
 mod qemu_config;
 mod schema;
+mod spec;
 mod state;
 mod storage;
 mod storage_api;
+mod storage_cfg;
 mod task_api;
 mod tasks;
 mod templates;
@@ -40,7 +47,7 @@ use crate::state::{Options, Sim};
 
 fn setup(o: &Options) -> Result<(), String> {
     for n in &o.nodes {
-        for s in storage::STORAGES {
+        for s in storage::all() {
             let d = storage::storage_dir(&o.data_dir, n, s.id);
             let subs: &[&str] = if s.kind == "dir" {
                 &[
@@ -97,6 +104,7 @@ fn run() -> Result<(), String> {
     let admin_addr = admin.local_addr().map_err(|e| e.to_string())?;
     let sim =
         Arc::new(Sim::new(opts.clone(), fingerprint.clone()).map_err(|e| format!("logs: {e}"))?);
+    storage_cfg::init(&sim);
     if let Some(path) = &opts.scenario {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--scenario {}: {e}", path.display()))?;

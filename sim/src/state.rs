@@ -137,6 +137,10 @@ pub struct State {
     /// VMs whose migration lock is held (`/var/lock/pve-manager/pve-migrate-N`, see
     /// `migrate.rs`).
     pub migration_locks: std::collections::HashSet<u32>,
+    /// The pools of `user.cfg` and which VM is in which (`pools.rs`).
+    pub user_cfg: crate::pools::UserCfg,
+    /// HA resources, the CRM's service status and its queued commands (`ha.rs`).
+    pub ha: crate::ha::HaState,
 }
 
 /// The simulator.

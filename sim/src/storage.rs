@@ -19,6 +19,21 @@ pub struct StorageDef {
     /// (4 MiB by default; pve-storage LVMThinPlugin.pm, alloc_image and volume_resize call
     /// `lvcreate -V` / `lvextend -L`, which round up). 1 for file storages.
     pub extent: u64,
+    /// The same volumes on every node (`shared` in `storage.cfg`; see `storage_cfg.rs`).
+    pub shared: bool,
+}
+
+impl StorageDef {
+    /// Volumes named as block devices (`vm-N-disk-K`, raw), as LVM and RBD name them; the
+    /// others are files in `images/N/`.
+    pub fn block(&self) -> bool {
+        matches!(self.kind, "lvmthin" | "lvm" | "rbd")
+    }
+
+    /// File storages keep a volume's format (qcow2, vmdk); block storages only raw.
+    pub fn file_based(&self) -> bool {
+        !self.block()
+    }
 }
 
 /// The size a volume of `bytes` really gets on storage `sid`.
@@ -34,21 +49,33 @@ pub const STORAGES: &[StorageDef] = &[
         kind: "dir",
         content: &["images", "iso", "import", "vztmpl", "snippets"],
         extent: 1,
+        shared: false,
     },
     StorageDef {
         id: "local-lvm",
         kind: "lvmthin",
         content: &["images", "rootdir"],
         extent: 4 << 20,
+        shared: false,
     },
 ];
 
 pub fn storage(id: &str) -> Option<&'static StorageDef> {
-    STORAGES.iter().find(|s| s.id == id)
+    all().into_iter().find(|s| s.id == id)
 }
 
-/// The directory behind a storage on a node.
+/// Every storage of `storage.cfg`: the node's own and those added with `POST /storage`.
+pub fn all() -> Vec<&'static StorageDef> {
+    let mut v: Vec<&'static StorageDef> = STORAGES.iter().collect();
+    v.extend(crate::storage_cfg::added());
+    v
+}
+
+/// The directory behind a storage on a node (one for all nodes when it is shared).
 pub fn storage_dir(data: &Path, node: &str, id: &str) -> PathBuf {
+    if storage(id).is_some_and(|s| s.shared) {
+        return data.join("shared").join(id);
+    }
     data.join("nodes").join(node).join(id)
 }
 
@@ -82,7 +109,7 @@ pub fn parse_volume(data: &Path, node: &str, volid: &str) -> Result<Volume, Stri
     if name.contains("..") || name.is_empty() {
         return Err(format!("unable to parse volume filename '{name}'"));
     }
-    if def.kind == "lvmthin" {
+    if def.block() {
         // pve-storage LvmThinPlugin.pm, parse_volname: `vm-N-…`, a template's `base-N-…`, and
         // a linked clone `base-N-disk-K/vm-M-disk-J` (a thin snapshot of the base volume).
         let lv = |n: &str| {
@@ -184,18 +211,22 @@ pub fn alloc_name(
     if !def.content.contains(&"images") {
         return Err(format!("storage '{sid}' does not support vm images"));
     }
-    for k in 0..1000 {
-        let name = if def.kind == "lvmthin" {
-            format!("vm-{vmid}-disk-{k}")
-        } else {
-            format!("{vmid}/vm-{vmid}-disk-{k}.{fmt}")
-        };
-        let vol = parse_volume(data, node, &format!("{sid}:{name}"))?;
-        if !vol.path.exists() && !taken.iter().any(|t| t == &format!("{sid}:{name}")) {
-            return Ok(name);
+    // pve-storage Storage.pm vdisk_alloc: alloc_image runs under cluster_lock_storage (the
+    // cluster-wide `storage-X` lock on a shared storage).
+    crate::storage_cfg::cluster_lock_storage(sid, || {
+        for k in 0..1000 {
+            let name = if def.block() {
+                format!("vm-{vmid}-disk-{k}")
+            } else {
+                format!("{vmid}/vm-{vmid}-disk-{k}.{fmt}")
+            };
+            let vol = parse_volume(data, node, &format!("{sid}:{name}"))?;
+            if !vol.path.exists() && !taken.iter().any(|t| t == &format!("{sid}:{name}")) {
+                return Ok(name);
+            }
         }
-    }
-    Err("unable to allocate an image name".into())
+        Err("unable to allocate an image name".into())
+    })
 }
 
 /// Runs a command, returning its stdout or an error naming it with its stderr.
@@ -552,7 +583,7 @@ pub fn list_content(
         v.sort();
         v
     };
-    if storage(sid).is_some_and(|s| s.kind == "lvmthin") {
+    if storage(sid).is_some_and(|s| s.block()) {
         for (f, p) in files("") {
             if let Some(n) = f.strip_suffix(".raw") {
                 push(format!("{sid}:{n}"), "images", &p);

@@ -122,6 +122,11 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
     if newid == vmid {
         return Err(ApiErr::param("newid", "newid is the same as vmid"));
     }
+    // clone_vm: `$rpcenv->check_pool_exist($pool)` before anything else.
+    let pool = params.get("pool").cloned();
+    if let Some(p) = &pool {
+        crate::pools::check_pool_exist(sim, p)?;
+    }
     let storage_param = params.get("storage").cloned();
     if let Some(s) = &storage_param {
         let def = storage::storage(s)
@@ -302,6 +307,11 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                 let mut st = sim.lock();
                 let vm = st.vms.get_mut(&newid).ok_or("VM vanished")?;
                 vm.config = newconf;
+                drop(st);
+                // AccessControl.pm add_vm_to_pool, at the end of the clone.
+                if let Some(p) = &pool {
+                    crate::pools::add_vm_to_pool(sim, newid, p);
+                }
                 Ok(0)
             });
             unlock_source();
@@ -336,7 +346,7 @@ fn clone_disks(
             .filter(|_| full)
             .unwrap_or(src_sid)
             .to_string();
-        let dir = storage::storage(&sid).is_some_and(|s| s.kind == "dir");
+        let dir = storage::storage(&sid).is_some_and(|s| s.file_based());
         if cloudinit {
             let name = if dir {
                 format!("{newid}/vm-{newid}-cloudinit.qcow2")

@@ -17,7 +17,7 @@ use crate::tasks;
 pub fn upload(sim: &Arc<Sim>, node: &str, sid: &str, params: &Params, auth: &Auth) -> ApiResult {
     let def = storage::storage(sid)
         .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
-    if def.kind != "dir" {
+    if !def.file_based() {
         return Err(ApiErr::die(format!(
             "can't upload to storage type '{}'",
             def.kind

@@ -51,6 +51,11 @@ pub fn create(
             "pve-sim: restoring from an archive is not simulated",
         ));
     }
+    // create_vm: `$rpcenv->check_pool_exist($pool)` before the drives are checked.
+    let pool = params.get("pool").cloned();
+    if let Some(p) = &pool {
+        crate::pools::check_pool_exist(sim, p)?;
+    }
     let params = &write_path::prepare_params(sim, params, undef)?;
     let ops = plan_drives(sim, node, params, auth)?;
     // create_and_lock_config: the file lock (5 s), the cluster-wide vmid check, `lock: create`.
@@ -105,6 +110,10 @@ pub fn create(
             });
             match result {
                 Ok(()) => {
+                    // AccessControl.pm add_vm_to_pool, after the config is written.
+                    if let Some(p) = &pool {
+                        crate::pools::add_vm_to_pool(sim, vmid, p);
+                    }
                     if start {
                         ctx.log("Execute autostart");
                         do_start(sim, ctx, vmid)?;
@@ -320,10 +329,16 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
     // not running) before forking and again in the worker; the lock is checked only in the
     // worker (QemuServer.pm, destroy_vm), which frees the volumes, leaves `lock: destroyed`
     // as the whole config, and removes the config last.
+    let purge = params.get("purge").is_some_and(|v| v == "1");
     let early_checks = |sim: &Sim| -> Result<BTreeMap<String, String>, String> {
         let conf = config_of(sim, node, vmid).map_err(|e| e.msg)?;
         if conf.get("protection").is_some_and(|p| p == "1") {
             return Err(format!("can't remove VM {vmid} - protection mode enabled"));
+        }
+        if !purge && crate::ha::service_is_configured(sim, vmid) {
+            return Err(format!(
+                "unable to remove VM {vmid} - used in HA resources and purge parameter not set."
+            ));
         }
         if sim.lock().vms.get(&vmid).is_some_and(|v| v.running) {
             return Err(format!("VM {vmid} is running - destroy failed"));
@@ -373,7 +388,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
             }
         }
         if unreferenced {
-            for s in storage::STORAGES {
+            for s in storage::all() {
                 for item in
                     storage::list_content(&sim.opts.data_dir, &n2, s.id, Some("images"), Some(vmid))
                 {
@@ -391,6 +406,16 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
             vm.config = BTreeMap::from([("lock".to_string(), "destroyed".to_string())]);
         }
         // remove_vm_access, the firewall config, purge: then destroy_config.
+        crate::pools::remove_vm_access(sim, vmid);
+        if purge {
+            ctx.log(format!("purging VM {vmid} from related configurations.."));
+            if crate::ha::service_is_configured(sim, vmid) {
+                crate::ha::remove_service(sim, vmid);
+                ctx.log(format!(
+                    "NOTE: removed VM {vmid} from HA resource configuration."
+                ));
+            }
+        }
         std::thread::sleep(sim.task_duration("qmdestroy") / 2);
         sim.lock().vms.remove(&vmid);
         sim.cv.notify_all();

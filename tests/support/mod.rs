@@ -323,7 +323,13 @@ impl Sim {
 
     /// A GET on the API with the token (a test's own view of the server).
     pub fn get(&self, path: &str) -> Value {
-        curl(self, path)
+        curl(self, "GET", path, &[])
+    }
+
+    /// A write on the API with the token, as an administrator would make it outside the
+    /// module (`POST /pools`, …); returns the body with `__status`.
+    pub fn write(&self, method: &str, path: &str, form: &[(&str, &str)]) -> Value {
+        curl(self, method, path, form)
     }
 
     /// The file behind a `local-lvm` volume.
@@ -347,7 +353,7 @@ impl Drop for Sim {
 }
 
 /// A GET made independently of the module's client, so a bug there cannot hide itself.
-fn curl(sim: &Sim, path: &str) -> Value {
+fn curl(sim: &Sim, method: &str, path: &str, form: &[(&str, &str)]) -> Value {
     let ca = sim.info["ca"]
         .as_str()
         .map(|f| std::fs::read(f).unwrap())
@@ -372,17 +378,21 @@ fn curl(sim: &Sim, path: &str) -> Value {
     } else {
         "https"
     };
-    let mut resp = agent
-        .get(&format!(
-            "{scheme}://127.0.0.1:{}/api2/json{path}",
-            sim.port()
-        ))
-        .header(
-            "Authorization",
-            &format!("PVEAPIToken={TOKEN_ID}={TOKEN_SECRET}"),
-        )
-        .call()
-        .unwrap();
+    let url = format!("{scheme}://127.0.0.1:{}/api2/json{path}", sim.port());
+    let auth = format!("PVEAPIToken={TOKEN_ID}={TOKEN_SECRET}");
+    let mut resp = match method {
+        "GET" => agent.get(&url).header("Authorization", &auth).call(),
+        "DELETE" => agent.delete(&url).header("Authorization", &auth).call(),
+        "PUT" => agent
+            .put(&url)
+            .header("Authorization", &auth)
+            .send_form(form.iter().copied()),
+        _ => agent
+            .post(&url)
+            .header("Authorization", &auth)
+            .send_form(form.iter().copied()),
+    }
+    .unwrap();
     let status = resp.status().as_u16();
     let text = resp.body_mut().read_to_string().unwrap();
     let mut v: Value = serde_json::from_str(&text).unwrap_or(json!({}));

@@ -1,0 +1,462 @@
+//! Moving and unlinking a VM's disks, after qemu-server's `API2/Qemu.pm`: `move_vm_disk`
+//! (`POST …/move_disk`, a `qmmove` task: a copy to another storage, or a reassign to another
+//! VM) and `unlink` (`PUT …/unlink`, update_vm with `delete`).
+
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
+use crate::qemu_config::{self, check_lock, config_of};
+use crate::schema;
+use crate::spec;
+use crate::state::Sim;
+use crate::storage;
+use crate::tasks::{self, LOCK_CONFIG_TIMEOUT};
+
+type Conf = BTreeMap<String, String>;
+
+fn param_pair(a: &str, b: &str, msg: &str) -> ApiErr {
+    let mut e = schema::Errors::new();
+    e.insert(a.to_string(), msg.to_string());
+    e.insert(b.to_string(), msg.to_string());
+    ApiErr::params(e)
+}
+
+/// The `disk`/`target-disk` enum (Drive.pm, valid_drive_names_with_unused).
+fn check_disk_name(key: &str, v: &str) -> Result<(), ApiErr> {
+    let names = spec::drive_names_with_unused();
+    if names.iter().any(|n| n == v) {
+        return Ok(());
+    }
+    Err(ApiErr::param(
+        key,
+        format!(
+            "value '{v}' does not have a value in the enumeration '{}'",
+            names.join(", ")
+        ),
+    ))
+}
+
+/// The digest of a VM's config file as `assert_if_modified` compares it.
+fn digest_of(sim: &Sim, vmid: u32, conf: &Conf) -> String {
+    let pending = sim
+        .lock()
+        .vms
+        .get(&vmid)
+        .map(|v| v.pending.clone())
+        .unwrap_or_default();
+    qemu_config::digest(conf, &pending)
+}
+
+fn assert_if_modified(
+    sim: &Sim,
+    vmid: u32,
+    conf: &Conf,
+    want: Option<&String>,
+) -> Result<(), String> {
+    match want {
+        Some(d) if *d != digest_of(sim, vmid, conf) => {
+            Err("detected modified configuration - file changed by other user? Try again.".into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A drive's volume and options; `drive_is_cdrom($drive, 1)` counts the cloud-init drive
+/// as a CD-ROM too.
+fn drive_of(conf: &Conf, disk: &str) -> Result<(String, Conf), String> {
+    let value = conf
+        .get(disk)
+        .ok_or(format!("disk '{disk}' does not exist"))?;
+    let mut kv = crate::api_schema::parse_drive(value)?;
+    let file = kv.remove("file").unwrap_or_default();
+    if file.is_empty() {
+        return Err(format!("disk '{disk}' has no associated volume"));
+    }
+    Ok((file, kv))
+}
+
+fn is_cdrom(file: &str, kv: &Conf) -> bool {
+    kv.get("media").is_some_and(|m| m == "cdrom") || file == "cdrom" || file.contains("cloudinit")
+}
+
+/// The first free `unusedN` (PVE::AbstractConfig add_unused_volume).
+fn add_unused(conf: &mut Conf, volid: &str) -> String {
+    let key = (0..256)
+        .map(|i| format!("unused{i}"))
+        .find(|k| !conf.contains_key(k))
+        .unwrap_or_else(|| "unused255".into());
+    conf.insert(key.clone(), volid.to_string());
+    key
+}
+
+/// `POST /nodes/{node}/qemu/{vmid}/move_disk` (Qemu.pm, move_vm_disk).
+pub fn move_disk(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth) -> ApiResult {
+    let disk = params["disk"].clone();
+    check_disk_name("disk", &disk)?;
+    if let Some(t) = params.get("target-disk") {
+        check_disk_name("target-disk", t)?;
+    }
+    let target_disk = params
+        .get("target-disk")
+        .cloned()
+        .unwrap_or_else(|| disk.clone());
+    let target_vmid: Option<u32> = params.get("target-vmid").and_then(|v| v.parse().ok());
+    let storeid = params.get("storage").cloned();
+    match (target_vmid, storeid) {
+        (Some(_), Some(_)) => Err(param_pair(
+            "target-vmid",
+            "storage",
+            "either set 'storage' or 'target-vmid', but not both",
+        )),
+        (Some(target), None) => {
+            if target == vmid {
+                return Err(ApiErr::param(
+                    "target-vmid",
+                    "must be different than source VMID to reassign disk",
+                ));
+            }
+            let check = Reassign {
+                vmid,
+                target,
+                disk: disk.clone(),
+                target_disk: target_disk.clone(),
+                digest: params.get("digest").cloned(),
+                target_digest: params.get("target-digest").cloned(),
+            };
+            check.load_and_check(sim).map_err(ApiErr::die)?;
+            let s2 = sim.clone();
+            let id = format!("{vmid}-{disk}>{target}-{target_disk}");
+            Ok(json!(tasks::spawn(
+                sim,
+                node,
+                "qmmove",
+                &id,
+                &auth.id,
+                move |ctx| { check.run(&s2, ctx).map(|_| 0) }
+            )))
+        }
+        (None, Some(sid)) => {
+            let mv = Move {
+                node: node.to_string(),
+                vmid,
+                disk,
+                storage: sid,
+                format: params.get("format").cloned(),
+                delete: params.get("delete").is_some_and(|v| v == "1"),
+                digest: params.get("digest").cloned(),
+            };
+            // "early checks before forking/locking"
+            mv.load_and_check(sim).map_err(|e| match e {
+                MoveErr::Param(e) => e,
+                MoveErr::Die(m) => ApiErr::die(m),
+            })?;
+            // `fork_worker('qmmove', …)` of `lock_config($vmid, $move_updatefn)`.
+            Ok(json!(tasks::fork_locked(
+                sim,
+                node,
+                "qmmove",
+                vmid,
+                &auth.id,
+                move |sim, ctx| mv.run(sim, ctx).map(|_| 0)
+            )))
+        }
+        (None, None) => Err(param_pair(
+            "target-vmid",
+            "storage",
+            "both 'storage' and 'target-vmid' missing, either needs to be set",
+        )),
+    }
+}
+
+enum MoveErr {
+    Param(ApiErr),
+    Die(String),
+}
+
+impl From<String> for MoveErr {
+    fn from(s: String) -> Self {
+        MoveErr::Die(s)
+    }
+}
+
+/// A move to another storage (`$load_and_check_move`, `$move_updatefn`).
+struct Move {
+    node: String,
+    vmid: u32,
+    disk: String,
+    storage: String,
+    format: Option<String>,
+    delete: bool,
+    digest: Option<String>,
+}
+
+impl Move {
+    fn load_and_check(&self, sim: &Sim) -> Result<(Conf, String, Conf), MoveErr> {
+        let conf = config_of(sim, &self.node, self.vmid).map_err(|e| MoveErr::Die(e.msg))?;
+        check_lock(&conf)?;
+        assert_if_modified(sim, self.vmid, &conf, self.digest.as_ref())?;
+        let (file, kv) = drive_of(&conf, &self.disk)?;
+        if is_cdrom(&file, &kv) {
+            return Err("you can't move a cdrom".to_string().into());
+        }
+        let old = storage::parse_volume(&sim.opts.data_dir, &self.node, &file)?;
+        let same_format = self.format.as_ref().is_none_or(|f| *f == old.format);
+        if old.storage == self.storage && same_format {
+            return Err("you can't move to the same storage with same format"
+                .to_string()
+                .into());
+        }
+        // storage_check_enabled, then the content check as a parameter error.
+        let def = storage::storage(&self.storage)
+            .ok_or(format!("storage '{}' does not exist", self.storage))?;
+        if !def.content.contains(&"images") {
+            return Err(MoveErr::Param(ApiErr::param(
+                "storage",
+                format!("storage '{}' does not support vm images", self.storage),
+            )));
+        }
+        Ok((conf, file, kv))
+    }
+
+    /// clone_disk (a full copy with `qemu-img convert`; a running VM's drive-mirror lands
+    /// on the same volume), then the config: the new drive, the old volume as `unusedN`
+    /// unless `delete`, which frees it after the copy.
+    fn run(&self, sim: &Sim, ctx: &tasks::TaskCtx) -> Result<(), String> {
+        let (mut conf, old_volid, mut kv) = self.load_and_check(sim).map_err(|e| match e {
+            MoveErr::Param(e) => e
+                .errors
+                .and_then(|e| e.into_values().next())
+                .unwrap_or(e.msg),
+            MoveErr::Die(m) => m,
+        })?;
+        let (oldstore, _) = old_volid.split_once(':').unwrap_or(("", ""));
+        ctx.log(format!(
+            "copying volume '{old_volid}' from current storage '{oldstore}' to target storage '{}'",
+            self.storage
+        ));
+        let data = &sim.opts.data_dir;
+        let src = storage::parse_volume(data, &self.node, &old_volid)?;
+        let def = storage::storage(&self.storage).ok_or("storage vanished")?;
+        // resolve_dst_disk_format: the format asked for where the storage has it, else the
+        // storage's default (raw on block storages, the source's format on file storages).
+        let fmt = if def.file_based() {
+            self.format.clone().unwrap_or_else(|| src.format.clone())
+        } else {
+            "raw".to_string()
+        };
+        ctx.log(format!(
+            "create full clone of drive {} ({old_volid})",
+            self.disk
+        ));
+        let name = storage::alloc_name(data, &self.node, &self.storage, self.vmid, &fmt, &[])?;
+        let new_volid = format!("{}:{name}", self.storage);
+        let dst = storage::parse_volume(data, &self.node, &new_volid)?;
+        ctx.log(format!("allocated target volume '{new_volid}'"));
+        let size = match storage::import(
+            ctx,
+            &src,
+            &dst.path,
+            &fmt,
+            sim.opts.import_rate,
+            &self.storage,
+        ) {
+            Ok(size) => size,
+            Err(e) => {
+                // `vdisk_free` of the new volumes, then "storage migration failed: …".
+                if !ctx.killed() {
+                    let _ = std::fs::remove_file(&dst.path);
+                }
+                return Err(format!("storage migration failed: {e}"));
+            }
+        };
+        // clone_disk: `delete $disk->{format}; $disk->{file} = $newvolid; $disk->{size} = …`.
+        kv.remove("format");
+        kv.insert("file".into(), new_volid.clone());
+        kv.insert("size".into(), storage::format_size(size));
+        conf.insert(
+            self.disk.clone(),
+            schema::print_property_string("file", &kv),
+        );
+        if !self.delete {
+            let key = add_unused(&mut conf, &old_volid);
+            ctx.log(format!(
+                "adding source volume '{old_volid}' as '{key}' to config"
+            ));
+        }
+        if let Some(vm) = sim.lock().vms.get_mut(&self.vmid) {
+            vm.config = conf;
+        }
+        if self.delete {
+            ctx.log(format!(
+                "removing source volume '{old_volid}' after successful copy"
+            ));
+            let _ = std::fs::remove_file(&src.path);
+        }
+        Ok(())
+    }
+}
+
+/// A reassign to another VM on the same node (`$load_and_check_reassign_configs`,
+/// `$disk_reassignfn`): the volume is renamed to the target's name and the key moves.
+struct Reassign {
+    vmid: u32,
+    target: u32,
+    disk: String,
+    target_disk: String,
+    digest: Option<String>,
+    target_digest: Option<String>,
+}
+
+impl Reassign {
+    fn load_and_check(&self, sim: &Sim) -> Result<(String, Conf, Conf, String), String> {
+        let (src_node, dst_node, running) = {
+            let st = sim.lock();
+            let src = st
+                .vms
+                .get(&self.vmid)
+                .ok_or(format!("could not find VM {}", self.vmid))?;
+            let dst = st
+                .vms
+                .get(&self.target)
+                .ok_or(format!("could not find target VM {}", self.target))?;
+            (src.node.clone(), dst.node.clone(), src.running)
+        };
+        if src_node != dst_node {
+            return Err(format!(
+                "Both VMs need to be on the same node ({src_node} != {dst_node})"
+            ));
+        }
+        let source = config_of(sim, &src_node, self.vmid).map_err(|e| e.msg)?;
+        check_lock(&source)?;
+        let target = config_of(sim, &dst_node, self.target).map_err(|e| e.msg)?;
+        check_lock(&target)?;
+        let is_template = |c: &Conf| c.get("template").is_some_and(|t| t == "1");
+        if is_template(&source) || is_template(&target) {
+            return Err("Can't move disks from or to template VMs".into());
+        }
+        assert_if_modified(sim, self.vmid, &source, self.digest.as_ref())
+            .map_err(|e| format!("VM {}: {e}", self.vmid))?;
+        assert_if_modified(sim, self.target, &target, self.target_digest.as_ref())
+            .map_err(|e| format!("VM {}: {e}", self.target))?;
+        if !source.contains_key(&self.disk) {
+            return Err(format!(
+                "Disk '{}' for VM '{}' does not exist",
+                self.disk, self.vmid
+            ));
+        }
+        if target.contains_key(&self.target_disk) {
+            return Err(format!(
+                "Target disk key '{}' is already in use for VM '{}'",
+                self.target_disk, self.target
+            ));
+        }
+        let (file, kv) = drive_of(&source, &self.disk)?;
+        if is_cdrom(&file, &kv) {
+            return Err("CD drive contents can't be moved to another VM".into());
+        }
+        if !file.contains(':') {
+            return Err(format!("Volume '{file}' not managed by PVE"));
+        }
+        if running && !self.disk.starts_with("unused") {
+            return Err(
+                "Cannot move disk to another VM while the source VM is running - detach first"
+                    .into(),
+            );
+        }
+        Ok((src_node, source, target, file))
+    }
+
+    fn run(&self, sim: &Sim, ctx: &tasks::TaskCtx) -> Result<(), String> {
+        // lock_config on the source, then on the target.
+        sim.lock_config(self.vmid, &ctx.upid, LOCK_CONFIG_TIMEOUT, || {
+            sim.lock_config(self.target, &ctx.upid, LOCK_CONFIG_TIMEOUT, || {
+                self.reassign(sim, ctx)
+            })
+        })
+    }
+
+    fn reassign(&self, sim: &Sim, ctx: &tasks::TaskCtx) -> Result<(), String> {
+        let (node, mut source, mut target, volid) = self.load_and_check(sim)?;
+        ctx.log(format!(
+            "reassign disk '{}' from VM '{}' as '{}' to VM '{}'",
+            self.disk, self.vmid, self.target_disk, self.target
+        ));
+        let data = &sim.opts.data_dir;
+        let vol = storage::parse_volume(data, &node, &volid)?;
+        // Storage.pm rename_volume: the next free name of the target VM on the same storage,
+        // keeping a linked clone's base.
+        let own = storage::alloc_name(data, &node, &vol.storage, self.target, &vol.format, &[])?;
+        let new_name = match vol.name.rsplit_once('/') {
+            Some((prefix, _)) if vol.name.contains("base-") => {
+                // `base-N-disk-K/vm-M-…` (LVM) or `N/base-….qcow2/M/vm-M-….qcow2` (dir).
+                let base = prefix.rsplit_once('/').map_or(prefix, |(b, _)| b);
+                format!("{base}/{own}")
+            }
+            _ => own,
+        };
+        let new_volid = format!("{}:{new_name}", vol.storage);
+        let dst = storage::parse_volume(data, &node, &new_volid)?;
+        if let Some(p) = dst.path.parent() {
+            std::fs::create_dir_all(p).map_err(|e| e.to_string())?;
+        }
+        std::fs::rename(&vol.path, &dst.path)
+            .map_err(|e| format!("rename volume '{volid}' failed: {e}"))?;
+        let old_value = source.remove(&self.disk).unwrap_or_default();
+        // device_bootorder: the disk leaves the boot order.
+        if let Some(boot) = source.get("boot").cloned()
+            && let Some(order) = boot.strip_prefix("order=")
+        {
+            let devs: Vec<&str> = order.split(';').collect();
+            if devs.contains(&self.disk.as_str()) {
+                ctx.log(format!(
+                    "removing disk '{}' from boot order config",
+                    self.disk
+                ));
+                let kept: Vec<&str> = devs.into_iter().filter(|d| *d != self.disk).collect();
+                source.insert("boot".into(), format!("order={}", kept.join(";")));
+            }
+        }
+        ctx.log(format!(
+            "removing disk '{}' from VM '{}' config",
+            self.disk, self.vmid
+        ));
+        let value = if self.target_disk.starts_with("unused") {
+            new_volid.clone()
+        } else {
+            let mut kv = crate::api_schema::parse_drive(&old_value).unwrap_or_default();
+            kv.insert("file".into(), new_volid.clone());
+            schema::print_property_string("file", &kv)
+        };
+        target.insert(self.target_disk.clone(), value);
+        let mut st = sim.lock();
+        if let Some(vm) = st.vms.get_mut(&self.vmid) {
+            vm.config = source;
+        }
+        if let Some(vm) = st.vms.get_mut(&self.target) {
+            vm.config = target;
+        }
+        Ok(())
+    }
+}
+
+/// `PUT /nodes/{node}/qemu/{vmid}/unlink` (Qemu.pm, unlink): update_vm (the synchronous
+/// config update) with `delete` set to `idlist`, and `force`.
+pub fn unlink(
+    sim: &Arc<Sim>,
+    node: &str,
+    vmid: u32,
+    params: &Params,
+    undef: &Undefined,
+    auth: &Auth,
+) -> ApiResult {
+    let mut p = params.clone();
+    if let Some(ids) = p.remove("idlist") {
+        p.insert("delete".into(), ids);
+    }
+    if p.get("force").is_some_and(|f| f == "0") {
+        p.remove("force");
+    }
+    crate::config_api::update(sim, node, vmid, &p, undef, auth, false)
+}

@@ -1,0 +1,372 @@
+//! The cluster's storage configuration (`storage.cfg`), after pve-storage's
+//! `API2/Storage/Config.pm` (index, read, create) and `API2/Storage/Status.pm` (diridx): the
+//! two storages of a fresh node and those added with `POST /storage`. A storage that is
+//! `shared` (declared so, or of a type in `@SHARED_STORAGE`, Storage/Plugin.pm parse_config)
+//! holds the same volumes on every node, and allocating on it takes the cluster-wide storage
+//! lock (Storage/Plugin.pm cluster_lock_storage → PVE::Cluster cfs_lock_storage, 10 s), which
+//! fails with `cfs-lock 'storage-X' error: got lock request timeout` when contended.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::handler::{ApiErr, ApiResult, Params};
+use crate::state::Sim;
+use crate::storage::{self, StorageDef};
+
+/// The storage types `POST /storage` takes here (PVE has more: iSCSI, ZFS, PBS, …).
+pub const TYPES: &[&str] = &["dir", "nfs", "cifs", "rbd", "lvm", "lvmthin"];
+
+/// Storage/Plugin.pm `@SHARED_STORAGE`, as far as [`TYPES`] go: always shared.
+const SHARED_TYPES: &[&str] = &["nfs", "cifs", "rbd"];
+
+/// Per type: the options it has (`options` of each plugin), required ones first with `!`.
+fn options(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "dir" => &["!path", "content", "shared", "format"],
+        "nfs" => &[
+            "!path", "!server", "!export", "content", "options", "format",
+        ],
+        "cifs" => &[
+            "!path", "!server", "!share", "content", "username", "format",
+        ],
+        "rbd" => &["content", "pool", "monhost", "username", "krbd"],
+        "lvm" => &["!vgname", "content", "shared"],
+        "lvmthin" => &["!vgname", "!thinpool", "content"],
+        _ => &[],
+    }
+}
+
+/// Each plugin's `plugindata` content: (allowed, default).
+fn content_types(kind: &str) -> (&'static [&'static str], &'static str) {
+    match kind {
+        "dir" | "nfs" | "cifs" => (
+            &[
+                "images", "rootdir", "vztmpl", "iso", "backup", "snippets", "import",
+            ],
+            "images,rootdir",
+        ),
+        "lvmthin" => (&["images", "rootdir"], "images,rootdir"),
+        _ => (&["images", "rootdir"], "images"),
+    }
+}
+
+/// A storage added through the API: its definition (what volumes look like) and its
+/// section in `storage.cfg`.
+struct Added {
+    def: &'static StorageDef,
+    cfg: BTreeMap<String, String>,
+}
+
+static ADDED: RwLock<Vec<Added>> = RwLock::new(Vec::new());
+
+/// The storages added with `POST /storage`, in the order they were added.
+pub fn added() -> Vec<&'static StorageDef> {
+    ADDED
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|a| a.def)
+        .collect()
+}
+
+/// A storage's section of `storage.cfg` as `$api_storage_config` gives it.
+fn section(sid: &str) -> Option<BTreeMap<String, String>> {
+    if let Some(a) = ADDED
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|a| a.def.id == sid)
+    {
+        return Some(a.cfg.clone());
+    }
+    // A fresh install's storage.cfg (pve-manager's installer writes these two).
+    let pairs: &[(&str, &str)] = match sid {
+        "local" => &[
+            ("type", "dir"),
+            ("path", "/var/lib/vz"),
+            ("content", "images,import,iso,snippets,vztmpl"),
+        ],
+        "local-lvm" => &[
+            ("type", "lvmthin"),
+            ("thinpool", "data"),
+            ("vgname", "pve"),
+            ("content", "images,rootdir"),
+        ],
+        _ => return None,
+    };
+    Some(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+fn cfg_digest() -> String {
+    let mut text = String::new();
+    for s in storage::all() {
+        if let Some(c) = section(s.id) {
+            text.push_str(&format!("{}: {}\n", c["type"], s.id));
+            for (k, v) in c.iter().filter(|(k, _)| *k != "type") {
+                text.push_str(&format!("\t{k} {v}\n"));
+            }
+            text.push('\n');
+        }
+    }
+    let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn api_storage_config(sid: &str) -> Option<Value> {
+    let cfg = section(sid)?;
+    let mut v = serde_json::Map::new();
+    for (k, val) in cfg {
+        // Booleans and integers of the section are answered as numbers.
+        let typed = match k.as_str() {
+            "shared" | "krbd" | "disable" => json!(val.parse::<u8>().unwrap_or(0)),
+            _ => json!(val),
+        };
+        v.insert(k, typed);
+    }
+    v.insert("storage".into(), json!(sid));
+    v.insert("digest".into(), json!(cfg_digest()));
+    Some(Value::Object(v))
+}
+
+/// `GET /storage` (Config.pm, index), `type` filtering.
+pub fn index(params: &Params) -> Value {
+    json!(
+        storage::all()
+            .iter()
+            .filter_map(|s| api_storage_config(s.id))
+            .filter(|c| params.get("type").is_none_or(|t| c["type"] == json!(t)))
+            .collect::<Vec<_>>()
+    )
+}
+
+/// `GET /storage/{storage}` (Config.pm, read; Storage.pm storage_config:
+/// `storage 'X' does not exist`).
+pub fn read(sid: &str) -> ApiResult {
+    api_storage_config(sid).ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))
+}
+
+/// `GET /nodes/{node}/storage/{storage}` (Status.pm, diridx): the fixed list of the storage's
+/// sub-paths; the storage itself is not looked up.
+pub fn diridx() -> Value {
+    json!(
+        [
+            "content",
+            "download-url",
+            "file-restore",
+            "import-metadata",
+            "identity",
+            "oci-registry-pull",
+            "prunebackups",
+            "rrd",
+            "rrddata",
+            "status",
+            "upload"
+        ]
+        .iter()
+        .map(|s| json!({"subdir": s}))
+        .collect::<Vec<_>>()
+    )
+}
+
+/// `POST /storage` (Config.pm, create): the plugin's `check_config` (options of the type,
+/// required ones), then under the storage config lock `storage ID 'X' already defined`.
+/// Storages of `@SHARED_STORAGE` types are shared whatever is given (parse_config sets it).
+pub fn create(params: &Params) -> ApiResult {
+    let sid = params["storage"].clone();
+    let kind = params["type"].clone();
+    let opts = options(&kind);
+    let mut cfg = BTreeMap::new();
+    cfg.insert("type".to_string(), kind.clone());
+    for (k, v) in params
+        .iter()
+        .filter(|(k, _)| *k != "storage" && *k != "type")
+    {
+        if !opts.iter().any(|o| o.trim_start_matches('!') == k) {
+            return Err(ApiErr::die(format!("unexpected property '{k}'")));
+        }
+        cfg.insert(k.clone(), v.clone());
+    }
+    for req in opts.iter().filter_map(|o| o.strip_prefix('!')) {
+        if !cfg.contains_key(req) {
+            return Err(ApiErr::die(format!(
+                "missing value for required option '{req}'"
+            )));
+        }
+    }
+    let (allowed, default) = content_types(&kind);
+    let content = cfg
+        .get("content")
+        .cloned()
+        .unwrap_or_else(|| default.to_string());
+    let mut types: Vec<&'static str> = Vec::new();
+    for c in content.split(',').filter(|c| !c.is_empty()) {
+        match allowed.iter().find(|a| **a == c) {
+            Some(a) => types.push(a),
+            None => {
+                return Err(ApiErr::param(
+                    "content",
+                    format!("invalid format - content type '{c}' is not allowed"),
+                ));
+            }
+        }
+    }
+    types.sort();
+    cfg.insert("content".into(), types.join(","));
+    let shared =
+        SHARED_TYPES.contains(&kind.as_str()) || cfg.get("shared").is_some_and(|s| s == "1");
+    if SHARED_TYPES.contains(&kind.as_str()) {
+        cfg.insert("shared".into(), "1".into());
+    }
+    let mut added = ADDED.write().unwrap_or_else(|e| e.into_inner());
+    let builtin = storage::STORAGES.iter().any(|s| s.id == sid);
+    if builtin || added.iter().any(|a| a.def.id == sid) {
+        return Err(ApiErr::die(format!(
+            "create storage failed: storage ID '{sid}' already defined"
+        )));
+    }
+    let kind_static: &'static str = TYPES.iter().find(|t| **t == kind).copied().unwrap_or("dir");
+    // Added storages live as long as the simulator (storage.cfg entries are never freed
+    // here: there is no DELETE /storage).
+    let def: &'static StorageDef = Box::leak(Box::new(StorageDef {
+        id: Box::leak(sid.clone().into_boxed_str()),
+        kind: kind_static,
+        content: Box::leak(types.into_boxed_slice()),
+        extent: if matches!(kind.as_str(), "lvm" | "lvmthin") {
+            4 << 20
+        } else {
+            1
+        },
+        shared,
+    }));
+    added.push(Added { def, cfg });
+    Ok(json!({"storage": sid, "type": kind}))
+}
+
+/// The cluster-wide storage locks (`/etc/pve/priv/lock/storage-X`): who holds each.
+struct Locks {
+    held: Mutex<BTreeMap<String, Instant>>,
+    cv: Condvar,
+}
+
+static LOCKS: Locks = Locks {
+    held: Mutex::new(BTreeMap::new()),
+    cv: Condvar::new(),
+};
+
+/// How long an allocation holds a shared storage's lock (alloc_image: the RBD or NFS round
+/// trips), in microseconds; set from the simulator's timings by [`init`].
+static ALLOC_HOLD_US: AtomicU64 = AtomicU64::new(100_000);
+
+/// PVE::Cluster cfs_lock's acquire timeout (`$timeout = 10 if !$timeout`).
+const CFS_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Takes the simulator's timings: an allocation holds the lock for `--task-duration
+/// cfs-alloc=…` (100 ms by default), scaled by `--time-scale`.
+pub fn init(sim: &Sim) {
+    let d = sim
+        .opts
+        .durations
+        .get("cfs-alloc")
+        .copied()
+        .unwrap_or(Duration::from_millis(100));
+    ALLOC_HOLD_US.store(sim.scaled(d).as_micros() as u64, Ordering::Relaxed);
+}
+
+fn acquire(sid: &str) -> Result<(), String> {
+    let lockid = format!("storage-{sid}");
+    let deadline = Instant::now() + CFS_LOCK_TIMEOUT;
+    let mut held = LOCKS.held.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let now = Instant::now();
+        // A holder past its end (an admin hold) has let go.
+        if held.get(&lockid).is_some_and(|until| *until <= now) {
+            held.remove(&lockid);
+        }
+        if let std::collections::btree_map::Entry::Vacant(slot) = held.entry(lockid.clone()) {
+            // cfs locks expire after 120 s (pmxcfs); a holder that died lets go then.
+            slot.insert(now + Duration::from_secs(120));
+            return Ok(());
+        }
+        if now >= deadline {
+            return Err(format!(
+                "cfs-lock '{lockid}' error: got lock request timeout"
+            ));
+        }
+        let wait = (deadline - now).min(Duration::from_millis(50));
+        held = LOCKS
+            .cv
+            .wait_timeout(held, wait)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+fn release(sid: &str) {
+    LOCKS
+        .held
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&format!("storage-{sid}"));
+    LOCKS.cv.notify_all();
+}
+
+/// Storage/Plugin.pm cluster_lock_storage for an allocation: on a shared storage, `f` runs
+/// under the cluster-wide lock, which it holds for the allocation's time; a local storage
+/// uses a node-local file lock, which pve-sim does not contend.
+pub fn cluster_lock_storage<T>(
+    sid: &str,
+    f: impl FnOnce() -> Result<T, String>,
+) -> Result<T, String> {
+    if !storage::storage(sid).is_some_and(|s| s.shared) {
+        return f();
+    }
+    acquire(sid)?;
+    let res = f();
+    std::thread::sleep(Duration::from_micros(ALLOC_HOLD_US.load(Ordering::Relaxed)));
+    release(sid);
+    res
+}
+
+/// The admin endpoint's `POST /storage-lock` `{"storage": "X", "ms": N}`: another node holds
+/// the storage's cluster lock for N ms (from now; waits its turn if held).
+pub fn admin_hold(v: &Value) -> Result<Value, String> {
+    let sid = v["storage"]
+        .as_str()
+        .ok_or("storage-lock needs 'storage'")?;
+    if !storage::storage(sid).is_some_and(|s| s.shared) {
+        return Err(format!("storage '{sid}' is not a shared storage"));
+    }
+    let ms = v["ms"].as_u64().unwrap_or(5000);
+    acquire(sid)?;
+    LOCKS.held.lock().unwrap_or_else(|e| e.into_inner()).insert(
+        format!("storage-{sid}"),
+        Instant::now() + Duration::from_millis(ms),
+    );
+    Ok(json!(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fresh_storage_cfg_and_its_digest() {
+        let local = read("local").unwrap_or_else(|e| panic!("{}", e.msg));
+        assert_eq!(local["type"], "dir");
+        assert_eq!(local["path"], "/var/lib/vz");
+        assert_eq!(local["digest"].as_str().map(str::len), Some(40));
+        assert_eq!(
+            read("nope").err().map(|e| e.msg),
+            Some("storage 'nope' does not exist".to_string())
+        );
+    }
+}
