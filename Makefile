@@ -32,7 +32,8 @@ build:
 	mkdir -p plugins/bin/$(HOST_PLATFORM)
 	for m in $(MODULES); do install -m 0755 target/release/$$m plugins/bin/$(HOST_PLATFORM)/$$m; done
 
-## venv: a local Python environment with the pinned ansible-core, ansible-lint and molecule
+## venv: a local Python environment with the pinned ansible-core, ansible-lint, molecule and
+## antsibull tools
 venv: $(VENV)/.installed
 $(VENV)/.installed: tests/requirements.txt
 	py=$$(tests/find-python.sh) && "$$py" -m venv $(VENV)
@@ -93,23 +94,19 @@ collection:
 demo: build venv collection
 	tests/demo.sh
 
-## docs: the docs site, .work/docs/html/index.html (antsibull-docs and Sphinx in .work/docs-venv)
-DOCS_VENV := $(WORK)/docs-venv
+## docs: the docs site, .work/docs/html/index.html (antsibull-docs and Sphinx from the venv)
 DOCS_NODE := $(WORK)/docs-node
 PLAYWRIGHT_VERSION := 1.65.1
-$(DOCS_VENV)/.installed: tests/requirements-docs.txt
-	py=$$(tests/find-python.sh) && "$$py" -m venv $(DOCS_VENV)
-	$(DOCS_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements-docs.txt
-	touch $@
 $(DOCS_NODE)/.installed-$(PLAYWRIGHT_VERSION):
 	mkdir -p $(DOCS_NODE)
 	cd $(DOCS_NODE) && npm install --silent --no-save --no-package-lock --no-audit --no-fund playwright-core@$(PLAYWRIGHT_VERSION)
 	touch $@
-docs: collection $(DOCS_VENV)/.installed
+docs: venv collection
 	docs/build.sh
 
 ## docs-test: antsibull-docs' linter, the site build, and the site in headless Chromium
-docs-test: collection $(DOCS_VENV)/.installed $(DOCS_NODE)/.installed-$(PLAYWRIGHT_VERSION)
+## (playwright-core from npm in .work/docs-node drives Debian's /usr/bin/chromium)
+docs-test: venv collection $(DOCS_NODE)/.installed-$(PLAYWRIGHT_VERSION)
 	tests/docs-site.sh
 
 ## test: everything: format, lint, unit and integration tests, sanity, molecule, a galaxy install

@@ -3,11 +3,10 @@
 # collection (a page per module from its sidecar docs, plugins/modules/*.yml, and the guides
 # of docs/docsite/), and Sphinx renders it with the Ansible theme, warnings as errors. Offline:
 # the links into Ansible's own docs resolve through a local inventory (docs/site/conf.py).
-# Needs `make collection` and the docs venv (`make docs` sets both up).
+# Needs `make venv collection` (`make docs` runs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/env.sh
-export PATH="$root/.work/docs-venv/bin:$PATH"
 out=$root/.work/docs
 rm -rf "$out" && mkdir -p "$out" && mkdir -m 0700 "$out/rst"
 antsibull-docs --config-file docs/site/antsibull-docs.cfg collection --use-current --squash-hierarchy \

@@ -4,12 +4,11 @@
 # build, where Sphinx fails on any it cannot resolve), the site build (docs/build.sh: warnings are errors), and a browser test
 # (tests/docs-site/check.mjs: headless Chromium from Debian's packages, driven by
 # playwright-core from npm) over the built site served on loopback.
-# Needs `make build venv collection`, the docs venv, /usr/bin/chromium and node (.ci/run
+# Needs `make venv collection`, /usr/bin/chromium and node (.ci/run
 # installs chromium; `make docs-test` the rest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/env.sh
-export PATH="$root/.work/docs-venv/bin:$PATH"
 out=$root/.work/docs
 node_dir=$root/.work/docs-node
 passed=0

@@ -10,3 +10,7 @@ task runs on. Its documentation, options and return values are in the sidecar fi
 beside this one, which ansible-doc, ansible-test and antsibull-docs read. This file exists so
 that Ansible finds a text module to list (ansible-doc -l reads a module file as text).
 """
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
