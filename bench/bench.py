@@ -13,7 +13,7 @@ Measured, for both clients:
   5. scale: VMs created in parallel with automatic ids (`forks`), on a 3-node pve-sim;
   6. the release binaries' size;
   7. the wait over a network (`net`): round trips of 0-100 ms added by bench/delay_proxy.py in
-     front of pve-sim, and 1-5 ms of server time on every request (a pve-sim `latency` fault),
+     front of pve-sim, and 1-5 ms of server time on every request (pve-sim's `--request-cost`),
      for tasks without progress and for imports, ours against the peer's one-second poll.
 Plots (PNG, matplotlib in its own venv) go next to the report.
 
@@ -57,16 +57,6 @@ class Sim:
         self.port = self.info["port"]
         # Where the clients connect: pve-sim itself, or a delaying proxy in front of it.
         self.client_port = self.port
-
-    def set_faults(self, faults):
-        """Replaces the faults in force (pve-sim's admin endpoint)."""
-        import urllib.request
-        admin = self.info["admin"]
-        urllib.request.urlopen(urllib.request.Request(admin + "/faults", method="DELETE")).read()
-        if faults:
-            req = urllib.request.Request(admin + "/faults", data=json.dumps(faults).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
-            urllib.request.urlopen(req).read()
 
     def stop(self):
         self.proc.terminate()
@@ -407,8 +397,8 @@ def load_experiment(have_peer, n=20, task_s=40, cost_ms=20):
 
 # The network grid (issue: the wait over real networks): round trips added by a delaying TCP
 # proxy in front of pve-sim (bench/delay_proxy.py, half each way), and what pve-sim spends on
-# every request (a `latency` fault on all paths: the worker sleeps before it answers, so it is
-# the server's time, not the network's).
+# every request (`--request-cost`: the worker sleeps before it answers, holding one of the
+# --workers, so it is the server's time, not the network's).
 NET_RTTS_MS = [0, 10, 40, 100]
 NET_COSTS_MS = [1, 2, 3, 4, 5]
 
@@ -432,10 +422,6 @@ class Through:
 
     def __init__(self, sim, port):
         self.sim, self.client_port, self.port, self.info = sim, port, sim.port, sim.info
-
-
-def cost_faults(cost_ms):
-    return [{"kind": "latency", "path": "", "ms": cost_ms}]
 
 
 def in_parallel(jobs):
@@ -464,24 +450,23 @@ def client_latency(sim, upid, rtt_ms):
 
 def net_tasks_experiment(have_peer, per_cell=10, parallel=5, task_s=2, rtts=None, costs=None):
     """Tasks without progress (qmstart of task_s ±30 %) across the grid: `parallel` modules of
-    each client at once, per_cell tasks each per cell, on one pve-sim with one proxy per round
-    trip; the cost set through pve-sim's admin endpoint between cells."""
-    sim = Sim("net-tasks", ["--task-duration", f"qmstart={task_s}s", "--task-jitter", "0.3",
-                            "--task-duration", "qmstop=100ms", "--task-duration", "qmcreate=100ms"])
+    ours at once, then as many of the peer's, per_cell tasks each per cell, on one pve-sim per
+    server cost with one proxy per round trip."""
     rtts, costs = rtts or NET_RTTS_MS, costs or NET_COSTS_MS
-    proxies = {rtt: DelayProxy(sim, rtt) for rtt in rtts if rtt}
     rows = []
-    try:
-        ids = {"ours": range(700, 700 + parallel), "peer": range(800, 800 + parallel)}
-        for vmid in [*ids["ours"], *ids["peer"]]:
-            r = ours(sim, {"node": "pve1", "vmid": vmid, "name": f"net{vmid}", "cores": 1})
-            assert not r.get("failed"), r
-        rounds = max(1, per_cell // parallel)
-        for cost in costs:
-            sim.set_faults(cost_faults(cost))
+    for cost in costs:
+        sim = Sim(f"net-tasks-{cost}", ["--task-duration", f"qmstart={task_s}s", "--task-jitter", "0.3",
+                                        "--task-duration", "qmstop=100ms", "--task-duration", "qmcreate=100ms",
+                                        "--request-cost", f"{cost}ms"])
+        proxies = {rtt: DelayProxy(sim, rtt) for rtt in rtts if rtt}
+        try:
+            ids = {"ours": range(700, 700 + parallel), "peer": range(800, 800 + parallel)}
+            for vmid in [*ids["ours"], *ids["peer"]]:
+                r = ours(sim, {"node": "pve1", "vmid": vmid, "name": f"net{vmid}", "cores": 1})
+                assert not r.get("failed"), r
+            rounds = max(1, per_cell // parallel)
             for rtt in rtts:
                 view = Through(sim, proxies[rtt].port if rtt else sim.port)
-                start = time.time()
 
                 def mine(vmid):
                     upids = []
@@ -499,12 +484,12 @@ def net_tasks_experiment(have_peer, per_cell=10, parallel=5, task_s=2, rtts=None
                             print("net peer start failed:", res.get("msg"), file=sys.stderr)
                         ours(sim, {"vmid": vmid, "node": "pve1", "state": "stopped", "shutdown_timeout": 0})
 
-                jobs = [lambda v=v: mine(v) for v in ids["ours"]]
+                # Ours first, then the peer's: the peer's Python start-up does not load the
+                # host while ours wait, nor ours while the peer's do.
+                upids = {"ours": [u for g in in_parallel([lambda v=v: mine(v) for v in ids["ours"]]) for u in g]}
                 if have_peer:
-                    jobs += [lambda v=v: theirs(v) for v in ids["peer"]]
-                got = in_parallel(jobs)
-                upids = {"ours": [u for g in got[:parallel] for u in g]}
-                if have_peer:
+                    start = time.time()
+                    in_parallel([lambda v=v: theirs(v) for v in ids["peer"]])
                     upids["peer"] = [t["upid"] for t in sim.tasks() if t["type"] == "qmstart"
                                      and t["start"] >= start and t["id"] in {str(v) for v in ids["peer"]}]
                 for who, us in upids.items():
@@ -513,10 +498,10 @@ def net_tasks_experiment(have_peer, per_cell=10, parallel=5, task_s=2, rtts=None
                                  "latency_ms": [x[0] for x in m], "requests": [x[1] for x in m]})
                 print(f"net tasks rtt {rtt} cost {cost}: " + "; ".join(
                     f"{r['who']} {stats(r['latency_ms'])}" for r in rows[-len(upids):]), file=sys.stderr)
-    finally:
-        for p in proxies.values():
-            p.stop()
-        sim.stop()
+        finally:
+            for p in proxies.values():
+                p.stop()
+            sim.stop()
     return rows
 
 
@@ -532,8 +517,8 @@ def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=1, copy_s
     for cost in costs:
         for rtt in rtts or NET_RTTS_MS:
             sim = Sim(f"net-import{tag}-{rtt}-{cost}", ["--seed-image", img, "--import-rate", f"{rate_k}K",
-                                                        "--import-tail", f"{tail_s}s"])
-            sim.set_faults(cost_faults(cost))
+                                                        "--import-tail", f"{tail_s}s", "--request-cost",
+                                                        f"{cost}ms"])
             proxy = DelayProxy(sim, rtt) if rtt else None
             view = Through(sim, proxy.port if proxy else sim.port)
             try:
@@ -846,8 +831,8 @@ def pct_pair(xs):
 def net_report(net):
     """The network grid: per cell, ours against the peer and the targets."""
     out = ["", "### The wait over a network: round trips and server costs", "",
-           "Round trip: bench/delay_proxy.py in front of pve-sim (half each way). Server cost: a `latency` fault on "
-           "every request (pve-sim's worker sleeps that long before it answers). End noticed: from the task's end "
+           "Round trip: bench/delay_proxy.py in front of pve-sim (half each way). Server cost: pve-sim's "
+           "`--request-cost` (its worker spends that long on every request before it answers). End noticed: from the task's end "
            "(pve-sim's task log) to the client holding the answer that said so (pve-sim's answer time plus half a "
            "round trip). Targets: p50 ≤ 100 ms + one round trip, p95 ≤ 300 ms + one round trip, never later than "
            "the peer (p50, p95); imports: no more task requests than the peer.", "",
@@ -884,7 +869,7 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), 
     lines = [
         "# Benchmark results",
         "",
-        f"Run: `bench/run.sh{' --full' if args.full else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"Run: `bench/run.sh{''.join(' ' + a for a in sys.argv[1:])}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} cores, against pve-sim (release build), both clients on the same simulator in the same run; "
         f"commit {COMMIT}.",
         "Peer: `ansible` 14.5.0 from PyPI (community.proxmox `proxmox_kvm`, `proxmox_disk`) with proxmoxer 2.3.0.",
@@ -1017,10 +1002,15 @@ def main():
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
     everything = set(ap.get_default("only").split(","))
+    # Every figure of the run, for tables made from it (the README's): .work/bench/<report>.json.
+    name = "latest" if only == everything else (
+        args.report or ("waits" if only <= {"waits", "load"} else "-".join(sorted(only))))
+    with open(os.path.join(WORK, f"{name}.json"), "w") as f:
+        json.dump({"commit": COMMIT, "latency": lat, "imports": imports, "waits": waits, "net": net, "load": load,
+                   "clones": clones, "noop": noop, "e2e": e2e, "scale": scale}, f)
     if only != everything:
         # A partial run keeps the full report and writes its own: waits.md for the wait
         # experiments, else one named after what ran (noop-latency.md, …).
-        name = args.report or ("waits" if only <= {"waits", "load"} else "-".join(sorted(only)))
         write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, f"{name}.md"), waits, load, clones,
                      net)
         return
