@@ -452,7 +452,8 @@ def net_tasks_experiment(have_peer, per_cell=10, parallel=5, task_s=2, rtts=None
     """Tasks without progress (qmstart of task_s ±30 %) across the grid: `parallel` modules of
     ours at once, then as many of the peer's, per_cell tasks each per cell, on one pve-sim per
     server cost with one proxy per round trip."""
-    rtts, costs = rtts or NET_RTTS_MS, costs or NET_COSTS_MS
+    rtts = NET_RTTS_MS if rtts is None else rtts
+    costs = NET_COSTS_MS if costs is None else costs
     rows = []
     for cost in costs:
         sim = Sim(f"net-tasks-{cost}", ["--task-duration", f"qmstart={task_s}s", "--task-jitter", "0.3",
@@ -505,9 +506,10 @@ def net_tasks_experiment(have_peer, per_cell=10, parallel=5, task_s=2, rtts=None
     return rows
 
 
-def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=1, copy_s=30, rtts=None, tag=""):
-    """Imports (the 200 MiB / 1 GiB image, a copy of copy_s seconds and a finishing phase of
-    tail_s after 100 %) across round trips and costs: `parallel` creates of each client at
+def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=0, copy_s=30, rtts=None, tag=""):
+    """Imports (the 200 MiB / 1 GiB image, a copy of copy_s seconds and pve-sim's own finishing
+    phase after 100 %: qemu-img's exit and the config write, plus tail_s) across round trips
+    and costs: `parallel` creates of each client at
     once per cell (ours: `vm` with import_from; the peer: `proxmox_kvm` with import-from in one
     task), every task request counted."""
     img = make_image(200, 1024)
@@ -515,7 +517,7 @@ def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=1, copy_s
     rate_k = max(1, int(1024 * 1024 / copy_s))
     rows = []
     for cost in costs:
-        for rtt in rtts or NET_RTTS_MS:
+        for rtt in NET_RTTS_MS if rtts is None else rtts:
             sim = Sim(f"net-import{tag}-{rtt}-{cost}", ["--seed-image", img, "--import-rate", f"{rate_k}K",
                                                         "--import-tail", f"{tail_s}s", "--request-cost",
                                                         f"{cost}ms"])
@@ -565,7 +567,7 @@ def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=1, copy_s
 def net_experiment(have_peer, args):
     """The network grid: long imports in the background (one per client, real time: the wait's
     behaviour depends on the wall-clock length, so they are not time-scaled), tasks without
-    progress in every cell, 30 s imports with a 1 s finishing phase in the cells of
+    progress in every cell, 30 s imports (with pve-sim's own finishing phase) in the cells of
     --net-import-costs."""
     long_rows = []
 
@@ -573,9 +575,9 @@ def net_experiment(have_peer, args):
         for spec in filter(None, args.net_long.split(",")):
             copy_s, rest = spec.split("@")
             rtt, cost = (int(x) for x in rest.split(":"))
-            for r in net_imports_experiment(have_peer, costs=(cost,), parallel=1, tail_s=1, copy_s=int(copy_s),
+            for r in net_imports_experiment(have_peer, costs=(cost,), parallel=1, copy_s=int(copy_s),
                                             rtts=[rtt], tag=f"-long{copy_s}"):
-                r["label"] = f"imports, {int(copy_s) // 60} min copy + 1 s"
+                r["label"] = f"imports, {int(copy_s) // 60} min copy"
                 long_rows.append(r)
 
     background = threading.Thread(target=long_imports)
@@ -584,8 +586,8 @@ def net_experiment(have_peer, args):
     rows = net_tasks_experiment(have_peer, per_cell=args.net_runs, rtts=rtts,
                                 costs=[int(x) for x in args.net_costs.split(",") if x])
     costs = [int(c) for c in args.net_import_costs.split(",") if c]
-    for r in net_imports_experiment(have_peer, costs=costs, parallel=5, tail_s=1, copy_s=30, rtts=rtts):
-        r["label"] = "imports, 30 s copy + 1 s"
+    for r in net_imports_experiment(have_peer, costs=costs, parallel=5, copy_s=30, rtts=rtts):
+        r["label"] = "imports, 30 s copy"
         rows.append(r)
     background.join()
     return rows + long_rows
@@ -873,6 +875,7 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), 
         f"{os.cpu_count()} cores, against pve-sim (release build), both clients on the same simulator in the same run; "
         f"commit {COMMIT}.",
         "Peer: `ansible` 14.5.0 from PyPI (community.proxmox `proxmox_kvm`, `proxmox_disk`) with proxmoxer 2.3.0.",
+        f"Host load average (1 min) during the run: {LOAD.summary() if LOAD else 'not sampled'}.",
     ]
     if lat:
         lines += [
@@ -963,7 +966,34 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), 
     print("\n".join(lines))
 
 
+class LoadWatch:
+    """The host's 1-minute load average, sampled every 10 s while the run lasts (the machine is
+    shared: the figures say how busy it was)."""
+
+    def __init__(self):
+        self.samples = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self.stop.wait(10)
+
+    def summary(self):
+        if not self.samples:
+            return "not sampled"
+        xs = sorted(self.samples)
+        return f"min {xs[0]:.1f}, median {statistics.median(xs):.1f}, max {xs[-1]:.1f} ({len(xs)} samples)"
+
+
+LOAD = None
+
+
 def main():
+    global LOAD
+    LOAD = LoadWatch()
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="also 2- and 5-minute tasks and imports")
     ap.add_argument("--no-peer", action="store_true")
