@@ -13,7 +13,7 @@ Measured, for both clients:
   5. scale: VMs created in parallel with automatic ids (`forks`), on a 3-node pve-sim;
   6. the release binaries' size;
   7. the wait over a network (`net`): round trips of 0-100 ms added by bench/delay_proxy.py in
-     front of pve-sim, and 1-5 ms of server time on every request (a pve-sim `latency` fault),
+     front of pve-sim, and 1-5 ms of server time on every request (pve-sim's `--request-cost`),
      for tasks without progress and for imports, ours against the peer's one-second poll.
 Plots (PNG, matplotlib in its own venv) go next to the report.
 
@@ -57,16 +57,6 @@ class Sim:
         self.port = self.info["port"]
         # Where the clients connect: pve-sim itself, or a delaying proxy in front of it.
         self.client_port = self.port
-
-    def set_faults(self, faults):
-        """Replaces the faults in force (pve-sim's admin endpoint)."""
-        import urllib.request
-        admin = self.info["admin"]
-        urllib.request.urlopen(urllib.request.Request(admin + "/faults", method="DELETE")).read()
-        if faults:
-            req = urllib.request.Request(admin + "/faults", data=json.dumps(faults).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
-            urllib.request.urlopen(req).read()
 
     def stop(self):
         self.proc.terminate()
@@ -407,8 +397,8 @@ def load_experiment(have_peer, n=20, task_s=40, cost_ms=20):
 
 # The network grid (issue: the wait over real networks): round trips added by a delaying TCP
 # proxy in front of pve-sim (bench/delay_proxy.py, half each way), and what pve-sim spends on
-# every request (a `latency` fault on all paths: the worker sleeps before it answers, so it is
-# the server's time, not the network's).
+# every request (`--request-cost`: the worker sleeps before it answers, holding one of the
+# --workers, so it is the server's time, not the network's).
 NET_RTTS_MS = [0, 10, 40, 100]
 NET_COSTS_MS = [1, 2, 3, 4, 5]
 
@@ -432,10 +422,6 @@ class Through:
 
     def __init__(self, sim, port):
         self.sim, self.client_port, self.port, self.info = sim, port, sim.port, sim.info
-
-
-def cost_faults(cost_ms):
-    return [{"kind": "latency", "path": "", "ms": cost_ms}]
 
 
 def in_parallel(jobs):
@@ -464,24 +450,24 @@ def client_latency(sim, upid, rtt_ms):
 
 def net_tasks_experiment(have_peer, per_cell=10, parallel=5, task_s=2, rtts=None, costs=None):
     """Tasks without progress (qmstart of task_s ±30 %) across the grid: `parallel` modules of
-    each client at once, per_cell tasks each per cell, on one pve-sim with one proxy per round
-    trip; the cost set through pve-sim's admin endpoint between cells."""
-    sim = Sim("net-tasks", ["--task-duration", f"qmstart={task_s}s", "--task-jitter", "0.3",
-                            "--task-duration", "qmstop=100ms", "--task-duration", "qmcreate=100ms"])
-    rtts, costs = rtts or NET_RTTS_MS, costs or NET_COSTS_MS
-    proxies = {rtt: DelayProxy(sim, rtt) for rtt in rtts if rtt}
+    ours at once, then as many of the peer's, per_cell tasks each per cell, on one pve-sim per
+    server cost with one proxy per round trip."""
+    rtts = NET_RTTS_MS if rtts is None else rtts
+    costs = NET_COSTS_MS if costs is None else costs
     rows = []
-    try:
-        ids = {"ours": range(700, 700 + parallel), "peer": range(800, 800 + parallel)}
-        for vmid in [*ids["ours"], *ids["peer"]]:
-            r = ours(sim, {"node": "pve1", "vmid": vmid, "name": f"net{vmid}", "cores": 1})
-            assert not r.get("failed"), r
-        rounds = max(1, per_cell // parallel)
-        for cost in costs:
-            sim.set_faults(cost_faults(cost))
+    for cost in costs:
+        sim = Sim(f"net-tasks-{cost}", ["--task-duration", f"qmstart={task_s}s", "--task-jitter", "0.3",
+                                        "--task-duration", "qmstop=100ms", "--task-duration", "qmcreate=100ms",
+                                        "--request-cost", f"{cost}ms"])
+        proxies = {rtt: DelayProxy(sim, rtt) for rtt in rtts if rtt}
+        try:
+            ids = {"ours": range(700, 700 + parallel), "peer": range(800, 800 + parallel)}
+            for vmid in [*ids["ours"], *ids["peer"]]:
+                r = ours(sim, {"node": "pve1", "vmid": vmid, "name": f"net{vmid}", "cores": 1})
+                assert not r.get("failed"), r
+            rounds = max(1, per_cell // parallel)
             for rtt in rtts:
                 view = Through(sim, proxies[rtt].port if rtt else sim.port)
-                start = time.time()
 
                 def mine(vmid):
                     upids = []
@@ -499,12 +485,12 @@ def net_tasks_experiment(have_peer, per_cell=10, parallel=5, task_s=2, rtts=None
                             print("net peer start failed:", res.get("msg"), file=sys.stderr)
                         ours(sim, {"vmid": vmid, "node": "pve1", "state": "stopped", "shutdown_timeout": 0})
 
-                jobs = [lambda v=v: mine(v) for v in ids["ours"]]
+                # Ours first, then the peer's: the peer's Python start-up does not load the
+                # host while ours wait, nor ours while the peer's do.
+                upids = {"ours": [u for g in in_parallel([lambda v=v: mine(v) for v in ids["ours"]]) for u in g]}
                 if have_peer:
-                    jobs += [lambda v=v: theirs(v) for v in ids["peer"]]
-                got = in_parallel(jobs)
-                upids = {"ours": [u for g in got[:parallel] for u in g]}
-                if have_peer:
+                    start = time.time()
+                    in_parallel([lambda v=v: theirs(v) for v in ids["peer"]])
                     upids["peer"] = [t["upid"] for t in sim.tasks() if t["type"] == "qmstart"
                                      and t["start"] >= start and t["id"] in {str(v) for v in ids["peer"]}]
                 for who, us in upids.items():
@@ -513,16 +499,17 @@ def net_tasks_experiment(have_peer, per_cell=10, parallel=5, task_s=2, rtts=None
                                  "latency_ms": [x[0] for x in m], "requests": [x[1] for x in m]})
                 print(f"net tasks rtt {rtt} cost {cost}: " + "; ".join(
                     f"{r['who']} {stats(r['latency_ms'])}" for r in rows[-len(upids):]), file=sys.stderr)
-    finally:
-        for p in proxies.values():
-            p.stop()
-        sim.stop()
+        finally:
+            for p in proxies.values():
+                p.stop()
+            sim.stop()
     return rows
 
 
-def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=1, copy_s=30, rtts=None, tag=""):
-    """Imports (the 200 MiB / 1 GiB image, a copy of copy_s seconds and a finishing phase of
-    tail_s after 100 %) across round trips and costs: `parallel` creates of each client at
+def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=0, copy_s=30, rtts=None, tag=""):
+    """Imports (the 200 MiB / 1 GiB image, a copy of copy_s seconds and pve-sim's own finishing
+    phase after 100 %: qemu-img's exit and the config write, plus tail_s) across round trips
+    and costs: `parallel` creates of each client at
     once per cell (ours: `vm` with import_from; the peer: `proxmox_kvm` with import-from in one
     task), every task request counted."""
     img = make_image(200, 1024)
@@ -530,10 +517,10 @@ def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=1, copy_s
     rate_k = max(1, int(1024 * 1024 / copy_s))
     rows = []
     for cost in costs:
-        for rtt in rtts or NET_RTTS_MS:
+        for rtt in NET_RTTS_MS if rtts is None else rtts:
             sim = Sim(f"net-import{tag}-{rtt}-{cost}", ["--seed-image", img, "--import-rate", f"{rate_k}K",
-                                                        "--import-tail", f"{tail_s}s"])
-            sim.set_faults(cost_faults(cost))
+                                                        "--import-tail", f"{tail_s}s", "--request-cost",
+                                                        f"{cost}ms"])
             proxy = DelayProxy(sim, rtt) if rtt else None
             view = Through(sim, proxy.port if proxy else sim.port)
             try:
@@ -580,7 +567,7 @@ def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=1, copy_s
 def net_experiment(have_peer, args):
     """The network grid: long imports in the background (one per client, real time: the wait's
     behaviour depends on the wall-clock length, so they are not time-scaled), tasks without
-    progress in every cell, 30 s imports with a 1 s finishing phase in the cells of
+    progress in every cell, 30 s imports (with pve-sim's own finishing phase) in the cells of
     --net-import-costs."""
     long_rows = []
 
@@ -588,9 +575,9 @@ def net_experiment(have_peer, args):
         for spec in filter(None, args.net_long.split(",")):
             copy_s, rest = spec.split("@")
             rtt, cost = (int(x) for x in rest.split(":"))
-            for r in net_imports_experiment(have_peer, costs=(cost,), parallel=1, tail_s=1, copy_s=int(copy_s),
+            for r in net_imports_experiment(have_peer, costs=(cost,), parallel=1, copy_s=int(copy_s),
                                             rtts=[rtt], tag=f"-long{copy_s}"):
-                r["label"] = f"imports, {int(copy_s) // 60} min copy + 1 s"
+                r["label"] = f"imports, {int(copy_s) // 60} min copy"
                 long_rows.append(r)
 
     background = threading.Thread(target=long_imports)
@@ -599,8 +586,8 @@ def net_experiment(have_peer, args):
     rows = net_tasks_experiment(have_peer, per_cell=args.net_runs, rtts=rtts,
                                 costs=[int(x) for x in args.net_costs.split(",") if x])
     costs = [int(c) for c in args.net_import_costs.split(",") if c]
-    for r in net_imports_experiment(have_peer, costs=costs, parallel=5, tail_s=1, copy_s=30, rtts=rtts):
-        r["label"] = "imports, 30 s copy + 1 s"
+    for r in net_imports_experiment(have_peer, costs=costs, parallel=5, copy_s=30, rtts=rtts):
+        r["label"] = "imports, 30 s copy"
         rows.append(r)
     background.join()
     return rows + long_rows
@@ -846,8 +833,8 @@ def pct_pair(xs):
 def net_report(net):
     """The network grid: per cell, ours against the peer and the targets."""
     out = ["", "### The wait over a network: round trips and server costs", "",
-           "Round trip: bench/delay_proxy.py in front of pve-sim (half each way). Server cost: a `latency` fault on "
-           "every request (pve-sim's worker sleeps that long before it answers). End noticed: from the task's end "
+           "Round trip: bench/delay_proxy.py in front of pve-sim (half each way). Server cost: pve-sim's "
+           "`--request-cost` (its worker spends that long on every request before it answers). End noticed: from the task's end "
            "(pve-sim's task log) to the client holding the answer that said so (pve-sim's answer time plus half a "
            "round trip). Targets: p50 ≤ 100 ms + one round trip, p95 ≤ 300 ms + one round trip, never later than "
            "the peer (p50, p95); imports: no more task requests than the peer.", "",
@@ -884,10 +871,11 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), 
     lines = [
         "# Benchmark results",
         "",
-        f"Run: `bench/run.sh{' --full' if args.full else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"Run: `bench/run.sh{''.join(' ' + a for a in sys.argv[1:])}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} cores, against pve-sim (release build), both clients on the same simulator in the same run; "
         f"commit {COMMIT}.",
         "Peer: `ansible` 14.5.0 from PyPI (community.proxmox `proxmox_kvm`, `proxmox_disk`) with proxmoxer 2.3.0.",
+        f"Host load average (1 min) during the run: {LOAD.summary() if LOAD else 'not sampled'}.",
     ]
     if lat:
         lines += [
@@ -978,7 +966,34 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), 
     print("\n".join(lines))
 
 
+class LoadWatch:
+    """The host's 1-minute load average, sampled every 10 s while the run lasts (the machine is
+    shared: the figures say how busy it was)."""
+
+    def __init__(self):
+        self.samples = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self.stop.wait(10)
+
+    def summary(self):
+        if not self.samples:
+            return "not sampled"
+        xs = sorted(self.samples)
+        return f"min {xs[0]:.1f}, median {statistics.median(xs):.1f}, max {xs[-1]:.1f} ({len(xs)} samples)"
+
+
+LOAD = None
+
+
 def main():
+    global LOAD
+    LOAD = LoadWatch()
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="also 2- and 5-minute tasks and imports")
     ap.add_argument("--no-peer", action="store_true")
@@ -1017,10 +1032,15 @@ def main():
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
     everything = set(ap.get_default("only").split(","))
+    # Every figure of the run, for tables made from it (the README's): .work/bench/<report>.json.
+    name = "latest" if only == everything else (
+        args.report or ("waits" if only <= {"waits", "load"} else "-".join(sorted(only))))
+    with open(os.path.join(WORK, f"{name}.json"), "w") as f:
+        json.dump({"commit": COMMIT, "latency": lat, "imports": imports, "waits": waits, "net": net, "load": load,
+                   "clones": clones, "noop": noop, "e2e": e2e, "scale": scale}, f)
     if only != everything:
         # A partial run keeps the full report and writes its own: waits.md for the wait
         # experiments, else one named after what ran (noop-latency.md, …).
-        name = args.report or ("waits" if only <= {"waits", "load"} else "-".join(sorted(only)))
         write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, f"{name}.md"), waits, load, clones,
                      net)
         return

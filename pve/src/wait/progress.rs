@@ -10,6 +10,8 @@ use std::time::Duration;
 const MAX_SAMPLES: usize = 64;
 /// History points kept for the report.
 const MAX_HISTORY: usize = 200;
+/// Progress steps of this many percent or more are coarse (see [`CopyWatch::prediction`]).
+const COARSE_STEP: f64 = 5.0;
 
 /// One progress reading: when (the midpoint of the poll gap it was first seen in), how far
 /// either way that date may be off, and the percentage.
@@ -117,7 +119,7 @@ impl CopyWatch {
         match base {
             // Each date errs by up to its slack: the copy may have covered the distance in
             // the time between the samples less both slacks (coarse steps polled far apart
-            // make that a tenth or more), and the earliest end is bounded by that rate.
+            // make that a tenth or more).
             Some(base) => {
                 let dt = last.at.saturating_sub(base.at).as_secs_f64();
                 let covered = last.pct - base.pct;
@@ -160,9 +162,16 @@ impl CopyWatch {
             .min(rate * last.slack.as_secs_f64() * 2.0)
             .min(left);
         let latest = seen_at.saturating_add(secs(left)?);
-        // The rate itself is known to a few percent, or to what the samples' dates allow:
-        // start looking that much earlier.
-        let bound = (rate / 0.96).max(fastest_allowed);
+        // The rate itself is known to a few percent: start looking that much earlier. Coarse
+        // steps give few samples, each dated only to within a long poll gap, so there the
+        // fastest rate their dates allow bounds the earliest end (over a 10-minute copy in
+        // 10 % steps the rate is read up to a quarter low).
+        let coarse = self.step.unwrap_or(1.0) >= COARSE_STEP;
+        let bound = if coarse {
+            (rate / 0.96).max(fastest_allowed)
+        } else {
+            rate / 0.96
+        };
         let earliest = seen_at.saturating_add(
             Duration::try_from_secs_f64(((left - ahead) / bound).clamp(0.0, 1e7)).ok()?,
         );
