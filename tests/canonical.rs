@@ -289,3 +289,32 @@ fn cipassword_is_never_stored_in_plain_except_for_windows() {
         "plain (pve-sim masks it)"
     );
 }
+
+#[test]
+fn values_pve_would_refuse_are_refused_before_any_write() {
+    let sim = Sim::start(&[], &[]);
+    for (extra, wants) in [
+        (
+            json!({"machine": "q36"}),
+            "machine is not a value PVE accepts",
+        ),
+        (json!({"vga": "vga9"}), "vga is not a value PVE accepts"),
+        (
+            json!({"cpu": "host,hidden=maybe"}),
+            "cpu is not a value PVE accepts",
+        ),
+        (
+            json!({"boot": "order=sda"}),
+            "boot is not a boot order PVE accepts",
+        ),
+        (
+            json!({"boot": "order=scsi0;efidisk0"}),
+            "boot is not a boot order PVE accepts",
+        ),
+    ] {
+        let r = failed(run(args(&sim, extra.clone())));
+        let msg = r["msg"].as_str().unwrap();
+        assert!(msg.contains(wants), "{extra}: {msg}");
+    }
+    assert!(sim.writes().is_empty());
+}
