@@ -173,7 +173,7 @@ fn same(key: &str, want: &str, have: &str, guest: Guest) -> Result<bool, String>
 fn value_to_set(key: &str, want: &str, have: Option<&str>) -> String {
     if key.starts_with("net")
         && let (Ok(want_net), Some(Ok(have_net))) =
-            (want.parse::<Net>(), have.map(str::parse::<Net>))
+            (want.parse::<Net>(), have.map(Net::parse_stored))
     {
         return want_net.keeping_mac_of(&have_net).to_string();
     }
@@ -299,7 +299,7 @@ fn sendable(key: &str, value: &str, guest: Guest) -> Result<String, String> {
 
 /// A drive of the VM, read as `parse_drive` reads its slot's format.
 fn stored_drive(cur: &Current, slot: &str, have: &str) -> Result<Drive, String> {
-    Drive::parse(slot, have)
+    Drive::parse_stored(slot, have)
         .or_else(|_| have.parse::<Drive>())
         .map_err(|e| {
             format!(
