@@ -246,6 +246,14 @@ impl Drive {
         })
     }
 
+    /// Reads a drive PVE stored whose slot is not known, against every interface's keys
+    /// (`$alldrive_fmt_with_alloc`), keeping options it does not know.
+    pub fn parse_stored_any(value: &str) -> Result<Drive, ValueError> {
+        Ok(Drive {
+            props: PropertyString::parse_stored(&ALL, value)?,
+        })
+    }
+
     /// A drive on `file` with no options, for `slot`.
     pub fn new(slot: &str, file: &str) -> Result<Drive, ValueError> {
         let schema = slot_schema(slot, true)
@@ -526,6 +534,8 @@ mod tests {
             have.merged(&want).unwrap().to_string(),
             "local-lvm:vm-1-disk-0,size=2G,ssd=1,zoned=1"
         );
+        let any = Drive::parse_stored_any("local-lvm:vm-1-disk-0,size=2048M,zoned=1").unwrap();
+        assert_eq!(any.size(), Some(Size::gib(2)));
     }
 
     #[test]
