@@ -357,7 +357,8 @@ fn cloud_init(
         let keys = SshKeys::from_lines(keys.iter().map(|(_, k)| *k)).map_err(|(at, e)| {
             format!(
                 "sshkeys[{}] is not a public key PVE accepts: {}",
-                keys[at].0, e.message
+                keys.get(at).map_or(at, |(i, _)| *i),
+                e.message
             )
         })?;
         config.insert("sshkeys".into(), keys.to_string());
