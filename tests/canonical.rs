@@ -289,3 +289,55 @@ fn cipassword_is_never_stored_in_plain_except_for_windows() {
         "plain (pve-sim masks it)"
     );
 }
+
+#[test]
+fn values_pve_would_refuse_are_refused_before_any_write() {
+    let sim = Sim::start(&[], &[]);
+    for (extra, wants) in [
+        (
+            json!({"machine": "q36"}),
+            "machine is not a value PVE accepts",
+        ),
+        (json!({"vga": "vga9"}), "vga is not a value PVE accepts"),
+        (
+            json!({"cpu": "host,hidden=maybe"}),
+            "cpu is not a value PVE accepts",
+        ),
+        (
+            json!({"boot": "order=sda"}),
+            "boot is not a boot order PVE accepts",
+        ),
+        (
+            json!({"boot": "order=scsi0;efidisk0"}),
+            "boot is not a boot order PVE accepts",
+        ),
+    ] {
+        let r = failed(run(args(&sim, extra.clone())));
+        let msg = r["msg"].as_str().unwrap();
+        assert!(msg.contains(wants), "{extra}: {msg}");
+    }
+    assert!(sim.writes().is_empty());
+}
+
+/// The keys the demo, molecule and the tests use are real (made with ssh-keygen), pass the
+/// module's check, and are the ones committed under tests/keys.
+#[test]
+fn the_demo_molecule_and_tests_use_real_keys() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (file, key) in [
+        ("playbooks/demo.yml", "demo_ed25519.pub"),
+        ("molecule/default/converge.yml", "molecule_ed25519.pub"),
+    ] {
+        let public = std::fs::read_to_string(root.join("tests/keys").join(key)).unwrap();
+        let public = public.trim();
+        pve::values::SshKey::parse(public).unwrap_or_else(|e| panic!("{key}: {e}"));
+        let yaml = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(
+            yaml.contains(public),
+            "{file} does not use tests/keys/{key}"
+        );
+    }
+    for key in [TEST_KEY, SECOND_KEY] {
+        pve::values::SshKey::parse(key).unwrap();
+    }
+}

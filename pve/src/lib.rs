@@ -11,6 +11,8 @@
 //! * [`api`]: one function per PVE call the modules make (method, path, body, retry class,
 //!   task); [`answers`]: the answers they read, as types; [`paths`]: the paths, by PVE's
 //!   grouping.
+//! * [`values`]: PVE's values as types (drives, NICs, boot order, sizes, tags, SSH keys …),
+//!   parsed, printed and compared as PVE stores them.
 //! * [`tls`], [`proxy`], [`encode`]: trust, proxies, path segments and form bodies.
 //! * [`interrupt`]: signals end a wait cleanly (the one place that installs handlers).
 

@@ -14,7 +14,7 @@ use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::given;
 use crate::ansible::text::quote;
 use crate::ids::{dns_name, storage_id};
-use crate::pve::values::{Boot, SshKeys, Tags};
+use crate::pve::values::{Boot, Cpu, Machine, SshKeys, Tags, Vga};
 
 /// The power/lifecycle state asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,6 +162,17 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
             }
             config.insert(k.into(), v.to_string());
         }
+    }
+    // cpu, machine and vga checked by their formats before any write (sent as written: PVE
+    // stores them so, and the plan compares them by their type).
+    for k in ["cpu", "machine", "vga"] {
+        let Some(v) = config.get(k) else { continue };
+        let checked = match k {
+            "cpu" => v.parse::<Cpu>().map(drop),
+            "machine" => v.parse::<Machine>().map(drop),
+            _ => v.parse::<Vga>().map(drop),
+        };
+        checked.map_err(|e| format!("{k} is not a value PVE accepts: {}", e.message))?;
     }
     // The boot order as PVE prints it again on an update (print_bootorder: `order=a;b`),
     // checked as PVE checks it.
@@ -346,7 +357,8 @@ fn cloud_init(
         let keys = SshKeys::from_lines(keys.iter().map(|(_, k)| *k)).map_err(|(at, e)| {
             format!(
                 "sshkeys[{}] is not a public key PVE accepts: {}",
-                keys[at].0, e.message
+                keys.get(at).map_or(at, |(i, _)| *i),
+                e.message
             )
         })?;
         config.insert("sshkeys".into(), keys.to_string());

@@ -173,7 +173,7 @@ fn same(key: &str, want: &str, have: &str, guest: Guest) -> Result<bool, String>
 fn value_to_set(key: &str, want: &str, have: Option<&str>) -> String {
     if key.starts_with("net")
         && let (Ok(want_net), Some(Ok(have_net))) =
-            (want.parse::<Net>(), have.map(str::parse::<Net>))
+            (want.parse::<Net>(), have.map(Net::parse_stored))
     {
         return want_net.keeping_mac_of(&have_net).to_string();
     }
@@ -188,7 +188,7 @@ pub const ALLOCATION_SLACK: u64 = 4 << 20;
 /// The size in bytes of a drive value's `size=` (`2G`, `3584M`, bytes), read as
 /// `parse_drive` reads it.
 pub fn drive_size(value: &str) -> Option<u64> {
-    value.parse::<Drive>().ok()?.size().map(Size::bytes)
+    Drive::parse_stored_any(value).ok()?.size().map(Size::bytes)
 }
 
 /// The drive that creates a disk: an import, a new volume, or a cloud-init drive, with its
@@ -299,8 +299,8 @@ fn sendable(key: &str, value: &str, guest: Guest) -> Result<String, String> {
 
 /// A drive of the VM, read as `parse_drive` reads its slot's format.
 fn stored_drive(cur: &Current, slot: &str, have: &str) -> Result<Drive, String> {
-    Drive::parse(slot, have)
-        .or_else(|_| have.parse::<Drive>())
+    Drive::parse_stored(slot, have)
+        .or_else(|_| Drive::parse_stored_any(have))
         .map_err(|e| {
             format!(
                 "VM {} has {slot}: {have}, which is not a drive PVE reads ({e})",

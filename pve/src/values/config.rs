@@ -164,10 +164,11 @@ pub fn same(key: &str, want: &str, have: &str, guest: Guest) -> Result<bool, Val
     Ok(match key {
         _ if slot_schema(key, true).is_some() => {
             let want = Drive::parse(key, want)?;
-            Drive::parse(key, have).is_ok_and(|have| have == want)
+            Drive::parse_stored(key, have).is_ok_and(|have| have == want)
         }
         _ if digits_after("net") => {
-            read::<Net>(want, have)?.is_some_and(|(want, have)| want.matches(&have))
+            let want = want.parse::<Net>()?;
+            Net::parse_stored(have).is_ok_and(|have| want.matches(&have))
         }
         _ if digits_after("ipconfig") => read::<IpConfig>(want, have)?.is_some_and(|(w, h)| w == h),
         "agent" => read::<Agent>(want, have)?.is_some_and(|(w, h)| w.satisfied_by(&h)),

@@ -235,6 +235,25 @@ impl Drive {
         Ok(drive)
     }
 
+    /// Reads a drive PVE stored in `slot`: as [`Drive::parse`], keeping options this
+    /// module's table of PVE's keys does not know (PVE wrote them, so they are valid), so a
+    /// merge of asked options keeps them.
+    pub fn parse_stored(slot: &str, value: &str) -> Result<Drive, ValueError> {
+        let schema = slot_schema(slot, true)
+            .ok_or_else(|| ValueError::new("drive", format!("invalid drive key: {slot}")))?;
+        Ok(Drive {
+            props: PropertyString::parse_stored(schema, value)?,
+        })
+    }
+
+    /// Reads a drive PVE stored whose slot is not known, against every interface's keys
+    /// (`$alldrive_fmt_with_alloc`), keeping options it does not know.
+    pub fn parse_stored_any(value: &str) -> Result<Drive, ValueError> {
+        Ok(Drive {
+            props: PropertyString::parse_stored(&ALL, value)?,
+        })
+    }
+
     /// A drive on `file` with no options, for `slot`.
     pub fn new(slot: &str, file: &str) -> Result<Drive, ValueError> {
         let schema = slot_schema(slot, true)
@@ -504,6 +523,19 @@ mod tests {
         assert!(have.differing_options(&want).is_empty());
         want.set("shared", "on").unwrap();
         assert_eq!(have.differing_options(&want), vec!["shared".to_string()]);
+    }
+
+    #[test]
+    fn a_stored_drive_keeps_options_it_does_not_know() {
+        let have = Drive::parse_stored("scsi0", "local-lvm:vm-1-disk-0,size=2G,zoned=1").unwrap();
+        let mut want = Drive::new("scsi0", "local-lvm:1").unwrap();
+        want.set("ssd", "on").unwrap();
+        assert_eq!(
+            have.merged(&want).unwrap().to_string(),
+            "local-lvm:vm-1-disk-0,size=2G,ssd=1,zoned=1"
+        );
+        let any = Drive::parse_stored_any("local-lvm:vm-1-disk-0,size=2048M,zoned=1").unwrap();
+        assert_eq!(any.size(), Some(Size::gib(2)));
     }
 
     #[test]

@@ -146,6 +146,16 @@ impl Net {
     }
 }
 
+impl Net {
+    /// Reads a NIC PVE stored: as `parse_net`, keeping keys this module's table of PVE's keys
+    /// does not know.
+    pub fn parse_stored(value: &str) -> Result<Net, ValueError> {
+        Ok(Net {
+            props: PropertyString::parse_stored(&NET, value)?,
+        })
+    }
+}
+
 impl FromStr for Net {
     type Err = ValueError;
 

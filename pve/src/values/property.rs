@@ -382,6 +382,32 @@ impl PropertyString {
         Ok(out)
     }
 
+    /// Reads a value PVE stored: as [`PropertyString::parse`], but a key this schema does not
+    /// know (one a newer PVE added) is kept as it is instead of refused, so a comparison
+    /// sees it and an update that merges options keeps it.
+    pub fn parse_stored(schema: &'static Schema, data: &str) -> Result<PropertyString, ValueError> {
+        let mut known = Vec::new();
+        let mut unknown = Vec::new();
+        for part in data.split(',') {
+            match part.split_once('=') {
+                Some((k, v))
+                    if !k.is_empty()
+                        && !v.is_empty()
+                        && schema.key(k).is_none()
+                        && !schema.skip.contains(&k) =>
+                {
+                    unknown.push((k.to_string(), v.to_string()));
+                }
+                _ => known.push(part),
+            }
+        }
+        let mut out = PropertyString::parse(schema, &known.join(","))?;
+        for (k, v) in unknown {
+            out.values.insert(k, v);
+        }
+        Ok(out)
+    }
+
     /// The value of `key`, as read (normalised).
     pub fn get(&self, key: &str) -> Option<&str> {
         self.values.get(key).map(String::as_str)
@@ -553,6 +579,15 @@ mod tests {
         assert_eq!(a.to_string(), "a,zeta=z,count=+3,rate=2.0");
         let c = PropertyString::parse(&DEMO, "a,zeta=z,rate=2.5,count=3").unwrap();
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn stored_values_keep_keys_a_newer_pve_added() {
+        assert!(PropertyString::parse(&DEMO, "a,zeta=z,future=1").is_err());
+        let p = PropertyString::parse_stored(&DEMO, "a,zeta=z,future=1,flag=on").unwrap();
+        assert_eq!(p.get("future"), Some("1"));
+        assert_eq!(p.to_string(), "a,zeta=z,flag=1,future=1");
+        assert!(PropertyString::parse_stored(&DEMO, "a,zeta=z,flag=maybe").is_err());
     }
 
     #[test]
