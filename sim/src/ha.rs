@@ -246,6 +246,17 @@ pub fn delete(sim: &Sim, sid: &str) -> ApiResult {
     Ok(Value::Null)
 }
 
+/// `ha-manager add vm:N --state S` (create_vm with `ha-managed`): a resource with that state.
+pub fn add_resource(sim: &Arc<Sim>, vmid: u32, state: &str) {
+    let opts = BTreeMap::from([("state".to_string(), state.to_string())]);
+    sim.lock()
+        .ha
+        .resources
+        .entry(format!("vm:{vmid}"))
+        .or_insert(Resource { opts });
+    ensure_loop(sim);
+}
+
 /// Config.pm vm_is_ha_managed: a resource that is not `ignored`.
 pub fn vm_is_ha_managed(sim: &Sim, vmid: u32) -> bool {
     sim.lock()

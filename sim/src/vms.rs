@@ -84,6 +84,8 @@ pub fn create(
     .map_err(|e| ApiErr::die(format!("unable to create VM {vmid} - {e}")))?;
 
     let start = params.get("start").is_some_and(|v| v == "1");
+    let ha_managed = params.get("ha-managed").is_some_and(|v| v == "1");
+    let owner = auth.clone();
     let (given, undef) = (params.clone(), undef.clone());
     let (s2, n2) = (sim.clone(), node.to_string());
     let upid = tasks::spawn(
@@ -114,11 +116,36 @@ pub fn create(
                     if let Some(p) = &pool {
                         crate::pools::add_vm_to_pool(sim, vmid, p);
                     }
+                    let mut warnings = 0;
+                    if ha_managed {
+                        // create_vm: `ha-manager add vm:N --state started|stopped`.
+                        ctx.log("Add as HA resource");
+                        crate::ha::add_resource(
+                            sim,
+                            vmid,
+                            if start { "started" } else { "stopped" },
+                        );
+                    }
                     if start {
                         ctx.log("Execute autostart");
-                        do_start(sim, ctx, vmid)?;
+                        // `PVE::API2::Qemu->vm_start`: an HA resource gets its `hastart`.
+                        match crate::ha::power_request(
+                            sim,
+                            &n2,
+                            vmid,
+                            "start",
+                            &Params::new(),
+                            &owner,
+                        ) {
+                            Ok(Some(_)) => {}
+                            Ok(None) => do_start(sim, ctx, vmid)?,
+                            Err(e) => {
+                                ctx.log(format!("WARN: {}", e.msg));
+                                warnings += 1;
+                            }
+                        }
                     }
-                    Ok(0)
+                    Ok(warnings)
                 }
                 // A killed worker (SIGKILL after a stop request it did not heed) runs no
                 // cleanup: the config keeps `lock: create` and the volumes stay.
