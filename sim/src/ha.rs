@@ -394,12 +394,11 @@ fn round(sim: &Arc<Sim>) {
         let mut guard = sim.lock();
         let st = &mut *guard;
         st.ha.round = Some(epoch() as u64);
+        let mut stops = BTreeMap::new();
         for (sid, timeout) in std::mem::take(&mut st.ha.commands) {
             if let Some(r) = st.ha.resources.get_mut(&sid) {
                 r.opts.insert("state".into(), "stopped".into());
-                if let Some(s) = st.ha.services.get_mut(&sid) {
-                    s.timeout = Some(timeout);
-                }
+                stops.insert(sid, timeout);
             }
         }
         let finished = |upid: &Option<String>| {
@@ -423,6 +422,9 @@ fn round(sim: &Arc<Sim>) {
             });
             s.node = vm.node.clone();
             s.running = vm.running;
+            if let Some(t) = stops.get(sid) {
+                s.timeout = Some(*t);
+            }
             let idle = finished(&s.upid);
             if idle {
                 s.upid = None;
