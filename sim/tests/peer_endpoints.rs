@@ -364,6 +364,44 @@ fn move_disk_copies_or_reassigns_and_unlink_detaches() {
             .any(|v| v == "local-lvm:vm-101-disk-1"),
         "{c}"
     );
+    let unused = c
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(_, v)| *v == "local-lvm:vm-101-disk-1")
+        .map(|(k, _)| k.clone())
+        .unwrap();
+    let volumes = |vmid: &str| -> Vec<Value> {
+        s.data(
+            "GET",
+            "/nodes/pve1/storage/local-lvm/content",
+            &[("vmid", vmid)],
+        )
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["volid"].clone())
+        .collect()
+    };
+    // An unusedN is always freed (update_vm_api: try_deallocate_drive).
+    s.data("PUT", "/nodes/pve1/qemu/101/unlink", &[("idlist", &unused)]);
+    assert!(config(&s, "101").get(&unused).is_none());
+    assert_eq!(volumes("101"), vec![json!("local-lvm:vm-101-disk-0")]);
+    // With force, a drive's volume is freed instead of kept as unused.
+    s.data(
+        "PUT",
+        "/nodes/pve1/qemu/101/unlink",
+        &[("idlist", "scsi0"), ("force", "1")],
+    );
+    let c = config(&s, "101");
+    assert!(
+        c.as_object()
+            .unwrap()
+            .keys()
+            .all(|k| k != "scsi0" && !k.starts_with("unused")),
+        "{c}"
+    );
+    assert!(volumes("101").is_empty());
 }
 
 #[test]
