@@ -279,6 +279,16 @@ pub fn remove_service(sim: &Sim, vmid: u32) {
     st.ha.services.remove(&sid);
 }
 
+/// pve-manager API2/Cluster.pm resources: a VM's `hastate` (the CRM's service state, else
+/// the configured resource's requested state).
+pub fn hastate(ha: &HaState, vmid: u32) -> Option<String> {
+    let sid = format!("vm:{vmid}");
+    if let Some(s) = ha.services.get(&sid) {
+        return Some(s.state.clone());
+    }
+    ha.resources.get(&sid).map(|r| r.state().to_string())
+}
+
 /// Config.pm get_service_status: the `ha` object of a VM's `status/current`.
 pub fn service_status(sim: &Sim, vmid: u32) -> Value {
     if !vm_is_ha_managed(sim, vmid) {

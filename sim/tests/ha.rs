@@ -113,6 +113,15 @@ fn ha_resources_and_the_requests_the_ha_stack_carries_out() {
         s.data("GET", "/nodes/pve2/qemu/101/status/current", &[])["ha"],
         json!({"managed": 1, "state": "started"})
     );
+    let listed = s.data("GET", "/cluster/resources", &[("type", "vm")]);
+    let entry = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["vmid"] == 101)
+        .unwrap()
+        .clone();
+    assert_eq!(entry["hastate"], "started", "{entry}");
 
     // A start request for the HA-managed vm:100 is a `hastart` that only queues it.
     let upid = s.data("POST", "/nodes/pve1/qemu/100/status/start", &[]);
