@@ -387,7 +387,9 @@ fn ensure_loop(sim: &Arc<Sim>) {
     let sim = sim.clone();
     std::thread::spawn(move || {
         loop {
-            std::thread::sleep(sim.scaled(Duration::from_secs(10)));
+            // A round never takes less than 20 ms, even at `--time-scale 0`.
+            let round_time = sim.scaled(Duration::from_secs(10));
+            std::thread::sleep(round_time.max(Duration::from_millis(20)));
             round(&sim);
         }
     });
