@@ -129,6 +129,13 @@ pub struct Cli {
     #[arg(verbatim_doc_comment)]
     #[arg(long, value_name = "DUR", default_value = "3s", value_parser = duration)]
     agent_delay: Duration,
+    /// For this long after the guest agent comes up it answers
+    /// its ping but not its commands: each fails after QMP's
+    /// 5 s timeout with 'VM N qga command ... failed - got
+    /// timeout' (a guest busy booting) [default: 0s]
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration)]
+    agent_busy: Duration,
     /// An address the guest agent of VMID reports (repeatable);
     /// by default the ipconfigN addresses, or 10.0.X.Y for DHCP
     #[arg(verbatim_doc_comment)]
@@ -298,6 +305,7 @@ impl Cli {
             seed_images: self.seed_images,
             stats_interval: self.stats_interval,
             agent_delay: self.agent_delay,
+            agent_busy: self.agent_busy,
             agent_ips,
             no_sys_audit,
             import_profile: ImportProfile {

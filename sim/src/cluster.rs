@@ -38,6 +38,10 @@ pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
             if let Some(t) = c.get("tags") {
                 o["tags"] = json!(t);
             }
+            // `hastate`: the CRM's service state, else the resource's requested one.
+            if let Some(h) = crate::ha::hastate(&st.ha, *id) {
+                o["hastate"] = json!(h);
+            }
             out.push(o);
         }
     }

@@ -442,7 +442,10 @@ impl Reassign {
 }
 
 /// `PUT /nodes/{node}/qemu/{vmid}/unlink` (Qemu.pm, unlink): update_vm (the synchronous
-/// config update) with `delete` set to `idlist`, and `force`.
+/// config update) with `delete` set to `idlist`, and `force`. As update_vm_api's delete loop
+/// does, an `unusedN` is always freed (`try_deallocate_drive`), and with `force` a drive's
+/// volume is freed instead of kept as `unusedN` (`add_to_pending_delete` with `$force`, applied
+/// by vmconfig_delete_or_detach_drive) once the delete is applied.
 pub fn unlink(
     sim: &Arc<Sim>,
     node: &str,
@@ -452,11 +455,50 @@ pub fn unlink(
     auth: &Auth,
 ) -> ApiResult {
     let mut p = params.clone();
-    if let Some(ids) = p.remove("idlist") {
-        p.insert("delete".into(), ids);
+    let ids: Vec<String> = p
+        .remove("idlist")
+        .map(|ids| {
+            ids.split([',', ';', ' ', '\0'])
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    p.insert("delete".into(), ids.join(","));
+    let force = p.remove("force").is_some_and(|f| f == "1");
+    // The volumes behind the keys to delete, as the config has them now.
+    let volumes: Vec<(String, String)> = config_of(sim, node, vmid)?
+        .iter()
+        .filter(|(k, _)| ids.contains(k))
+        .filter(|(k, v)| k.starts_with("unused") || (force && !v.contains("media=cdrom")))
+        .filter_map(|(k, v)| {
+            let file = v.split(',').next().unwrap_or("");
+            file.contains(':').then(|| (k.clone(), file.to_string()))
+        })
+        .collect();
+    let res = crate::config_api::update(sim, node, vmid, &p, undef, auth, false)?;
+    for (_, volid) in volumes {
+        let mut st = sim.lock();
+        let Some(vm) = st.vms.get_mut(&vmid) else {
+            break;
+        };
+        // Freed only once the delete was applied: the volume no longer referenced but by
+        // the `unusedN` the detach left.
+        let referenced = vm
+            .config
+            .iter()
+            .any(|(k, v)| !k.starts_with("unused") && v.split(',').next() == Some(volid.as_str()));
+        if referenced || vm.pending.delete.iter().any(|d| ids.contains(d)) {
+            continue;
+        }
+        vm.config
+            .retain(|k, v| !(k.starts_with("unused") && *v == volid));
+        drop(st);
+        if crate::templates::base_in_use(sim, node, &volid).is_none()
+            && let Ok(vol) = storage::parse_volume(&sim.opts.data_dir, node, &volid)
+        {
+            let _ = std::fs::remove_file(&vol.path);
+        }
     }
-    if p.get("force").is_some_and(|f| f == "0") {
-        p.remove("force");
-    }
-    crate::config_api::update(sim, node, vmid, &p, undef, auth, false)
+    Ok(res)
 }

@@ -246,6 +246,17 @@ pub fn delete(sim: &Sim, sid: &str) -> ApiResult {
     Ok(Value::Null)
 }
 
+/// `ha-manager add vm:N --state S` (create_vm with `ha-managed`): a resource with that state.
+pub fn add_resource(sim: &Arc<Sim>, vmid: u32, state: &str) {
+    let opts = BTreeMap::from([("state".to_string(), state.to_string())]);
+    sim.lock()
+        .ha
+        .resources
+        .entry(format!("vm:{vmid}"))
+        .or_insert(Resource { opts });
+    ensure_loop(sim);
+}
+
 /// Config.pm vm_is_ha_managed: a resource that is not `ignored`.
 pub fn vm_is_ha_managed(sim: &Sim, vmid: u32) -> bool {
     sim.lock()
@@ -266,6 +277,16 @@ pub fn remove_service(sim: &Sim, vmid: u32) {
     let mut st = sim.lock();
     st.ha.resources.remove(&sid);
     st.ha.services.remove(&sid);
+}
+
+/// pve-manager API2/Cluster.pm resources: a VM's `hastate` (the CRM's service state, else
+/// the configured resource's requested state).
+pub fn hastate(ha: &HaState, vmid: u32) -> Option<String> {
+    let sid = format!("vm:{vmid}");
+    if let Some(s) = ha.services.get(&sid) {
+        return Some(s.state.clone());
+    }
+    ha.resources.get(&sid).map(|r| r.state().to_string())
 }
 
 /// Config.pm get_service_status: the `ha` object of a VM's `status/current`.
@@ -366,7 +387,9 @@ fn ensure_loop(sim: &Arc<Sim>) {
     let sim = sim.clone();
     std::thread::spawn(move || {
         loop {
-            std::thread::sleep(sim.scaled(Duration::from_secs(10)));
+            // A round never takes less than 20 ms, even at `--time-scale 0`.
+            let round_time = sim.scaled(Duration::from_secs(10));
+            std::thread::sleep(round_time.max(Duration::from_millis(20)));
             round(&sim);
         }
     });
@@ -383,12 +406,11 @@ fn round(sim: &Arc<Sim>) {
         let mut guard = sim.lock();
         let st = &mut *guard;
         st.ha.round = Some(epoch() as u64);
+        let mut stops = BTreeMap::new();
         for (sid, timeout) in std::mem::take(&mut st.ha.commands) {
             if let Some(r) = st.ha.resources.get_mut(&sid) {
                 r.opts.insert("state".into(), "stopped".into());
-                if let Some(s) = st.ha.services.get_mut(&sid) {
-                    s.timeout = Some(timeout);
-                }
+                stops.insert(sid, timeout);
             }
         }
         let finished = |upid: &Option<String>| {
@@ -412,6 +434,9 @@ fn round(sim: &Arc<Sim>) {
             });
             s.node = vm.node.clone();
             s.running = vm.running;
+            if let Some(t) = stops.get(sid) {
+                s.timeout = Some(*t);
+            }
             let idle = finished(&s.upid);
             if idle {
                 s.upid = None;

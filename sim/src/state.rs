@@ -41,6 +41,8 @@ pub struct Options {
     pub stats_interval: Duration,
     /// How long after the start the guest agent answers.
     pub agent_delay: Duration,
+    /// How long after the agent comes up its commands time out (its ping answers).
+    pub agent_busy: Duration,
     /// Addresses the guest agents report, by VM.
     pub agent_ips: HashMap<u32, Vec<std::net::IpAddr>>,
     /// Users (and their tokens) without `Sys.Audit` on the nodes.

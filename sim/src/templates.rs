@@ -138,16 +138,16 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
             ));
         }
     }
-    if let Some(t) = params
+    // clone_vm: a target that is this node is no target; another must be a cluster node,
+    // and the clone may go there only if all its volumes are on shared storage.
+    let target = params
         .get("target")
         .filter(|t| *t != node && *t != "localhost")
+        .cloned();
+    if let Some(t) = &target
+        && !sim.opts.nodes.iter().any(|n| n == t)
     {
-        if !sim.opts.nodes.iter().any(|n| n == t) {
-            return Err(ApiErr::die(format!("no such cluster node '{t}'")));
-        }
-        return Err(ApiErr::die(format!(
-            "can't clone VM to node '{t}' (VM uses local storage)"
-        )));
+        return Err(ApiErr::die(format!("no such cluster node '{t}'")));
     }
     let full_param = params.get("full").map(|f| f == "1");
     let snapname = params.get("snapname").cloned();
@@ -156,6 +156,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
     let load_and_check = {
         let node = node.to_string();
         let storage_param = storage_param.clone();
+        let target = target.clone();
         move |sim: &Sim| -> Result<(BTreeMap<String, String>, bool), String> {
             let conf = config_of(sim, &node, vmid).map_err(|e| e.msg)?;
             check_lock(&conf)?;
@@ -168,6 +169,13 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
             }
             if format.is_some() && !full {
                 return Err("parameter 'format' not allowed for linked clones".into());
+            }
+            if let Some(t) = &target
+                && !shared_vm(&conf, full, storage_param.as_deref())
+            {
+                return Err(format!(
+                    "can't clone VM to node '{t}' (VM uses local storage)"
+                ));
             }
             if sim.lock().vms.contains_key(&newid) {
                 return Err(format!(
@@ -307,6 +315,10 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                 let mut st = sim.lock();
                 let vm = st.vms.get_mut(&newid).ok_or("VM vanished")?;
                 vm.config = newconf;
+                // The config moves to the target node (`rename($conffile, $newconffile)`).
+                if let Some(t) = &target {
+                    vm.node = t.clone();
+                }
                 drop(st);
                 // AccessControl.pm add_vm_to_pool, at the end of the clone.
                 if let Some(p) = &pool {
@@ -319,6 +331,27 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
         },
     );
     Ok(json!(upid))
+}
+
+/// Qemu.pm `$check_storage_access_clone`: whether every volume of the clone is on shared
+/// storage (the target storage of a full clone, else the source volume's), CD-ROM images
+/// included.
+fn shared_vm(conf: &BTreeMap<String, String>, full: bool, storage: Option<&str>) -> bool {
+    conf.iter()
+        .filter(|(k, _)| api_schema::is_drive_key(k))
+        .all(|(_, v)| {
+            let file = v.split(',').next().unwrap_or("");
+            let file = file.strip_prefix("file=").unwrap_or(file);
+            let Some((sid, _)) = file.split_once(':') else {
+                return true;
+            };
+            let cdrom = v.split(',').any(|p| p == "media=cdrom");
+            let sid = match storage {
+                Some(s) if full && !cdrom => s,
+                _ => sid,
+            };
+            storage::storage(sid).is_some_and(|s| s.shared)
+        })
 }
 
 /// `clone_disk` for each disk: a thin snapshot of a base volume (linked), or a copy with

@@ -84,6 +84,8 @@ pub fn create(
     .map_err(|e| ApiErr::die(format!("unable to create VM {vmid} - {e}")))?;
 
     let start = params.get("start").is_some_and(|v| v == "1");
+    let ha_managed = params.get("ha-managed").is_some_and(|v| v == "1");
+    let owner = auth.clone();
     let (given, undef) = (params.clone(), undef.clone());
     let (s2, n2) = (sim.clone(), node.to_string());
     let upid = tasks::spawn(
@@ -114,11 +116,36 @@ pub fn create(
                     if let Some(p) = &pool {
                         crate::pools::add_vm_to_pool(sim, vmid, p);
                     }
+                    let mut warnings = 0;
+                    if ha_managed {
+                        // create_vm: `ha-manager add vm:N --state started|stopped`.
+                        ctx.log("Add as HA resource");
+                        crate::ha::add_resource(
+                            sim,
+                            vmid,
+                            if start { "started" } else { "stopped" },
+                        );
+                    }
                     if start {
                         ctx.log("Execute autostart");
-                        do_start(sim, ctx, vmid)?;
+                        // `PVE::API2::Qemu->vm_start`: an HA resource gets its `hastart`.
+                        match crate::ha::power_request(
+                            sim,
+                            &n2,
+                            vmid,
+                            "start",
+                            &Params::new(),
+                            &owner,
+                        ) {
+                            Ok(Some(_)) => {}
+                            Ok(None) => do_start(sim, ctx, vmid)?,
+                            Err(e) => {
+                                ctx.log(format!("WARN: {}", e.msg));
+                                warnings += 1;
+                            }
+                        }
                     }
-                    Ok(0)
+                    Ok(warnings)
                 }
                 // A killed worker (SIGKILL after a stop request it did not heed) runs no
                 // cleanup: the config keeps `lock: create` and the volumes stay.
@@ -448,10 +475,19 @@ pub fn put_cloudinit(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
     })
 }
 
+/// qemu-server QemuServer/Agent.pm qga_check_running: `guest-ping` with a 3 s timeout.
+const QGA_PING_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// PVE/QMPClient.pm cmd: the default timeout of a command (`guest-network-get-interfaces`).
+const QMP_DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// `GET …/agent/network-get-interfaces` (API2/Qemu/Agent.pm; QemuServer/Agent.pm,
 /// assert_agent_available): `No QEMU guest agent configured` without `agent` in the config,
 /// `VM N is not running`, and `QEMU guest agent is not running` until `--agent-delay` after
-/// the start (or for good when the agent is disabled); then the guest's interfaces: loopback,
+/// the start (or for good when the agent is disabled) — after the ping's 3 s timeout when the
+/// agent is enabled but not up yet (qga_check_running); during `--agent-busy` after it came up,
+/// the ping answers and the command fails after QMPClient's 5 s with `VM N qga command
+/// 'guest-network-get-interfaces' failed - got timeout`; then the guest's interfaces: loopback,
 /// and one per `netN` with the `ipconfigN` address (or one of `--agent-ip`, or a DHCP-like
 /// 10.0.X.Y) and an IPv6 link-local address.
 pub fn agent_network(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
@@ -459,18 +495,31 @@ pub fn agent_network(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
     let Some(agent) = conf.get("agent") else {
         return Err(ApiErr::die("No QEMU guest agent configured"));
     };
-    let st = sim.lock();
-    let vm = st.vms.get(&vmid).ok_or_else(|| no_conf(node, vmid))?;
-    let up = vm.running.then_some(vm.started).flatten();
-    let Some(started) = up else {
+    let started = {
+        let st = sim.lock();
+        let vm = st.vms.get(&vmid).ok_or_else(|| no_conf(node, vmid))?;
+        vm.running.then_some(vm.started).flatten()
+    };
+    let Some(started) = started else {
         return Err(ApiErr::die(format!("VM {vmid} is not running")));
     };
     let enabled = {
         let first = agent.split(',').next().unwrap_or("");
         first == "1" || agent.split(',').any(|p| p == "enabled=1")
     };
-    if !enabled || started.elapsed() < sim.opts.agent_delay {
+    if !enabled {
         return Err(ApiErr::die("QEMU guest agent is not running"));
+    }
+    if started.elapsed() < sim.opts.agent_delay {
+        // The ping goes unanswered until its timeout.
+        std::thread::sleep(QGA_PING_TIMEOUT);
+        return Err(ApiErr::die("QEMU guest agent is not running"));
+    }
+    if started.elapsed() < sim.opts.agent_delay + sim.opts.agent_busy {
+        std::thread::sleep(QMP_DEFAULT_TIMEOUT);
+        return Err(ApiErr::die(format!(
+            "VM {vmid} qga command 'guest-network-get-interfaces' failed - got timeout"
+        )));
     }
     let mut ifaces = vec![json!({
         "name": "lo",

@@ -113,6 +113,15 @@ fn ha_resources_and_the_requests_the_ha_stack_carries_out() {
         s.data("GET", "/nodes/pve2/qemu/101/status/current", &[])["ha"],
         json!({"managed": 1, "state": "started"})
     );
+    let listed = s.data("GET", "/cluster/resources", &[("type", "vm")]);
+    let entry = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["vmid"] == 101)
+        .unwrap()
+        .clone();
+    assert_eq!(entry["hastate"], "started", "{entry}");
 
     // A start request for the HA-managed vm:100 is a `hastart` that only queues it.
     let upid = s.data("POST", "/nodes/pve1/qemu/100/status/start", &[]);
@@ -226,4 +235,42 @@ fn ha_resources_and_the_requests_the_ha_stack_carries_out() {
         "cannot delete service 'vm:101', not HA managed!"
     );
     assert_eq!(s.data("GET", "/cluster/ha/resources", &[]), json!([]));
+}
+
+/// create_vm with `ha-managed`: the VM is added as an HA resource (`started` with `start`),
+/// and its autostart goes through vm_start, i.e. a `hastart` the HA stack carries out.
+#[test]
+fn a_vm_created_ha_managed_is_started_by_the_ha_stack() {
+    let sim = Sim::plain(&["--time-scale", "0.1"], &[]);
+    let s = Session::login(&sim);
+    let upid = s.data(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[
+            ("vmid", "100"),
+            ("scsi0", "local-lvm:1"),
+            ("ha-managed", "1"),
+            ("start", "1"),
+        ],
+    );
+    let upid = upid.as_str().unwrap();
+    assert_eq!(s.wait(upid)["exitstatus"], "OK");
+    let log = s.log(upid);
+    assert!(log.contains(&"Add as HA resource".to_string()), "{log:?}");
+    assert!(log.contains(&"Execute autostart".to_string()), "{log:?}");
+    assert_eq!(
+        s.data("GET", "/cluster/ha/resources/vm:100", &[])["state"],
+        "started"
+    );
+    assert!(
+        tasks(&sim)
+            .iter()
+            .any(|t| t["type"] == "hastart" && t["id"] == "100")
+    );
+    wait_power(&s, "pve1", "100", true);
+    assert!(
+        tasks(&sim)
+            .iter()
+            .any(|t| t["type"] == "qmstart" && t["upid"].as_str().unwrap().ends_with(":root@pam:"))
+    );
 }

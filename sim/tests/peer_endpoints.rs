@@ -364,6 +364,44 @@ fn move_disk_copies_or_reassigns_and_unlink_detaches() {
             .any(|v| v == "local-lvm:vm-101-disk-1"),
         "{c}"
     );
+    let unused = c
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(_, v)| *v == "local-lvm:vm-101-disk-1")
+        .map(|(k, _)| k.clone())
+        .unwrap();
+    let volumes = |vmid: &str| -> Vec<Value> {
+        s.data(
+            "GET",
+            "/nodes/pve1/storage/local-lvm/content",
+            &[("vmid", vmid)],
+        )
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["volid"].clone())
+        .collect()
+    };
+    // An unusedN is always freed (update_vm_api: try_deallocate_drive).
+    s.data("PUT", "/nodes/pve1/qemu/101/unlink", &[("idlist", &unused)]);
+    assert!(config(&s, "101").get(&unused).is_none());
+    assert_eq!(volumes("101"), vec![json!("local-lvm:vm-101-disk-0")]);
+    // With force, a drive's volume is freed instead of kept as unused.
+    s.data(
+        "PUT",
+        "/nodes/pve1/qemu/101/unlink",
+        &[("idlist", "scsi0"), ("force", "1")],
+    );
+    let c = config(&s, "101");
+    assert!(
+        c.as_object()
+            .unwrap()
+            .keys()
+            .all(|k| k != "scsi0" && !k.starts_with("unused")),
+        "{c}"
+    );
+    assert!(volumes("101").is_empty());
 }
 
 #[test]
@@ -490,4 +528,71 @@ fn a_shared_storage_is_one_for_every_node_and_allocates_under_the_cluster_lock()
         end["exitstatus"],
         "unable to create VM 300 - cfs-lock 'storage-ceph1' error: got lock request timeout"
     );
+}
+
+/// Linked clones of a template on a shared storage: twenty at once queue on the cluster
+/// lock and all succeed; a clone may go to another node only when every volume is shared
+/// (Qemu.pm clone_vm, `$check_storage_access_clone`).
+#[test]
+fn parallel_linked_clones_on_a_shared_storage_and_clones_to_another_node() {
+    let sim = Sim::plain(
+        &[
+            "--nodes",
+            "pve1,pve2",
+            "--task-duration",
+            "cfs-alloc=300ms",
+            "--workers",
+            "8",
+        ],
+        &[],
+    );
+    let s = Session::login(&sim);
+    s.data("POST", "/storage", &[("storage", "ceph1"), ("type", "rbd")]);
+    task_ok(
+        &s,
+        "POST",
+        "/nodes/pve1/qemu",
+        &[("vmid", "100"), ("scsi0", "ceph1:1")],
+    );
+    task_ok(&s, "POST", "/nodes/pve1/qemu/100/template", &[]);
+    let handles: Vec<_> = (0..20)
+        .map(|i| {
+            let s = Session::login(&sim);
+            std::thread::spawn(move || {
+                let newid = (200 + i).to_string();
+                let upid = s.data("POST", "/nodes/pve1/qemu/100/clone", &[("newid", &newid)]);
+                s.wait(upid.as_str().unwrap())["exitstatus"].clone()
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), "OK");
+    }
+    let content = s.data("GET", "/nodes/pve2/storage/ceph1/content", &[]);
+    assert_eq!(content.as_array().map(Vec::len), Some(21), "{content}");
+
+    task_ok(
+        &s,
+        "POST",
+        "/nodes/pve1/qemu/100/clone",
+        &[("newid", "300"), ("target", "pve2")],
+    );
+    let c = s.data("GET", "/nodes/pve2/qemu/300/config", &[]);
+    assert!(
+        c["scsi0"]
+            .as_str()
+            .unwrap()
+            .starts_with("ceph1:base-100-disk-0/vm-300-disk-0"),
+        "{c}"
+    );
+    // A VM with a local volume stays on its node.
+    vm(&s, "101", &[]);
+    let (r, _) = fails(
+        &s,
+        500,
+        "POST",
+        "/nodes/pve1/qemu/101/clone",
+        &[("newid", "301"), ("target", "pve2")],
+    );
+    assert_eq!(r, "can't clone VM to node 'pve2' (VM uses local storage)");
 }
