@@ -97,7 +97,7 @@ mod tests {
     #[test]
     fn utc_dates() {
         assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(0x6419CAF8), "2023-03-21 15:18:16 UTC");
+        assert_eq!(utc(0x6419CAF8), "2023-03-21 15:19:20 UTC");
         assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
         assert_eq!(utc(1_796_115_073), "2026-12-01 08:51:13 UTC");
     }
