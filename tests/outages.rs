@@ -244,6 +244,71 @@ fn another_users_vm_that_takes_the_vmid_is_never_written() {
     assert_eq!(sim.task_count("qmcreate"), 1);
 }
 
+/// Class 2 by name: between the run's look and its create (name only), another user's
+/// create makes a VM of the same name. The run's own VM is removed (one VM per name), and the
+/// run fails naming the other VM, who made it and when; nothing is written to that VM.
+#[test]
+fn another_users_vm_that_takes_the_name_is_never_written() {
+    let sim = Sim::start(&[], &["--plain-http", "--user", "alice@pve:Alice-Pw-7"]);
+    let fwd = Forwarder::start(&sim);
+    let port = sim.port();
+    let alice = move |method: &str, path: &str, params: &[(&str, &str)]| {
+        act_as(port, "alice@pve", "Alice-Pw-7", method, path, params)
+    };
+    fwd.rule(
+        Rule::new(
+            Some("POST"),
+            CREATE,
+            Action::Before(Box::new(move || {
+                alice(
+                    "POST",
+                    CREATE,
+                    &[
+                        ("vmid", "777"),
+                        ("name", "shared"),
+                        ("memory", "512"),
+                        ("cores", "1"),
+                    ],
+                )
+                .unwrap();
+                // Her create ends (PVE writes the name and ctime last), a second before ours.
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_secs(20) {
+                    let cfg = alice("GET", "/nodes/pve1/qemu/777/config", &[]).unwrap();
+                    if cfg["name"] == "shared" && cfg.get("lock").is_none() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                std::thread::sleep(Duration::from_millis(1100));
+            })),
+        )
+        .times(1),
+    );
+    let args = merge(&[
+        fwd.conn(),
+        json!({"node": "pve1", "name": "shared", "cores": 2, "memory": 2048,
+               "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}]}),
+    ]);
+    let f = failed_via(&fwd, run(args));
+    let m = msg(&f);
+    assert!(m.contains("VM 777"), "{m}");
+    assert!(m.contains("alice@pve"), "{m}");
+    assert!(m.contains("UTC"), "no time in: {m}");
+    assert!(m.contains("VM 100") && m.contains("removed"), "{m}");
+    assert_eq!(vms(&sim, "pve1"), vec![(777, "shared".to_string())]);
+    let cfg = &sim.get("/nodes/pve1/qemu/777/config")["data"];
+    assert_eq!(cfg["memory"].to_string().trim_matches('"'), "512", "{cfg}");
+    assert_eq!(cfg["cores"].to_string().trim_matches('"'), "1", "{cfg}");
+    let touched: Vec<String> = fwd
+        .seen()
+        .iter()
+        .filter(|s| s.method != "GET" && s.path.contains("/777"))
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+}
+
 /// Class 3: the node's clock is 60 s behind this machine's; the create's answer is lost and
 /// pveproxy is down for 8 s. The run recognises its task by what PVE records (its user, its
 /// node, a task that was not there before its create), creates once and says so.

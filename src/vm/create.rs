@@ -258,6 +258,28 @@ impl Runner<'_> {
         if win == vmid {
             return Ok(Done::Vm(vmid, node.to_string()));
         }
+        // A parallel run of this user is converging the same VM; another user's VM is not
+        // this run's, and nothing is written to it.
+        if let Some(made) = qemu::creator(&self.session.client, &Vm::new(&win_node, win))
+            && made.user != self.session.client.user()
+        {
+            let what = format!(
+                "removing VM {vmid} on {node}, which this run created: VM {win} on {win_node}, another user's, carries the name '{name}' too and was created first"
+            );
+            match qemu::destroy(&self.session.client, &Vm::new(node, vmid), true) {
+                Ok(Dispatched::Task(task)) => self.wait(&task, &what)?,
+                Ok(Dispatched::Done) => {}
+                Err(e) => return Err(self.fail(format!("{what}: {e}"))),
+            }
+            return Err(self.fail(format!(
+                "VM {win} on {win_node} carries the name '{name}' too and was created first, by {} at {} \
+                 (the node's clock; task {made}), between this run's look and its create: it is not this \
+                 run's VM, and nothing was written to it. VM {vmid}, which this run created with that name, \
+                 was removed so that one VM carries it; give another name, or run again to converge VM {win}",
+                made.user,
+                crate::pve::upid::utc(made.starttime)
+            )));
+        }
         let what = format!(
             "removing VM {vmid} on {node}, which this run created: VM {win} on {win_node} carries the name '{name}' too and was created first (a parallel run)"
         );

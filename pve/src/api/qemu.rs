@@ -109,6 +109,15 @@ pub fn create_running(client: &Client, vm: &Vm) -> Option<Upid> {
         .next()
 }
 
+/// The newest create task (`qmcreate`) PVE lists for the VM, when this user can see it: who
+/// made the VM and when (a read; a failure counts as none).
+pub fn creator(client: &Client, vm: &Vm) -> Option<Upid> {
+    tasks::of_vm(client, &vm.node, vm.vmid, TaskType::Create)
+        .ok()?
+        .into_iter()
+        .max_by_key(|upid| upid.starttime)
+}
+
 /// The create tasks (`qmcreate`) PVE listed for a VM just before this run sent its own
 /// create: the run's own task is then the one PVE lists afterwards that is not among them,
 /// on the VM's node, for its vmid, by the run's user. So a task is recognised by what PVE
