@@ -269,16 +269,16 @@ impl Runner<'_> {
             match qemu::destroy(&self.session.client, &Vm::new(node, vmid), true) {
                 Ok(Dispatched::Task(task)) => self.wait(&task, &what)?,
                 Ok(Dispatched::Done) => {}
-                Err(e) => return Err(self.fail(format!("{what}: {e}"))),
+                Err(e) => return Err(anyhow::Error::new(e).context(what)),
             }
-            return Err(self.fail(format!(
+            return Err(anyhow!(
                 "VM {win} on {win_node} carries the name '{name}' too and was created first, by {} at {} \
                  (the node's clock; task {made}), between this run's look and its create: it is not this \
                  run's VM, and nothing was written to it. VM {vmid}, which this run created with that name, \
                  was removed so that one VM carries it; give another name, or run again to converge VM {win}",
                 made.user,
                 crate::pve::upid::utc(made.starttime)
-            )));
+            ));
         }
         let what = format!(
             "removing VM {vmid} on {node}, which this run created: VM {win} on {win_node} carries the name '{name}' too and was created first (a parallel run)"
