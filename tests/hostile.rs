@@ -285,8 +285,9 @@ fn parallel_runs_by_name_leave_one_vm_per_name() {
 }
 
 /// A create with `vmid` whose answer is lost, while the task list fails the first look for
-/// the task it may have started: the request is sent again, PVE says the VM exists, and the
-/// run still reports that it created it (its `qmcreate` started after the run's request).
+/// the task it may have started: the request is not sent again; the run looks until the task
+/// list answers, finds its `qmcreate` (this user's, not listed before the create) and reports
+/// that it created the VM.
 #[test]
 fn a_lost_create_answer_with_a_vmid_is_reported_as_this_runs_change() {
     let img = small_image();
@@ -298,5 +299,11 @@ fn a_lost_create_answer_with_a_vmid_is_reported_as_this_runs_change() {
     let r = ok(run(vm(&sim, json!({"state": "present"}))));
     assert_eq!(r["changed"], true, "{r}");
     assert_eq!(sim.task_count("qmcreate"), 1);
+    let creates = sim
+        .requests()
+        .iter()
+        .filter(|q| q["method"] == "POST" && q["path"] == "/nodes/pve1/qemu")
+        .count();
+    assert_eq!(creates, 1, "the create was sent again");
     assert_eq!(r["vmid"], 100);
 }

@@ -239,9 +239,74 @@ fn another_users_vm_that_takes_the_vmid_is_never_written() {
     assert_eq!(writes, vec![format!("POST {CREATE}")], "{writes:?}");
     let cfg = &sim.get("/nodes/pve1/qemu/500/config")["data"];
     assert_eq!(cfg["name"], "alices", "{cfg}");
-    assert_eq!(cfg["memory"], 512, "{cfg}");
-    assert_eq!(cfg["cores"], 1, "{cfg}");
+    assert_eq!(cfg["memory"].to_string().trim_matches('"'), "512", "{cfg}");
+    assert_eq!(cfg["cores"].to_string().trim_matches('"'), "1", "{cfg}");
     assert_eq!(sim.task_count("qmcreate"), 1);
+}
+
+/// Class 2 by name: between the run's look and its create (name only), another user's
+/// create makes a VM of the same name. The run's own VM is removed (one VM per name), and the
+/// run fails naming the other VM, who made it and when; nothing is written to that VM.
+#[test]
+fn another_users_vm_that_takes_the_name_is_never_written() {
+    let sim = Sim::start(&[], &["--plain-http", "--user", "alice@pve:Alice-Pw-7"]);
+    let fwd = Forwarder::start(&sim);
+    let port = sim.port();
+    let alice = move |method: &str, path: &str, params: &[(&str, &str)]| {
+        act_as(port, "alice@pve", "Alice-Pw-7", method, path, params)
+    };
+    fwd.rule(
+        Rule::new(
+            Some("POST"),
+            CREATE,
+            Action::Before(Box::new(move || {
+                alice(
+                    "POST",
+                    CREATE,
+                    &[
+                        ("vmid", "777"),
+                        ("name", "shared"),
+                        ("memory", "512"),
+                        ("cores", "1"),
+                    ],
+                )
+                .unwrap();
+                // Her create ends (PVE writes the name and ctime last), a second before ours.
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_secs(20) {
+                    let cfg = alice("GET", "/nodes/pve1/qemu/777/config", &[]).unwrap();
+                    if cfg["name"] == "shared" && cfg.get("lock").is_none() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                std::thread::sleep(Duration::from_millis(1100));
+            })),
+        )
+        .times(1),
+    );
+    let args = merge(&[
+        fwd.conn(),
+        json!({"node": "pve1", "name": "shared", "cores": 2, "memory": 2048,
+               "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}]}),
+    ]);
+    let f = failed_via(&fwd, run(args));
+    let m = msg(&f);
+    assert!(m.contains("VM 777"), "{m}");
+    assert!(m.contains("alice@pve"), "{m}");
+    assert!(m.contains("UTC"), "no time in: {m}");
+    assert!(m.contains("VM 100") && m.contains("removed"), "{m}");
+    assert_eq!(vms(&sim, "pve1"), vec![(777, "shared".to_string())]);
+    let cfg = &sim.get("/nodes/pve1/qemu/777/config")["data"];
+    assert_eq!(cfg["memory"].to_string().trim_matches('"'), "512", "{cfg}");
+    assert_eq!(cfg["cores"].to_string().trim_matches('"'), "1", "{cfg}");
+    let touched: Vec<String> = fwd
+        .seen()
+        .iter()
+        .filter(|s| s.method != "GET" && s.path.contains("/777"))
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
 }
 
 /// Class 3: the node's clock is 60 s behind this machine's; the create's answer is lost and
@@ -397,10 +462,16 @@ fn a_create_killed_mid_import_is_named_as_a_leftover() {
 #[test]
 fn every_catchable_signal_ends_in_one_result() {
     let img = image("sig-300.qcow2", 1024, 300);
-    for sig in [
+    // (what kill(1) is given, the name the result must carry); 64 is SIGRTMAX on Linux.
+    let mut signals: Vec<(String, String)> = [
         "USR1", "USR2", "ALRM", "VTALRM", "PROF", "XCPU", "XFSZ", "IO", "PWR", "STKFLT", "TRAP",
-        "SYS", "BUS", "RTMIN+3", "RTMAX",
-    ] {
+        "SYS", "BUS", "SEGV", "FPE", "ILL", "ABRT", "RTMIN+3",
+    ]
+    .iter()
+    .map(|s| (s.to_string(), format!("SIG{s}")))
+    .collect();
+    signals.push(("64".into(), "SIGRTMAX".into()));
+    for (sig, name) in signals {
         let sim = Sim::start(&[&img], &["--import-rate", "40M"]);
         let disks = json!([{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/sig-300.qcow2"}]);
         let args = merge(&[
@@ -408,8 +479,8 @@ fn every_catchable_signal_ends_in_one_result() {
             json!({"node": "pve1", "vmid": 100, "name": "sig", "cores": 1, "disks": disks}),
         ]);
         let r = run_and_signal(args, Duration::from_millis(1500), &format!("-{sig}"));
+        assert_eq!(r.result["failed"], true, "{sig}: {}", r.result);
         let f = failed(r);
-        let name = format!("SIG{sig}");
         assert!(msg(&f).contains(&name), "{sig}: {}", msg(&f));
         let writes: Vec<String> = sim
             .writes()

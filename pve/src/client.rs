@@ -13,7 +13,7 @@ use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnecto
 
 use super::encode::{form, url_encode};
 use super::error::ApiError;
-use super::tls::{PveTls, StatusLine, Trust, client_config};
+use super::tls::{HandshakeCut, PveTls, StatusLine, Trust, client_config};
 
 /// How to reach and authenticate to the API.
 #[derive(Clone)]
@@ -121,7 +121,8 @@ pub enum Method {
 }
 
 impl Method {
-    fn as_str(self) -> &'static str {
+    /// `GET`, `POST`, `PUT`, `DELETE`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Method::Get => "GET",
             Method::Post => "POST",
@@ -182,6 +183,17 @@ fn transport_error(
                 | E::HostNotFound
                 | E::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve)
         );
+    // Nothing was sent on a connection whose handshake was cut or went unanswered.
+    if let E::Io(io) = &e
+        && let Some(cut) = io.get_ref().and_then(|i| i.downcast_ref::<HandshakeCut>())
+    {
+        let detail = format!("connection to {base} failed: {cut}");
+        return ApiError::Transport {
+            source: Some(Arc::new(e)),
+            detail,
+            sent: false,
+        };
+    }
     let tls = matches!(e, E::Rustls(_) | E::Tls(_))
         || matches!(&e, E::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()))
         || text.contains("certificate");
@@ -296,6 +308,15 @@ impl Client {
     /// How many HTTP requests this client has sent.
     pub fn requests(&self) -> u64 {
         self.requests.get()
+    }
+
+    /// Who this client acts as, as PVE writes it in a UPID: `user@realm`, or
+    /// `user@realm!token` for an API token.
+    pub fn user(&self) -> &str {
+        match &self.credentials {
+            Credentials::Password { user, .. } => user,
+            Credentials::Token { id, .. } => id,
+        }
     }
 
     /// The quickest successful answer of this run (see [`crate::wait::WaitState::note_baseline`]).

@@ -47,6 +47,33 @@ pub enum ApiError {
     Interrupted { signal: &'static str, what: String },
     /// The run's deadline passed before the request could be sent.
     DeadlineReached { what: String },
+    /// The run's deadline ended the retries of a request every try of which failed on the way
+    /// (pveproxy's `595 No route to host` for a node it cannot reach, a restart, …): `what`
+    /// was tried `tries` times over `lasted`, and `last` is what the last try got.
+    Unanswered {
+        what: String,
+        tries: u32,
+        lasted: std::time::Duration,
+        last: Box<ApiError>,
+    },
+    /// The answer to a request that PVE may have carried out was lost on the way (`error`),
+    /// and looking for what it did found `finding`; it was not sent again.
+    AnswerLost {
+        what: String,
+        error: Box<ApiError>,
+        finding: String,
+    },
+}
+
+/// Who answers for a request path: `node X` for `/nodes/X/…`, else PVE's API.
+fn answerer(what: &str) -> String {
+    what.split_once(' ')
+        .map_or(what, |(_, path)| path)
+        .strip_prefix("/nodes/")
+        .and_then(|rest| rest.split('/').next())
+        .filter(|node| !node.is_empty())
+        .map(|node| format!("node {node}"))
+        .unwrap_or_else(|| "PVE's API".to_string())
 }
 
 impl fmt::Display for ApiError {
@@ -85,6 +112,27 @@ impl fmt::Display for ApiError {
             ApiError::DeadlineReached { what } => {
                 write!(f, "the run's timeout was reached before {what}")
             }
+            ApiError::Unanswered {
+                what,
+                tries,
+                lasted,
+                last,
+            } => write!(
+                f,
+                "{} did not answer for {:.1}s, until the run's timeout: {tries} tries of {what}, \
+                 the last got {last}",
+                answerer(what),
+                lasted.as_secs_f64()
+            ),
+            ApiError::AnswerLost {
+                what,
+                error,
+                finding,
+            } => write!(
+                f,
+                "the answer to {what} was lost ({error}), and {finding}; it was not sent again, \
+                 as PVE may have carried it out (it is sent at most once per run)"
+            ),
         }
     }
 }
@@ -118,7 +166,9 @@ impl ApiError {
             | ApiError::Unreachable { detail, .. } => detail,
             ApiError::CheckMode { .. }
             | ApiError::Interrupted { .. }
-            | ApiError::DeadlineReached { .. } => "",
+            | ApiError::DeadlineReached { .. }
+            | ApiError::Unanswered { .. }
+            | ApiError::AnswerLost { .. } => "",
         }
     }
 
@@ -153,7 +203,9 @@ impl ApiError {
             | ApiError::CheckMode { .. }
             | ApiError::Unreachable { .. }
             | ApiError::Interrupted { .. }
-            | ApiError::DeadlineReached { .. } => false,
+            | ApiError::DeadlineReached { .. }
+            | ApiError::Unanswered { .. }
+            | ApiError::AnswerLost { .. } => false,
         }
     }
 
@@ -189,7 +241,8 @@ impl ApiError {
             ApiError::Http { status, .. } => {
                 matches!(status, 400..=499 | 595) || self.is_lock_contention()
             }
-            ApiError::NotPve { .. } => false,
+            ApiError::NotPve { .. } | ApiError::AnswerLost { .. } => false,
+            ApiError::Unanswered { last, .. } => last.surely_not_done(),
             ApiError::CheckMode { .. }
             | ApiError::Unreachable { .. }
             | ApiError::Interrupted { .. }
@@ -347,6 +400,23 @@ mod tests {
             "unable to create VM 100 - cannot import from 'local:import/x.qcow2'"
         ));
         assert!(!task_refused_before_acting("received interrupt"));
+    }
+
+    #[test]
+    fn unanswered_names_the_node_and_what_it_got() {
+        let e = ApiError::Unanswered {
+            what: "GET /nodes/pve2/qemu/100/config".into(),
+            tries: 8,
+            lasted: std::time::Duration::from_millis(7900),
+            last: Box::new(http(595, "No route to host")),
+        };
+        assert_eq!(
+            e.to_string(),
+            "node pve2 did not answer for 7.9s, until the run's timeout: 8 tries of \
+             GET /nodes/pve2/qemu/100/config, the last got 595 No route to host"
+        );
+        assert!(e.surely_not_done() && !e.is_transient());
+        assert_eq!(answerer("GET /cluster/resources"), "PVE's API");
     }
 
     #[test]

@@ -6,6 +6,14 @@
 //!   lost after PVE may have acted (a dropped connection, a 596), `recover` looks for the task
 //!   it started instead, so a UPID-returning request is never carried out twice.
 //!
+//! * [`dispatch_once`]: the same for a request that makes something new (a VM), which is
+//!   never sent again once PVE may have seen it: after a lost answer it only looks, until it
+//!   finds the task or PVE's record shows the request was not carried out.
+//!
+//! When the deadline ends tries that all failed on the way, the error says so
+//! ([`ApiError::Unanswered`]: who did not answer, how often, for how long, what the last try
+//! got), not merely that the time was up.
+//!
 //! Waiting on the UPID is [`super::tasks::wait_task`]; how long to pause between tries is
 //! [`super::retry`]. Both classes stop at the client's deadline.
 
@@ -27,6 +35,48 @@ fn pause(attempt: u32, seed: u64, deadline: Instant) -> Result<(), ApiError> {
     )
 }
 
+/// Failed tries of one request in a row, for the error when the deadline ends them.
+struct Trouble {
+    since: Instant,
+    tries: u32,
+    last: Option<ApiError>,
+}
+
+impl Trouble {
+    fn new() -> Trouble {
+        Trouble {
+            since: Instant::now(),
+            tries: 0,
+            last: None,
+        }
+    }
+
+    fn note(&mut self, e: &ApiError) {
+        if self.tries == 0 {
+            self.since = Instant::now();
+        }
+        self.tries += 1;
+        self.last = Some(e.clone());
+    }
+
+    /// The error that ends the tries of `method path`: when the deadline ended them after
+    /// failures on the way, those failures ([`ApiError::Unanswered`]), else `e` itself.
+    fn explain(self, method: Method, path: &str, e: ApiError) -> ApiError {
+        let at_deadline = matches!(e, ApiError::DeadlineReached { .. });
+        let (tries, last) = match (at_deadline, self.last) {
+            (true, Some(last)) => (self.tries, last),
+            (false, Some(_)) if e.is_transient() => (self.tries + 1, e),
+            _ => return e,
+        };
+        ApiError::Unanswered {
+            what: format!("{} {path}", method.as_str()),
+            tries,
+            lasted: self.since.elapsed(),
+            last: Box::new(last),
+        }
+    }
+}
+
 /// How many unexplained 500s a read tries again.
 const MAX_500_RETRIES: u32 = 3;
 
@@ -37,6 +87,7 @@ pub fn read(client: &Client, path: &str, params: &Params) -> Result<Value, ApiEr
     let seed = retry::seed();
     let mut attempt = 0;
     let mut five_hundreds = 0;
+    let mut trouble = Trouble::new();
     loop {
         match client.get(path, params) {
             Err(e)
@@ -47,8 +98,12 @@ pub fn read(client: &Client, path: &str, params: &Params) -> Result<Value, ApiEr
                 if e.is_unexplained_500() {
                     five_hundreds += 1;
                 }
+                trouble.note(&e);
                 attempt += 1;
                 pause(attempt, seed, deadline)?;
+            }
+            Err(e) if e.is_transient() || matches!(e, ApiError::DeadlineReached { .. }) => {
+                return Err(trouble.explain(Method::Get, path, e));
             }
             other => return other,
         }
@@ -76,6 +131,7 @@ pub fn dispatch(
     let deadline = client.deadline();
     let seed = retry::seed();
     let mut attempt = 0;
+    let mut trouble = Trouble::new();
     loop {
         let err = match client.write(method, path, params) {
             Ok(Value::String(u)) => {
@@ -110,12 +166,108 @@ pub fn dispatch(
                 return Ok(Dispatched::Task(upid));
             }
         } else if !retryable {
-            return Err(err);
+            return Err(trouble.explain(method, path, err));
         }
         if Instant::now() >= deadline {
-            return Err(err);
+            return Err(trouble.explain(method, path, err));
         }
+        trouble.note(&err);
         attempt += 1;
         pause(attempt, seed, deadline)?;
+    }
+}
+
+/// What a look for the task of a request whose answer was lost found.
+#[derive(Debug)]
+pub enum Look {
+    /// The task the request started (PVE's record proves it: see the caller).
+    Found(Upid),
+    /// Nothing yet, or the look itself failed (why): look again, until the deadline.
+    Again(String),
+    /// PVE's record shows the request was not carried out, or not by this run (what it
+    /// shows).
+    NotDone(String),
+}
+
+/// Sends a request that makes something new (a VM) at most once: sent again only when PVE
+/// surely did not carry it out (refused, locked, never sent, 595); once PVE may have seen it
+/// and the answer was lost, `look` is asked, spaced out, until it finds the task the request
+/// started or PVE's record shows it was not carried out, or the deadline comes. The request
+/// itself is never sent again then, whatever the outage, the clock or the errors.
+pub fn dispatch_once(
+    client: &Client,
+    method: Method,
+    path: &str,
+    params: &Params,
+    mut look: impl FnMut() -> Look,
+) -> Result<Dispatched, ApiError> {
+    let deadline = client.deadline();
+    let seed = retry::seed();
+    let mut attempt = 0;
+    let mut trouble = Trouble::new();
+    let lost = loop {
+        match client.write(method, path, params) {
+            Ok(Value::String(u)) => {
+                return Upid::parse(&u)
+                    .map(Dispatched::Task)
+                    .map_err(|e| ApiError::NotPve {
+                        source: None,
+                        detail: format!("PVE answered {e}"),
+                    });
+            }
+            // A null where a UPID was due: the work may have been done within the request.
+            Ok(Value::Null) => {
+                return Ok(match look() {
+                    Look::Found(upid) => Dispatched::Task(upid),
+                    Look::Again(_) | Look::NotDone(_) => Dispatched::Done,
+                });
+            }
+            Ok(other) => {
+                return Err(ApiError::NotPve {
+                    source: None,
+                    detail: format!("unexpected answer to {path}: {other}"),
+                });
+            }
+            Err(e) if e.surely_not_done() => {
+                let retryable = e.is_lock_contention()
+                    || matches!(e, ApiError::Transport { sent: false, .. })
+                    || matches!(e.status(), Some(595));
+                if !retryable || Instant::now() >= deadline {
+                    return Err(trouble.explain(method, path, e));
+                }
+                trouble.note(&e);
+                attempt += 1;
+                pause(attempt, seed, deadline)?;
+            }
+            Err(e) if e.is_transient() => break e,
+            Err(e) => return Err(e),
+        }
+    };
+    let what = format!("{} {path}", method.as_str());
+    let mut looks = 0;
+    loop {
+        match look() {
+            Look::Found(upid) => return Ok(Dispatched::Task(upid)),
+            Look::NotDone(finding) => {
+                return Err(ApiError::AnswerLost {
+                    what,
+                    error: Box::new(lost),
+                    finding,
+                });
+            }
+            Look::Again(why) if Instant::now() >= deadline => {
+                return Err(ApiError::AnswerLost {
+                    what,
+                    error: Box::new(lost),
+                    finding: format!(
+                        "PVE's record did not show what it did before the run's timeout (the last look: {why})"
+                    ),
+                });
+            }
+            Look::Again(_) => {
+                looks += 1;
+                pause(looks.min(3), seed, deadline)?;
+            }
+        }
     }
 }

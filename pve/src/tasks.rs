@@ -107,6 +107,42 @@ fn tail(log: &[String], n: usize) -> Vec<String> {
     log[log.len().saturating_sub(n)..].to_vec()
 }
 
+/// A node that stopped answering a wait: every look in the last `lasted` failed on the way
+/// (pveproxy's `595 No route to host` for a node it cannot reach, a restart, a network cut).
+#[derive(Clone, Debug)]
+pub struct Silent {
+    pub lasted: Duration,
+    pub looks: u32,
+    /// What the last look got.
+    pub last: String,
+}
+
+/// The looks of a wait that failed on the way, in a row.
+#[derive(Default)]
+struct Silence {
+    since: Option<Instant>,
+    looks: u32,
+    last: String,
+}
+
+impl Silence {
+    fn note(&mut self, error: &str) {
+        self.since.get_or_insert_with(Instant::now);
+        self.looks += 1;
+        self.last = error.to_string();
+    }
+
+    /// The silence so far, when it is more than one look.
+    fn so_far(&self) -> Option<Silent> {
+        let since = self.since?;
+        (self.looks >= 2).then(|| Silent {
+            lasted: since.elapsed(),
+            looks: self.looks,
+            last: self.last.clone(),
+        })
+    }
+}
+
 /// Why a wait did not end in success.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -122,6 +158,10 @@ pub enum WaitError {
         last_error: Option<String>,
         /// `Ok(exitstatus)` once stopped on request, or why stopping failed.
         stopped: Option<Result<String, String>>,
+        /// The task's node stopped answering before the deadline: its status is unknown.
+        silent: Option<Silent>,
+        /// The last progress seen (percent) and how long before the end of the wait.
+        progress_seen: Option<(f64, Duration)>,
     },
     /// The task never became visible on its node, or disappeared.
     Vanished { upid: Upid },
@@ -139,6 +179,39 @@ impl fmt::Display for WaitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WaitError::Failed(r) => write!(f, "task {} failed: {}", r.upid, r.exitstatus),
+            WaitError::TimedOut {
+                upid,
+                elapsed,
+                progress_seen,
+                silent: Some(silent),
+                stopped: None,
+                ..
+            } => {
+                write!(
+                    f,
+                    "task {upid} had not ended when the run's timeout came (waited {:.1}s), and \
+                     whether it is still running is unknown: its node {} stopped answering (the \
+                     last {} looks, over {:.1}s, failed; the last got {})",
+                    elapsed.as_secs_f64(),
+                    upid.node,
+                    silent.looks,
+                    silent.lasted.as_secs_f64(),
+                    silent.last
+                )?;
+                match progress_seen {
+                    Some((p, ago)) => write!(
+                        f,
+                        "; the last progress seen was {p:.0}%, {:.1}s before the timeout",
+                        ago.as_secs_f64()
+                    )?,
+                    None => write!(f, "; no progress was seen")?,
+                }
+                write!(
+                    f,
+                    ". Once {} answers again, re-run to find out how it ended (and wait for it if it still runs)",
+                    upid.node
+                )
+            }
             WaitError::TimedOut {
                 upid,
                 elapsed,
@@ -429,6 +502,8 @@ pub fn wait_task(
     let mut log = LogWindow::default();
     let progress = PROGRESS_TYPES.contains(&upid.task_type.as_str());
     let mut last_status = Instant::now();
+    let mut silence = Silence::default();
+    let mut seen_progress: Option<(f64, Instant)> = None;
     loop {
         if let Some(signal) = interrupt::received() {
             return Err(WaitError::Interrupted {
@@ -449,6 +524,24 @@ pub fn wait_task(
             state.note_baseline(quickest);
         }
         state.note_extra_requests(look.requests.saturating_sub(1));
+        let stopped_as = match &look.obs {
+            Observation::Stopped { exitstatus } => Some(exitstatus.clone()),
+            _ => None,
+        };
+        match &look.obs {
+            // A look refused because the run's time is up is the deadline, not the node.
+            Observation::Transient(error) if start.elapsed() < policy.timeout => {
+                silence.note(error)
+            }
+            Observation::Transient(_) => {}
+            Observation::Running { progress } => {
+                silence = Silence::default();
+                if let Some(p) = progress {
+                    seen_progress = Some((*p, Instant::now()));
+                }
+            }
+            _ => silence = Silence::default(),
+        }
         match state.decide(policy, start.elapsed(), look.obs) {
             Decision::Wait(d) => {
                 if !interrupt::sleep(d) {
@@ -461,11 +554,12 @@ pub fn wait_task(
                 }
             }
             Decision::Done(exit) => {
-                let exitstatus = match &exit {
+                // As PVE wrote it (a count beyond 64 bits included).
+                let exitstatus = stopped_as.unwrap_or_else(|| match &exit {
                     Exit::Ok => "OK".to_string(),
                     Exit::Warnings(n) => format!("WARNINGS: {n}"),
                     Exit::Failed(s) => s.clone(),
-                };
+                });
                 let warnings = std::mem::take(&mut log.warnings);
                 let lines = log.into_lines();
                 let report = TaskReport {
@@ -510,6 +604,8 @@ pub fn wait_task(
                     tail: tail(&log.lines, TAIL_LINES),
                     last_error,
                     stopped,
+                    silent: silence.so_far(),
+                    progress_seen: seen_progress.map(|(p, at)| (p, at.elapsed())),
                 });
             }
             Decision::Vanished => return Err(WaitError::Vanished { upid: upid.clone() }),

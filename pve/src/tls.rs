@@ -239,13 +239,36 @@ impl<In: Transport> Connector<In> for PveTls {
         let mut conn = ClientConnection::new(self.config.clone(), name)?;
         let mut sock = TransportAdapter::new(transport.boxed(), details.current_time.clone());
         sock.set_timeout(details.timeout);
-        conn.complete_io(&mut sock)?;
+        conn.complete_io(&mut sock).map_err(handshake_error)?;
         Ok(Some(Either::B(PveTlsTransport {
             buffers: LazyBuffers::new(64 * 1024, 64 * 1024),
             stream: StreamOwned { conn, sock },
             status: self.status.clone(),
         })))
     }
+}
+
+/// A TLS handshake that was cut short (reset, closed) or got no answer in time: no request
+/// was sent on that connection, so sending it again on a new one cannot do it twice. TLS's
+/// own failures (an untrusted certificate, an alert) are `rustls::Error`s instead.
+#[derive(Debug)]
+pub struct HandshakeCut(pub String);
+
+impl fmt::Display for HandshakeCut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the TLS handshake did not complete: {}", self.0)
+    }
+}
+
+impl std::error::Error for HandshakeCut {}
+
+fn handshake_error(e: std::io::Error) -> ureq::Error {
+    if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
+        return e.into();
+    }
+    let kind = e.kind();
+    let cause = ureq::Error::from(e).to_string();
+    ureq::Error::Io(std::io::Error::new(kind, HandshakeCut(cause)))
 }
 
 /// A TLS connection that notes status lines as they arrive.

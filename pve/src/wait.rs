@@ -35,18 +35,24 @@ use progress::{CopyWatch, Recorded};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Exit {
     Ok,
-    Warnings(u32),
+    /// The count PVE wrote (one beyond `u64` reads as `u64::MAX`).
+    Warnings(u64),
     Failed(String),
 }
 
 impl Exit {
-    /// Classifies an `exitstatus` as `PVE::Tools::upid_status_is_error` does.
+    /// Classifies an `exitstatus` as `PVE::Tools::upid_status_is_error` does: `OK` or
+    /// `WARNINGS: \d+` is a success, whatever the number of digits (a count too large to
+    /// hold is still a count, not a failure).
     pub fn from_status(s: &str) -> Exit {
         if s == "OK" {
             return Exit::Ok;
         }
-        if let Some(n) = s.strip_prefix("WARNINGS: ").and_then(|n| n.parse().ok()) {
-            return Exit::Warnings(n);
+        if let Some(n) = s.strip_prefix("WARNINGS: ")
+            && !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Exit::Warnings(n.parse().unwrap_or(u64::MAX));
         }
         Exit::Failed(s.to_string())
     }

@@ -19,8 +19,11 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         changes: Default::default(),
         seed: retry::seed(),
         prefetched: Default::default(),
+        notes: Default::default(),
     };
     let result = converge(&mut runner, inv.ctx.check_mode);
+    let notes = runner.notes.take();
+    runner.session.log.warnings.extend(notes);
     let keys: Vec<(&str, Value)> = desired
         .vmid
         .map(|vmid| ("vmid", json!(vmid)))

@@ -2,14 +2,20 @@
 //! or the next free one (another when a parallel run took it first), the request dispatched
 //! once, its task waited on, and a name race with a parallel run resolved (see
 //! [`Runner::claim_name`]).
+//!
+//! A create is sent at most once per run (`qemu::create`, through `ops::dispatch_once`):
+//! after a lost answer the run only looks for its task, and recognises it by what PVE
+//! records (`qemu::CreatesBefore`), never by a clock. A VM that PVE says exists and that its
+//! record does not prove this run's is someone else's: the run fails naming who made it and
+//! when, and writes nothing to it.
 
 use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 
 use super::desired::CloneSource;
-use super::shell::{Done, Runner, epoch_secs};
-use crate::pve::api::qemu::{self, CloneRequest, Vm};
+use super::shell::{Done, Runner};
+use crate::pve::api::qemu::{self, CloneRequest, CreatesBefore, Vm};
 use crate::pve::api::{Dispatched, cluster};
 use crate::pve::error::{ApiError, task_found_vmid_taken};
 use crate::pve::retry::{Awaiting, pause};
@@ -61,20 +67,37 @@ impl Runner<'_> {
         )
     }
 
-    /// Sends the request that makes VM `vmid` on `node`; returns it with what it is doing.
+    /// Sends the request that makes VM `vmid` on `node`; returns it with what it is doing
+    /// and, for a create, what PVE listed of the VM's creates before it (or what failed
+    /// while listing them, before anything was sent).
     fn send_making(
         &self,
         making: &Making,
         vmid: u32,
         node: &str,
-    ) -> (String, Result<Dispatched, ApiError>) {
+    ) -> (
+        String,
+        Result<Dispatched, ApiError>,
+        Option<Result<CreatesBefore, String>>,
+    ) {
         let client = &self.session.client;
         let new = Vm::new(node, vmid);
         match making {
-            Making::Create { config, pool } => (
-                format!("creating VM {vmid} on {node}"),
-                qemu::create(client, &new, config, *pool),
-            ),
+            Making::Create { config, pool } => {
+                let what = format!("creating VM {vmid} on {node}");
+                // What PVE lists before the create: a task not in it can only be newer.
+                let before = match CreatesBefore::list(client, &new) {
+                    Ok(before) => before,
+                    Err(e) => {
+                        let listing = format!(
+                            "listing the tasks of VM {vmid} on {node} before sending the create"
+                        );
+                        return (what, Err(e), Some(Err(listing)));
+                    }
+                };
+                let result = qemu::create(client, &new, config, *pool, &before);
+                (what, result, Some(Ok(before)))
+            }
             Making::Clone {
                 source,
                 src,
@@ -94,6 +117,7 @@ impl Runner<'_> {
                 (
                     format!("cloning VM {src} on {src_node} to VM {vmid}"),
                     qemu::clone(client, &Vm::new(src_node, *src), &request),
+                    None,
                 )
             }
         }
@@ -102,13 +126,40 @@ impl Runner<'_> {
     /// The one id-allocation loop of a create and a clone.
     fn make(&mut self, node: &str, making: &Making) -> anyhow::Result<Done> {
         let mut attempt = 0;
-        let sent_at = epoch_secs();
         loop {
             let vmid = match self.desired.vmid {
                 Some(given) => given,
                 None => self.next_id()?,
             };
-            let (what, result) = self.send_making(making, vmid, node);
+            let (what, result, before) = self.send_making(making, vmid, node);
+            let result = match (result, before) {
+                (Err(e), Some(Err(listing))) => {
+                    return Err(anyhow::Error::new(e).context(listing).context(what));
+                }
+                // PVE says the given vmid is taken: this run's VM only if PVE's record proves
+                // it (a create refused before it acted, sent again, may meet the first one);
+                // else someone else's, and nothing is written to it.
+                (Err(e), Some(Ok(before)))
+                    if e.is_already_exists() && self.desired.vmid.is_some() =>
+                {
+                    let new = Vm::new(node, vmid);
+                    let config = match making {
+                        Making::Create { config, .. } => *config,
+                        Making::Clone { .. } => &[],
+                    };
+                    match before.own_task(&self.session.client, &new, config) {
+                        Ok(Some(task)) => Ok(Dispatched::Task(task)),
+                        _ => {
+                            return Err(anyhow!(
+                                "{what}: PVE answered {e}: {}; nothing was written to it. \
+                                 Give another vmid, or run again to converge the VM that is there",
+                                before.made_by(&self.session.client, &new)
+                            ));
+                        }
+                    }
+                }
+                (result, _) => result,
+            };
             match result {
                 Ok(Dispatched::Task(task)) => {
                     let mark = self.changes.accepted();
@@ -156,23 +207,11 @@ impl Runner<'_> {
                     attempt += 1;
                     self.before_next_id(attempt, &format!("{what}: {e}"))?;
                 }
-                // With a vmid given, that VM exists now: converge it.
-                Err(e) if e.is_already_exists() => match making {
-                    Making::Create { .. } => {
-                        // Created meanwhile: by this run, when an answer was lost and the
-                        // request sent again (a qmcreate of this vmid started since this
-                        // run first sent it), or by a parallel run.
-                        if qemu::created_since(&self.session.client, &Vm::new(node, vmid), sent_at)
-                        {
-                            let _ = self.changes.accepted();
-                        }
-                        return match self.find()? {
-                            Some((id, found_on)) => Ok(Done::Vm(id, found_on)),
-                            None => Err(anyhow::Error::new(e).context(what)),
-                        };
-                    }
-                    Making::Clone { .. } => return Ok(Done::Stale),
-                },
+                // A clone whose given vmid exists now: read it again and re-plan. (A create's
+                // is handled above: that VM is not this run's.)
+                Err(e) if e.is_already_exists() && matches!(making, Making::Clone { .. }) => {
+                    return Ok(Done::Stale);
+                }
                 Err(e) => return Err(anyhow::Error::new(e).context(what)),
             }
         }
@@ -218,6 +257,28 @@ impl Runner<'_> {
         };
         if win == vmid {
             return Ok(Done::Vm(vmid, node.to_string()));
+        }
+        // A parallel run of this user is converging the same VM; another user's VM is not
+        // this run's, and nothing is written to it.
+        if let Some(made) = qemu::creator(&self.session.client, &Vm::new(&win_node, win))
+            && made.user != self.session.client.user()
+        {
+            let what = format!(
+                "removing VM {vmid} on {node}, which this run created: VM {win} on {win_node}, another user's, carries the name '{name}' too and was created first"
+            );
+            match qemu::destroy(&self.session.client, &Vm::new(node, vmid), true) {
+                Ok(Dispatched::Task(task)) => self.wait(&task, &what)?,
+                Ok(Dispatched::Done) => {}
+                Err(e) => return Err(anyhow::Error::new(e).context(what)),
+            }
+            return Err(anyhow!(
+                "VM {win} on {win_node} carries the name '{name}' too and was created first, by {} at {} \
+                 (the node's clock; task {made}), between this run's look and its create: it is not this \
+                 run's VM, and nothing was written to it. VM {vmid}, which this run created with that name, \
+                 was removed so that one VM carries it; give another name, or run again to converge VM {win}",
+                made.user,
+                crate::pve::upid::utc(made.starttime)
+            ));
         }
         let what = format!(
             "removing VM {vmid} on {node}, which this run created: VM {win} on {win_node} carries the name '{name}' too and was created first (a parallel run)"

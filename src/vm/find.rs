@@ -49,14 +49,16 @@ impl Runner<'_> {
                 .map(|v| (v.vmid, v.node)));
         }
         let name = self.desired.name.as_deref().unwrap_or_default();
-        let mut hits = match self.named(name, vms)? {
+        let named = match self.named(name, vms)? {
             named if named.carriers.is_empty() && !named.in_flight.is_empty() => {
                 // A create of this user still running may be an earlier run's VM of this
                 // name (interrupted mid-import): wait for it rather than create another.
-                self.settled_named(name, None)?.carriers
+                self.settled_named(name, None)?
             }
-            named => named.carriers,
+            named => named,
         };
+        self.note_leftovers(name, &named.in_flight);
+        let mut hits = named.carriers;
         // Several VMs with the name: parallel runs that created one each are removing all but
         // the first (see `claim_name`); give them a moment before calling the name ambiguous.
         let settle_until = (Instant::now() + DUPLICATES_SETTLE).min(self.deadline());
@@ -145,6 +147,29 @@ impl Runner<'_> {
             pause(Awaiting::NameSettling.pause(1, self.seed), self.deadline()).map_err(
                 |signal| self.interrupted(signal, &format!("looking for the VM named '{name}'")),
             )?;
+        }
+    }
+
+    /// Warns of VMs that look like the leftovers of a create that was killed: `lock: create`
+    /// and no name (qemu-server writes the name last, so a create killed mid-import leaves
+    /// none, and a killed worker cleans nothing up), with no running create this user can see.
+    /// They are left alone: one may be this name's, but nothing proves it.
+    fn note_leftovers(&self, name: &str, in_flight: &[(u32, String)]) {
+        for (id, node) in in_flight {
+            if qemu::create_running(&self.session.client, &Vm::new(node, *id)).is_some() {
+                continue;
+            }
+            let note = format!(
+                "VM {id} on {node} has `lock: create` and no name, and no task on {node} that this \
+                 user can see is creating it: it looks like the leftover of a create that was killed \
+                 (an earlier run's, perhaps for '{name}'), and it was left alone. Check it with \
+                 `qm config {id}` on {node}; if it is a leftover, remove it there with \
+                 `qm unlock {id} && qm destroy {id}`"
+            );
+            let mut notes = self.notes.borrow_mut();
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
         }
     }
 

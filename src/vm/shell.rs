@@ -39,14 +39,9 @@ pub(super) struct Runner<'a> {
     pub(super) seed: u64,
     /// A config [`Runner::find`] read while looking: (vmid, node, config).
     pub(super) prefetched: RefCell<Option<(u32, String, VmConfig)>>,
-}
-
-/// Seconds since the epoch, as UPIDs count them.
-pub(super) fn epoch_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.as_secs())
-        .unwrap_or(0)
+    /// Warnings found while looking (leftovers of killed creates), each once; added to the
+    /// result's warnings when the run ends.
+    pub(super) notes: RefCell<Vec<String>>,
 }
 
 impl Runner<'_> {

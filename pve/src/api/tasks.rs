@@ -33,27 +33,25 @@ pub fn running(
         .collect())
 }
 
-/// `GET /nodes/{node}/tasks?source=all`: whether a task of `task_type` for the VM started
-/// at or after `since` (epoch seconds, with 5 s of slack for the node's clock). A read; a
-/// failure counts as "no".
-pub fn started_since(
+/// `GET /nodes/{node}/tasks?source=all`: the tasks of `task_type` for the VM that PVE lists
+/// (running and ended; this user's own, and every user's with `Sys.Audit` on the node),
+/// newest first. A read.
+pub fn of_vm(
     client: &Client,
     node: &str,
     vmid: u32,
     task_type: TaskType,
-    since: u64,
-) -> bool {
+) -> Result<Vec<Upid>, ApiError> {
     let params: Params = vec![
         ("source".into(), "all".into()),
         ("vmid".into(), vmid.to_string()),
         ("typefilter".into(), task_type.as_str().into()),
     ];
-    ops::read(client, &Node::new(node).tasks(), &params)
-        .map(lenient_list::<TaskListed>)
-        .unwrap_or_default()
+    Ok(ops::read(client, &Node::new(node).tasks(), &params)
+        .map(lenient_list::<TaskListed>)?
         .iter()
         .filter_map(|t| Upid::parse(&t.upid).ok())
-        .any(|upid| upid.starttime + 5 >= since)
+        .collect())
 }
 
 /// `GET …/tasks/{upid}/status`.

@@ -11,6 +11,14 @@ fn ms(n: u64) -> Duration {
 fn exit_status_rule() {
     assert_eq!(Exit::from_status("OK"), Exit::Ok);
     assert_eq!(Exit::from_status("WARNINGS: 2"), Exit::Warnings(2));
+    assert_eq!(
+        Exit::from_status("WARNINGS: 4294967296"),
+        Exit::Warnings(4294967296)
+    );
+    assert!(Exit::from_status("WARNINGS: 123456789012345678901234567890").is_success());
+    assert!(!Exit::from_status("WARNINGS: ").is_success());
+    assert!(!Exit::from_status("WARNINGS: -1").is_success());
+    assert!(!Exit::from_status("WARNINGS: +1").is_success());
     assert!(Exit::from_status("WARNINGS: 2").is_success());
     assert_eq!(
         Exit::from_status("WARNINGS: x"),
