@@ -37,9 +37,7 @@ BIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Rust target's first part): macOS and the BSDs say arm64 and amd64.
 MACHINE_NAMES = {
     'arm64': 'aarch64',
-    'aarch64_be': 'aarch64_be',
     'amd64': 'x86_64',
-    'x64': 'x86_64',
 }
 
 
