@@ -58,7 +58,8 @@ def available_platforms(module, bin_dir=BIN_DIR):
 
 
 def binary_for(module, platform_id, where, bin_dir=BIN_DIR, controller=None):
-    """The path of ``module``'s binary for ``platform_id``, or an error that names the platform.
+    """The path of ``module``'s binary for ``platform_id``; AnsibleActionFail naming the platform
+    and the platforms this copy has where there is none.
 
     ``where`` says whose platform it is (for the message); ``controller`` is the controller's
     platform when the task runs elsewhere, so the message can say whether running the task on the
