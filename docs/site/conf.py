@@ -30,8 +30,12 @@ html_use_modindex = False
 html_use_index = False
 html_copy_source = False
 
+inventory = os.environ.get('SANKOFA_DOCS_INVENTORY')
+if not inventory:
+    raise RuntimeError('build the site with docs/build.sh (make docs): it writes the inventory of '
+                       "Ansible's labels and names it in SANKOFA_DOCS_INVENTORY")
 intersphinx_mapping = {
-    'ansible_devel': ('https://docs.ansible.com/projects/ansible/devel/', os.environ['SANKOFA_DOCS_INVENTORY']),
+    'ansible_devel': ('https://docs.ansible.com/projects/ansible/devel/', inventory),
 }
 
 default_role = 'any'

@@ -37,9 +37,7 @@ BIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Rust target's first part): macOS and the BSDs say arm64 and amd64.
 MACHINE_NAMES = {
     'arm64': 'aarch64',
-    'aarch64_be': 'aarch64_be',
     'amd64': 'x86_64',
-    'x64': 'x86_64',
 }
 
 
@@ -60,7 +58,8 @@ def available_platforms(module, bin_dir=BIN_DIR):
 
 
 def binary_for(module, platform_id, where, bin_dir=BIN_DIR, controller=None):
-    """The path of ``module``'s binary for ``platform_id``, or an error that names the platform.
+    """The path of ``module``'s binary for ``platform_id``; AnsibleActionFail naming the platform
+    and the platforms this copy has where there is none.
 
     ``where`` says whose platform it is (for the message); ``controller`` is the controller's
     platform when the task runs elsewhere, so the message can say whether running the task on the

@@ -6,6 +6,7 @@
 //  - each module page shows its title, an option table with a visible row for every option and
 //    suboption that ansible-doc reports (the JSON in argv[3]), its examples as a highlighted
 //    YAML block that calls the module, and its return values;
+//  - the search box finds an option's module page;
 //  - every link between pages resolves: the page answers 200 and the #anchor exists on it.
 //    Links that leave the site (docs.ansible.com, Galaxy) are checked to be https URLs only: this
 //    machine has no network.
@@ -145,6 +146,14 @@ for (const [module, entry] of Object.entries(docs)) {
     `${returnsShown} shown`);
   await page.screenshot({ path: `${shots}/${short}_module.png`, fullPage: false });
 }
+
+// The search box finds an option: Sphinx's search runs in the page's JavaScript.
+await page.goto(base + 'index.html', { waitUntil: 'load' });
+await page.fill('input[name="q"]', 'import_from');
+await page.press('input[name="q"]', 'Enter');
+const hit = page.locator('#search-results a[href*="vm_module.html"]').first();
+const found = await hit.waitFor({ timeout: 15000 }).then(() => true, () => false);
+check('searching the site for import_from finds the vm module page', found);
 
 // Every link between pages resolves, anchors included.
 const broken = [];
