@@ -47,7 +47,10 @@ pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
     }
     if kind.is_none() || kind == Some("storage") {
         for n in &sim.opts.nodes {
-            for s in storage::all() {
+            for s in storage::all()
+                .into_iter()
+                .filter(|s| crate::storage_cfg::on_node(s.id, n))
+            {
                 out.push(json!({"id": format!("storage/{n}/{}", s.id), "type": "storage", "storage": s.id, "node": n,
                     "status": "available", "plugintype": s.kind, "content": s.content.join(","), "shared": s.shared as u8,
                     "maxdisk": 107374182400u64, "disk": 0}));

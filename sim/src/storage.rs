@@ -211,8 +211,10 @@ pub fn alloc_name(
     if !def.content.contains(&"images") {
         return Err(format!("storage '{sid}' does not support vm images"));
     }
-    // pve-storage Storage.pm vdisk_alloc: alloc_image runs under cluster_lock_storage (the
-    // cluster-wide `storage-X` lock on a shared storage).
+    // pve-storage Storage.pm vdisk_alloc: activate_storage checks the storage is enabled on
+    // the node, then alloc_image runs under cluster_lock_storage (the cluster-wide
+    // `storage-X` lock on a shared storage).
+    crate::storage_cfg::check_enabled(sid, node)?;
     crate::storage_cfg::cluster_lock_storage(sid, || {
         for k in 0..1000 {
             let name = if def.block() {

@@ -23,6 +23,9 @@ pub const TYPES: &[&str] = &["dir", "nfs", "cifs", "rbd", "lvm", "lvmthin"];
 /// Storage/Plugin.pm `@SHARED_STORAGE`, as far as [`TYPES`] go: always shared.
 const SHARED_TYPES: &[&str] = &["nfs", "cifs", "rbd"];
 
+/// Options every plugin has.
+const COMMON: &[&str] = &["nodes", "disable"];
+
 /// Per type: the options it has (`options` of each plugin), required ones first with `!`.
 fn options(kind: &str) -> &'static [&'static str] {
     match kind {
@@ -190,7 +193,7 @@ pub fn create(params: &Params) -> ApiResult {
         .iter()
         .filter(|(k, _)| *k != "storage" && *k != "type")
     {
-        if !opts.iter().any(|o| o.trim_start_matches('!') == k) {
+        if !COMMON.contains(&k.as_str()) && !opts.iter().any(|o| o.trim_start_matches('!') == k) {
             return Err(ApiErr::die(format!("unexpected property '{k}'")));
         }
         cfg.insert(k.clone(), v.clone());
@@ -201,6 +204,10 @@ pub fn create(params: &Params) -> ApiResult {
                 "missing value for required option '{req}'"
             )));
         }
+    }
+    // Config.pm create: "prevent an empty nodelist".
+    if cfg.get("nodes").is_some_and(|n| n.is_empty()) {
+        cfg.remove("nodes");
     }
     let (allowed, default) = content_types(&kind);
     let content = cfg
@@ -249,6 +256,24 @@ pub fn create(params: &Params) -> ApiResult {
     }));
     added.push(Added { def, cfg });
     Ok(json!({"storage": sid, "type": kind}))
+}
+
+/// Storage.pm storage_check_node: a storage with `nodes` is there only on those.
+pub fn on_node(sid: &str, node: &str) -> bool {
+    section(sid)
+        .and_then(|c| c.get("nodes").cloned())
+        .is_none_or(|n| n.split([',', ';', ' ']).any(|x| x == node))
+}
+
+/// Storage.pm storage_check_enabled (through activate_storage, as vdisk_alloc calls it).
+pub fn check_enabled(sid: &str, node: &str) -> Result<(), String> {
+    if section(sid).is_some_and(|c| c.get("disable").is_some_and(|d| d == "1")) {
+        return Err(format!("storage '{sid}' is disabled"));
+    }
+    if !on_node(sid, node) {
+        return Err(format!("storage '{sid}' is not available on node '{node}'"));
+    }
+    Ok(())
 }
 
 /// The cluster-wide storage locks (`/etc/pve/priv/lock/storage-X`): who holds each.

@@ -512,6 +512,37 @@ fn a_shared_storage_is_one_for_every_node_and_allocates_under_the_cluster_lock()
         );
     }
 
+    // `nodes` restricts a storage to those nodes (storage_check_node); `disable` to none.
+    s.data(
+        "POST",
+        "/storage",
+        &[
+            ("storage", "nfs2"),
+            ("type", "nfs"),
+            ("path", "/mnt/pve/nfs2"),
+            ("server", "10.0.0.5"),
+            ("export", "/vms"),
+            ("nodes", "pve1"),
+        ],
+    );
+    let listed = |n: &str| -> bool {
+        s.data("GET", &format!("/nodes/{n}/storage"), &[])
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["storage"] == "nfs2")
+    };
+    assert!(listed("pve1") && !listed("pve2"));
+    let upid = s.data(
+        "POST",
+        "/nodes/pve2/qemu",
+        &[("vmid", "301"), ("scsi0", "nfs2:1")],
+    );
+    assert_eq!(
+        s.wait(upid.as_str().unwrap())["exitstatus"],
+        "unable to create VM 301 - storage 'nfs2' is not available on node 'pve2'"
+    );
+
     // Another node holding the lock past cfs_lock's 10 s: the allocation fails with PVE's text.
     sim.admin(
         "POST",
