@@ -89,7 +89,10 @@ pub fn get_pending(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
             item.insert("pending".into(), json!(mask(k, p, true)));
         }
         if pend.delete.contains(k) {
-            item.insert("delete".into(), json!(1));
+            item.insert(
+                "delete".into(),
+                json!(if pend.force.contains(k) { 2 } else { 1 }),
+            );
         }
         items.push(Value::Object(item));
     }
@@ -97,7 +100,8 @@ pub fn get_pending(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
         items.push(json!({"key": k, "pending": mask(k, p, true)}));
     }
     for k in pend.delete.iter().filter(|k| !file.contains_key(*k)) {
-        items.push(json!({"key": k, "delete": 1}));
+        let delete = if pend.force.contains(k) { 2 } else { 1 };
+        items.push(json!({"key": k, "delete": delete}));
     }
     Ok(json!(items))
 }
@@ -271,6 +275,7 @@ pub fn update(
         .collect();
     sets.sort();
     let ops = plan_drives(sim, node, &prepared, auth)?;
+    let force = params.get("force").is_some_and(|f| f == "1");
     let n2 = node.to_string();
     let apply = move |sim: &Arc<Sim>, ctx: &TaskCtx| -> Result<u32, String> {
         ctx.sleep(sim.task_duration("qmconfig"))?;
@@ -290,9 +295,42 @@ pub fn update(
         // one what it can hotplug (QemuServer.pm, vmconfig_apply_pending /
         // vmconfig_hotplug_pending).
         let changes = planned_changes(sim, vm, &sets, &undef, &deletes)?;
+        // The delete loop: check_protection for drives and unused disks, before any of it.
+        let protected = vm.config.get("protection").is_some_and(|p| p == "1");
+        for d in deletes.iter().filter(|_| protected) {
+            if let Some(volid) = d.starts_with("unused").then(|| vm.config.get(d)).flatten() {
+                return Err(format!(
+                    "can't remove unused disk '{volid}' - protection mode enabled"
+                ));
+            }
+            if api_schema::is_drive_key(d) && vm.config.contains_key(d) {
+                return Err(format!(
+                    "can't remove drive '{d}' - protection mode enabled"
+                ));
+            }
+        }
+        let mut freed = Vec::new();
+        let mut warnings = Vec::new();
         let mut boot_order = write_path::boot_devices(vm.config.get("boot").map_or("", |b| b));
         for d in &deletes {
-            vm.pending.queue_delete(d);
+            let Some(value) = vm.config.get(d).or(vm.pending.set.get(d)).cloned() else {
+                // A `warn` in the worker: a task log line (logged once the state is let go).
+                warnings.push(format!(
+                    "cannot delete '{d}' - not set in current configuration!"
+                ));
+                continue;
+            };
+            if d.starts_with("unused") {
+                // try_deallocate_drive at once, the config written without it.
+                vm.config.remove(d);
+                freed.push(value);
+                continue;
+            }
+            if force {
+                vm.pending.queue_force_delete(d);
+            } else {
+                vm.pending.queue_delete(d);
+            }
             // A deleted device leaves the boot order (print_bootorder of the rest).
             if boot_order.contains(d) {
                 boot_order.retain(|dev| dev != d);
@@ -319,7 +357,12 @@ pub fn update(
         }
         vm.pending.cleanup(&vm.config);
         let (apply_sets, apply_deletes) = vm.pending.take_applicable(&vm.config, vm.running);
-        apply_changes(vm, apply_sets, apply_deletes);
+        freed.extend(apply_changes(vm, apply_sets, apply_deletes));
+        drop(st);
+        for line in warnings {
+            ctx.log(line);
+        }
+        free_owned(sim, &n2, vmid, &freed);
         Ok(0)
     };
     if !async_api {
@@ -361,15 +404,27 @@ pub fn update(
 /// Applies changes to the config as `vmconfig_apply_pending` does: a deleted or replaced disk
 /// becomes `unusedN` (a CD-ROM or the cloud-init drive does not), and cloud-init changes are
 /// recorded against what the drive holds.
-pub(crate) fn apply_changes(vm: &mut Vm, sets: Vec<(String, String)>, deletes: Vec<String>) {
+pub(crate) fn apply_changes(
+    vm: &mut Vm,
+    sets: Vec<(String, String)>,
+    deletes: Vec<String>,
+) -> Vec<String> {
+    let mut freed = Vec::new();
     let unused = |c: &BTreeMap<String, String>| {
         (0..256)
             .map(|i| format!("unused{i}"))
             .find(|k| !c.contains_key(k))
     };
     for d in &deletes {
+        let forced = vm.pending.force.remove(d);
         if let Some(old) = vm.config.remove(d) {
             vm.cloudinit.record(d, Some(&old), None);
+            let volid = old.split(',').next().unwrap_or("").to_string();
+            // vmconfig_delete_or_detach_drive with force: try_deallocate_drive frees it.
+            if forced && api_schema::is_drive_key(d) && !old.contains("media=cdrom") {
+                freed.push(volid);
+                continue;
+            }
             if api_schema::is_drive_key(d)
                 && !old.contains("media=cdrom")
                 && !old.contains("cloudinit")
@@ -397,17 +452,33 @@ pub(crate) fn apply_changes(vm: &mut Vm, sets: Vec<(String, String)>, deletes: V
         let old = vm.config.insert(k.clone(), v.clone());
         vm.cloudinit.record(&k, old.as_deref(), Some(&v));
     }
+    freed
+}
+
+/// QemuServer.pm `try_deallocate_drive`: frees the volumes the VM owns (`vm-N-…` of this VM;
+/// another's is only dropped from the config), never a base its linked clones still use.
+pub(crate) fn free_owned(sim: &Sim, node: &str, vmid: u32, volids: &[String]) {
+    for volid in volids {
+        if let Ok(vol) = crate::storage::parse_volume(&sim.opts.data_dir, node, volid)
+            && vol.vmid == Some(vmid)
+            && crate::templates::base_in_use(sim, node, volid).is_none()
+        {
+            let _ = std::fs::remove_file(&vol.path);
+        }
+    }
 }
 
 /// Before QEMU starts (QemuServer.pm, vm_start_nolock): the pending changes are applied, and
 /// the cloud-init drive is generated from the config (Cloudinit.pm,
 /// generate_cloudinitconfig), so the guest sees the current cloud-init options.
-pub(crate) fn prepare_start(vm: &mut Vm) {
+/// Returns the volumes forced deletes freed from the config (for [`free_owned`]).
+pub(crate) fn prepare_start(vm: &mut Vm) -> Vec<String> {
     let (sets, deletes) = vm.pending.take_applicable(&vm.config, false);
-    apply_changes(vm, sets, deletes);
+    let freed = apply_changes(vm, sets, deletes);
     if has_cloudinit_drive(&vm.config) {
         vm.cloudinit.regenerated();
     }
+    freed
 }
 
 pub(crate) fn has_cloudinit_drive(conf: &BTreeMap<String, String>) -> bool {

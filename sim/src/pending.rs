@@ -223,6 +223,9 @@ pub struct Pending {
     pub set: BTreeMap<String, String>,
     /// Keys to delete, not yet deleted.
     pub delete: BTreeSet<String>,
+    /// Those of `delete` given with `force=1`: a drive's volume is freed, not left `unusedN`
+    /// (`add_to_pending_delete($conf, $opt, $force)`, printed `!key`).
+    pub force: BTreeSet<String>,
 }
 
 impl Pending {
@@ -233,13 +236,21 @@ impl Pending {
     /// Queues a new value (`$conf->{pending}->{$opt} = …`, dropping a pending delete of it).
     pub fn queue_set(&mut self, k: &str, v: &str) {
         self.delete.remove(k);
+        self.force.remove(k);
         self.set.insert(k.to_string(), v.to_string());
     }
 
     /// Queues a delete (`add_to_pending_delete`, dropping a pending value of it).
     pub fn queue_delete(&mut self, k: &str) {
         self.set.remove(k);
+        self.force.remove(k);
         self.delete.insert(k.to_string());
+    }
+
+    /// Queues a forced delete (`force=1`).
+    pub fn queue_force_delete(&mut self, k: &str) {
+        self.queue_delete(k);
+        self.force.insert(k.to_string());
     }
 
     /// `cleanup_pending`: a pending value equal to the current one, or a pending delete of a
@@ -247,6 +258,8 @@ impl Pending {
     pub fn cleanup(&mut self, conf: &BTreeMap<String, String>) {
         self.set.retain(|k, v| conf.get(k) != Some(v));
         self.delete.retain(|k| conf.contains_key(k));
+        let delete = &self.delete;
+        self.force.retain(|k| delete.contains(k));
     }
 
     /// What applies now: everything for a stopped VM, what hotplugs for a running one. Returns
@@ -296,7 +309,17 @@ impl Pending {
         }
         let mut s = String::from("\n[PENDING]\n");
         if !self.delete.is_empty() {
-            let d: Vec<&str> = self.delete.iter().map(String::as_str).collect();
+            let d: Vec<String> = self
+                .delete
+                .iter()
+                .map(|k| {
+                    if self.force.contains(k) {
+                        format!("!{k}")
+                    } else {
+                        k.clone()
+                    }
+                })
+                .collect();
             s.push_str(&format!("delete: {}\n", d.join(",")));
         }
         for (k, v) in &self.set {

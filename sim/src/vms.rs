@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::api_schema;
-use crate::config_api::{has_cloudinit_drive, prepare_start};
+use crate::config_api::{free_owned, has_cloudinit_drive, prepare_start};
 use crate::drives::{plan_drives, run_drives};
 use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::pending::{CloudInitState, Pending};
@@ -166,10 +166,13 @@ fn do_start(sim: &Sim, ctx: &TaskCtx, vmid: u32) -> Result<(), String> {
     ctx.sleep(sim.task_duration("qmstart"))?;
     let mut st = sim.lock();
     let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
-    prepare_start(vm);
+    let freed = prepare_start(vm);
     vm.running = true;
     vm.started = Some(Instant::now());
     vm.pid = 10000 + (sim.random() % 50000) as u32;
+    let node = vm.node.clone();
+    drop(st);
+    free_owned(sim, &node, vmid, &freed);
     Ok(())
 }
 
@@ -263,15 +266,18 @@ pub fn power(
                         "qmshutdown"
                     }))?;
                     let mut st = sim.lock();
+                    let mut freed = Vec::new();
                     if let Some(vm) = st.vms.get_mut(&vmid) {
                         // A reboot is a stop and a fresh start (QemuServer.pm, vm_reboot:
                         // qmeventd starts it again), which applies the pending changes.
                         if action == "reboot" {
-                            prepare_start(vm);
+                            freed = prepare_start(vm);
                         }
                         vm.running = action == "reboot";
                         vm.started = vm.running.then(Instant::now);
                     }
+                    drop(st);
+                    free_owned(sim, &n2, vmid, &freed);
                     Ok(())
                 }
             }

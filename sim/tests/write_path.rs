@@ -387,3 +387,128 @@ fn nics_are_printed_again_and_memory_is_kept() {
     assert!(net.ends_with(",bridge=vmbr0,firewall=1"), "{net}");
     assert_eq!(c["memory"], "current=2048");
 }
+
+fn volume_exists(sim: &Sim, s: &Session, volid: &str) -> bool {
+    let _ = sim;
+    let storage = volid.split(':').next().unwrap();
+    let content = s.data(
+        "GET",
+        &format!("/nodes/pve1/storage/{storage}/content"),
+        &[],
+    );
+    content
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v["volid"] == volid)
+}
+
+/// update_vm_api's delete loop: a deleted disk of a stopped VM becomes `unusedN`
+/// (vmconfig_apply_pending → vmconfig_delete_or_detach_drive), or with `force=1` is freed
+/// (try_deallocate_drive; the pending delete printed `!key`, GET pending `delete: 2`);
+/// deleting an `unusedN` frees its volume at once (try_deallocate_drive); both are refused
+/// under `protection` (AbstractConfig.pm check_protection); a key that is not set is only
+/// logged ("cannot delete '…' - not set in current configuration!").
+#[test]
+fn deleted_disks_become_unused_or_are_freed() {
+    let sim = fast();
+    let s = Session::login(&sim);
+    quick_vm(
+        &s,
+        "100",
+        &[
+            ("scsi0", "local-lvm:1"),
+            ("scsi1", "local-lvm:1"),
+            ("scsi2", "local-lvm:1"),
+        ],
+    );
+    assert_eq!(put(&s, "100", &[("delete", "scsi1")]).0, 200);
+    let c = config(&s, "100");
+    assert_eq!(c["unused0"], "local-lvm:vm-100-disk-1");
+    assert!(volume_exists(&sim, &s, "local-lvm:vm-100-disk-1"));
+    assert_eq!(
+        put(&s, "100", &[("delete", "scsi2"), ("force", "1")]).0,
+        200
+    );
+    let c = config(&s, "100");
+    assert!(
+        c.get("scsi2").is_none() && c.get("unused1").is_none(),
+        "{c}"
+    );
+    assert!(!volume_exists(&sim, &s, "local-lvm:vm-100-disk-2"));
+    assert_eq!(put(&s, "100", &[("protection", "1")]).0, 200);
+    assert_eq!(
+        put(&s, "100", &[("delete", "unused0")]),
+        (
+            500,
+            "can't remove unused disk 'local-lvm:vm-100-disk-1' - protection mode enabled"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        put(&s, "100", &[("delete", "scsi0")]),
+        (
+            500,
+            "can't remove drive 'scsi0' - protection mode enabled".to_string()
+        )
+    );
+    assert_eq!(put(&s, "100", &[("delete", "protection")]).0, 200);
+    assert_eq!(put(&s, "100", &[("delete", "unused0")]).0, 200);
+    assert!(config(&s, "100").get("unused0").is_none());
+    assert!(!volume_exists(&sim, &s, "local-lvm:vm-100-disk-1"));
+    let upid = s.data(
+        "POST",
+        "/nodes/pve1/qemu/100/config",
+        &[("delete", "serial3")],
+    );
+    let upid = upid.as_str().unwrap();
+    assert_eq!(s.wait(upid)["exitstatus"], "OK");
+    assert!(
+        s.log(upid)
+            .contains(&"cannot delete 'serial3' - not set in current configuration!".to_string()),
+        "{:?}",
+        s.log(upid)
+    );
+}
+
+/// A forced delete on a running VM waits in the pending section as `!scsi1` (GET pending
+/// `delete: 2`, AbstractConfig.pm print_pending_delete / GuestHelpers.pm
+/// config_with_pending_array) and frees the volume when the VM next starts.
+#[test]
+fn a_forced_delete_is_pending_as_force_on_a_running_vm() {
+    let sim = fast();
+    let s = Session::login(&sim);
+    quick_vm(
+        &s,
+        "100",
+        &[
+            ("scsi0", "local-lvm:1"),
+            ("scsi1", "local-lvm:1"),
+            ("hotplug", "0"),
+        ],
+    );
+    let upid = s.data("POST", "/nodes/pve1/qemu/100/status/start", &[]);
+    assert_eq!(s.wait(upid.as_str().unwrap())["exitstatus"], "OK");
+    assert_eq!(
+        put(&s, "100", &[("delete", "scsi1"), ("force", "1")]).0,
+        200
+    );
+    let pending = s.data("GET", "/nodes/pve1/qemu/100/pending", &[]);
+    let item = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["key"] == "scsi1")
+        .unwrap()
+        .clone();
+    assert_eq!(item["delete"], 2, "{pending}");
+    assert!(file(&sim, "100").contains("delete: !scsi1\n"));
+    let upid = s.data("POST", "/nodes/pve1/qemu/100/status/reboot", &[]);
+    assert_eq!(s.wait(upid.as_str().unwrap())["exitstatus"], "OK");
+    let c = config(&s, "100");
+    assert!(
+        c.get("scsi1").is_none() && c.get("unused0").is_none(),
+        "{c}"
+    );
+    assert!(!volume_exists(&sim, &s, "local-lvm:vm-100-disk-1"));
+}
