@@ -13,13 +13,13 @@ use serde_json::{Value, json};
 use crate::api_schema;
 use crate::faults::Action;
 use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
-use crate::http::{BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded};
+use crate::http::{self, BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded};
 use crate::schema;
 use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::vms;
 use crate::{access_api, disk_api, ha, node_api, pools, spec, storage_cfg};
-use crate::{cluster, config_api, migrate, storage_api, task_api, templates};
+use crate::{cluster, config_api, identity, migrate, storage_api, task_api, templates};
 
 pub struct Api {
     pub sim: Arc<Sim>,
@@ -56,33 +56,6 @@ const SECRET_KEYS: &[&str] = &[
     "tfa-challenge",
 ];
 
-/// The path below `/api2/json`, URI-unescaped, as pveproxy's `$rel_uri`.
-fn rel_uri(path: &str) -> String {
-    let rel = path.strip_prefix("/api2/json").unwrap_or(path);
-    let rel = crate::http::percent_decode(rel, false);
-    if rel.is_empty() { "/".into() } else { rel }
-}
-
-/// pve-manager HTTPServer.pm rest_handler, for a path no handler serves: 501 `Method 'M
-/// $rel_uri' not implemented`, the path without `/api2/json`.
-fn not_implemented(method: &str, rel_uri: &str) -> ApiErr {
-    ApiErr {
-        status: 501,
-        msg: format!("Method '{method} {rel_uri}' not implemented"),
-        errors: None,
-    }
-}
-
-/// pve-manager HTTPServer.pm auth_handler: `POST /nodes/{node}/storage/{storage}/upload` is an
-/// upload (streamed, no CSRF token needed).
-fn is_upload(req: &Request) -> bool {
-    let rel = rel_uri(&req.path);
-    let segs: Vec<&str> = rel.trim_start_matches('/').split('/').collect();
-    req.method == "POST"
-        && req.path.starts_with("/api2/json/")
-        && matches!(segs.as_slice(), ["nodes", node, "storage", sid, "upload"] if !node.is_empty() && !sid.is_empty())
-}
-
 impl Handler for Api {
     /// pve-http-server AnyEvent.pm authenticate_and_handle_request, before the body is read:
     /// the request is authenticated first; then a body on a method other than PUT or POST is
@@ -95,16 +68,16 @@ impl Handler for Api {
         }
         let refuse = |resp: Response| {
             self.sim.log_request(json!({
-                "ts": epoch(), "method": head.method, "path": rel_uri(&head.path), "params": {},
+                "ts": epoch(), "method": head.method, "path": http::rel_uri(&head.path), "params": {},
                 "status": resp.status, "ms": 0.0, "user": "", "dropped": false,
                 "error": resp.reason,
             }));
             BodyPlan::Refuse(resp)
         };
-        let login = head.method == "POST" && rel_uri(&head.path) == "/access/ticket";
+        let login = head.method == "POST" && http::rel_uri(&head.path) == "/access/ticket";
         if head.path.starts_with("/api2/json/")
             && !login
-            && let Err(e) = self.authenticate(head)
+            && let Err(e) = identity::authenticate(&self.sim, head)
         {
             return refuse(error_response(&e));
         }
@@ -112,7 +85,7 @@ impl Handler for Api {
             let msg = format!("Unexpected content for method '{}'", head.method);
             return refuse(Response::error(501, &msg));
         }
-        if is_upload(head) {
+        if identity::is_upload(head) {
             let ctype = head.header("content-type").unwrap_or("");
             let mut parts = ctype.split([';', ',']).map(str::trim);
             let ct = parts.next().unwrap_or("");
@@ -254,7 +227,7 @@ impl Api {
         user: &mut String,
     ) -> ApiResult {
         if !req.path.starts_with("/api2/json/") {
-            return Err(not_implemented(&req.method, &req.path));
+            return Err(ApiErr::not_implemented(&req.method, &req.path));
         }
         // pve-http-server AnyEvent.pm extract_params: the body (JSON or a form), then the
         // query on top; an empty form value or a JSON null is undef (a key without a value).
@@ -324,9 +297,9 @@ impl Api {
                     errors: None,
                 });
             }
-            return self.login(params, user);
+            return identity::login(&self.sim, params, user);
         }
-        let auth = self.authenticate(req)?;
+        let auth = identity::authenticate(&self.sim, req)?;
         *user = auth.id.clone();
         if auth.readonly && req.method != "GET" {
             let vmid = match segs.get(3) {
@@ -353,9 +326,9 @@ impl Api {
         let m = req.method.as_str();
         let sim = &self.sim;
         match segs.as_slice() {
-            ["version"] if m == "GET" => Ok(self.version()),
-            ["nodes"] if m == "GET" => Ok(self.nodes()),
-            ["cluster", "status"] if m == "GET" => Ok(self.cluster_status()),
+            ["version"] if m == "GET" => Ok(node_api::version(&self.sim)),
+            ["nodes"] if m == "GET" => Ok(cluster::nodes(&self.sim)),
+            ["cluster", "status"] if m == "GET" => Ok(cluster::cluster_status(&self.sim)),
             ["cluster", "resources"] if m == "GET" => {
                 schema::check(&api_schema::cluster_resources(), params)?;
                 Ok(cluster::cluster_resources(
@@ -363,7 +336,9 @@ impl Api {
                     params.get("type").map(String::as_str),
                 ))
             }
-            ["access", "permissions"] if m == "GET" => Ok(self.permissions(&auth, params)),
+            ["access", "permissions"] if m == "GET" => {
+                Ok(identity::permissions(&self.sim, &auth, params))
+            }
             ["cluster", "nextid"] if m == "GET" => {
                 schema::check(&api_schema::next_id(), params)?;
                 cluster::next_id(sim, params.get("vmid"))
@@ -393,7 +368,7 @@ impl Api {
                         schema::check(&spec::ha_sid(true), params)?;
                         ha::delete(sim, sid)
                     }
-                    _ => Err(not_implemented(m, &rel_uri(&req.path))),
+                    _ => Err(ApiErr::not_implemented(m, &http::rel_uri(&req.path))),
                 }
             }
             ["cluster", "ha", "status", "current"] if m == "GET" => {
@@ -440,7 +415,7 @@ impl Api {
                 schema::check(&spec::storage_read(false), params)?;
                 storage_cfg::read(sid)
             }
-            _ => Err(not_implemented(m, &rel_uri(&req.path))),
+            _ => Err(ApiErr::not_implemented(m, &http::rel_uri(&req.path))),
         }
     }
 
@@ -467,7 +442,7 @@ impl Api {
             Ok(())
         };
         set(params, "node", node)?;
-        let not_impl = || not_implemented(m, &rel_uri(&req.path));
+        let not_impl = || ApiErr::not_implemented(m, &http::rel_uri(&req.path));
         let check_node = || -> Result<(), ApiErr> {
             if sim.opts.nodes.iter().any(|n| n == node) {
                 Ok(())
@@ -671,10 +646,6 @@ impl Api {
         }
     }
 
-    fn version(&self) -> Value {
-        node_api::version(&self.sim)
-    }
-
     /// `/pools` (pve-manager API2/Pool.pm): the current forms with `poolid` as a parameter,
     /// and the deprecated ones with it in the path.
     fn pool_route(&self, m: &str, rest: &[&str], params: &mut Params, uri: &str) -> ApiResult {
@@ -709,202 +680,7 @@ impl Api {
                 schema::check(&spec::pool_delete(), params)?;
                 pools::delete(sim, params)
             }
-            _ => Err(not_implemented(m, &rel_uri(uri))),
+            _ => Err(ApiErr::not_implemented(m, &http::rel_uri(uri))),
         }
-    }
-
-    fn nodes(&self) -> Value {
-        let up = self.sim.boot.elapsed().as_secs();
-        json!(self.sim.opts.nodes.iter().map(|n| json!({
-            "node": n, "status": "online", "type": "node", "id": format!("node/{n}"), "level": "",
-            "maxcpu": 16, "cpu": 0.01, "maxmem": 68719476736u64, "mem": 4294967296u64,
-            "maxdisk": 107374182400u64, "disk": 10737418240u64, "uptime": up, "ssl_fingerprint": self.sim.fingerprint,
-        })).collect::<Vec<_>>())
-    }
-
-    fn cluster_status(&self) -> Value {
-        let nodes = &self.sim.opts.nodes;
-        let mut out = vec![
-            json!({"type": "cluster", "id": "cluster", "name": "pve-sim", "nodes": nodes.len(), "quorate": 1, "version": nodes.len()}),
-        ];
-        for (i, n) in nodes.iter().enumerate() {
-            out.push(json!({"type": "node", "id": format!("node/{n}"), "name": n, "nodeid": i + 1, "ip": "127.0.0.1",
-                            "online": 1, "local": if i == 0 { 1 } else { 0 }, "level": ""}));
-        }
-        json!(out)
-    }
-
-    /// `GET /access/permissions` (pve-access-control API2/AccessControl.pm, permissions): the
-    /// caller's privileges, on `path` when given. pve-sim knows three kinds of users: read-only
-    /// (`:audit`), without `Sys.Audit` on the nodes (`:nosysaudit`), and administrators.
-    fn permissions(&self, auth: &Auth, params: &Params) -> Value {
-        let mut privs = serde_json::Map::new();
-        let mut grant = |p: &str| {
-            privs.insert(p.to_string(), json!(1));
-        };
-        if auth.readonly {
-            for p in ["VM.Audit", "Datastore.Audit", "Sys.Audit"] {
-                grant(p);
-            }
-        } else {
-            for p in [
-                "VM.Allocate",
-                "VM.Audit",
-                "VM.Config.Disk",
-                "VM.Config.CPU",
-                "VM.Config.Memory",
-                "VM.Config.Network",
-                "VM.Config.Cloudinit",
-                "VM.Config.Options",
-                "VM.PowerMgmt",
-                "VM.Migrate",
-                "Datastore.AllocateSpace",
-                "Datastore.Audit",
-            ] {
-                grant(p);
-            }
-            if self.sim.sys_audit(&auth.id) {
-                grant("Sys.Audit");
-                grant("Sys.Modify");
-            }
-        }
-        let path = params.get("path").cloned().unwrap_or_else(|| "/".into());
-        json!({ path: privs })
-    }
-
-    fn login(&self, params: &Params, user_out: &mut String) -> ApiResult {
-        schema::check(&api_schema::ticket(), params)?;
-        let mut username = params["username"].clone();
-        if let Some(realm) = params.get("realm")
-            && !username.contains('@')
-        {
-            username = format!("{username}@{realm}");
-        }
-        *user_out = username.clone();
-        let password = &params["password"];
-        let known = self
-            .sim
-            .opts
-            .users
-            .iter()
-            .any(|(u, p, _)| *u == username && p == password);
-        // A valid ticket in place of the password renews it.
-        let renew = self
-            .sim
-            .lock()
-            .tickets
-            .get(password)
-            .is_some_and(|(u, _, _)| *u == username);
-        if !(known || renew) {
-            std::thread::sleep(self.sim.opts.auth_failure_delay);
-            return Err(ApiErr {
-                status: 401,
-                msg: "authentication failure".into(),
-                errors: None,
-            });
-        }
-        let now = epoch() as u64;
-        let sig = |n: usize| -> String {
-            let mut s = String::new();
-            while s.len() < n {
-                s.push_str(&format!("{:016x}", self.sim.random()));
-            }
-            s.truncate(n);
-            s
-        };
-        let ticket = format!("PVE:{username}:{now:08X}::{}", sig(86));
-        let csrf = format!("{now:08X}:{}", sig(43));
-        self.sim.lock().tickets.insert(
-            ticket.clone(),
-            (username.clone(), csrf.clone(), Instant::now()),
-        );
-        Ok(
-            json!({"username": username, "ticket": ticket, "CSRFPreventionToken": csrf, "clustername": "pve-sim",
-                  "cap": {"vms": {"VM.Allocate": 1}, "storage": {"Datastore.AllocateSpace": 1}}}),
-        )
-    }
-
-    fn authenticate(&self, req: &Request) -> Result<Auth, ApiErr> {
-        let fail = |msg: &str| {
-            std::thread::sleep(self.sim.opts.auth_failure_delay);
-            ApiErr {
-                status: 401,
-                msg: msg.to_string(),
-                errors: None,
-            }
-        };
-        let authz = req.header("authorization").unwrap_or("");
-        if let Some(pos) = authz.find("PVEAPIToken") {
-            let v = authz[pos + "PVEAPIToken".len()..].trim_start_matches(['=', ' ']);
-            let v = v.split(';').next().unwrap_or("").trim();
-            let Some((id, secret)) = v.rsplit_once('=') else {
-                return Err(fail("Authentication failed!"));
-            };
-            let ok = self
-                .sim
-                .opts
-                .tokens
-                .iter()
-                .any(|(t, s)| t == id && s == secret);
-            if !ok {
-                return Err(fail("Authentication failed!"));
-            }
-            let owner = id.split('!').next().unwrap_or("");
-            let readonly = self
-                .sim
-                .opts
-                .users
-                .iter()
-                .any(|(u, _, ro)| u == owner && *ro);
-            return Ok(Auth {
-                id: id.to_string(),
-                root_ticket: false,
-                readonly,
-            });
-        }
-        let from_cookie = req
-            .header("cookie")
-            .and_then(|c| {
-                c.split(';')
-                    .map(str::trim)
-                    .find_map(|kv| kv.strip_prefix("PVEAuthCookie="))
-            })
-            .map(|t| crate::http::percent_decode(t, false));
-        let from_header = authz.strip_prefix("PVEAuthCookie=").map(str::to_string);
-        let Some(ticket) = from_cookie.or(from_header) else {
-            return Err(fail("No ticket"));
-        };
-        let (user, csrf, issued) = {
-            let st = self.sim.lock();
-            match st.tickets.get(&ticket) {
-                Some(t) => t.clone(),
-                None => return Err(fail("Authentication failed!")),
-            }
-        };
-        if issued.elapsed() > self.sim.opts.ticket_lifetime {
-            return Err(fail("Authentication failed!"));
-        }
-        // CSRF is not checked for an upload (HTTPServer.pm auth_handler, `$isUpload`).
-        if req.method != "GET"
-            && !is_upload(req)
-            && req.header("csrfpreventiontoken") != Some(csrf.as_str())
-        {
-            return Err(ApiErr {
-                status: 401,
-                msg: "Permission denied - invalid csrf token".into(),
-                errors: None,
-            });
-        }
-        let readonly = self
-            .sim
-            .opts
-            .users
-            .iter()
-            .any(|(u, _, ro)| *u == user && *ro);
-        Ok(Auth {
-            root_ticket: user == "root@pam",
-            id: user,
-            readonly,
-        })
     }
 }

@@ -1,5 +1,5 @@
 //! The cluster endpoints, after pve-manager's `API2/Cluster.pm`: `/cluster/resources` (from
-//! pvestatd's lagging stats) and `/cluster/nextid`.
+//! pvestatd's lagging stats), `/cluster/nextid`, `/cluster/status` and the node list.
 
 use serde_json::{Value, json};
 
@@ -77,4 +77,27 @@ pub fn next_id(sim: &Sim, asked: Option<&String>) -> ApiResult {
     }
     let id = (100u32..).find(|i| !st.vms.contains_key(i)).unwrap_or(100);
     Ok(json!(id.to_string()))
+}
+
+/// `GET /nodes` (pve-manager API2/Nodes.pm, index): every node online.
+pub fn nodes(sim: &Sim) -> Value {
+    let up = sim.boot.elapsed().as_secs();
+    json!(sim.opts.nodes.iter().map(|n| json!({
+        "node": n, "status": "online", "type": "node", "id": format!("node/{n}"), "level": "",
+        "maxcpu": 16, "cpu": 0.01, "maxmem": 68719476736u64, "mem": 4294967296u64,
+        "maxdisk": 107374182400u64, "disk": 10737418240u64, "uptime": up, "ssl_fingerprint": sim.fingerprint,
+    })).collect::<Vec<_>>())
+}
+
+/// `GET /cluster/status` (API2/ClusterStatus.pm): a quorate cluster of the nodes.
+pub fn cluster_status(sim: &Sim) -> Value {
+    let nodes = &sim.opts.nodes;
+    let mut out = vec![
+        json!({"type": "cluster", "id": "cluster", "name": "pve-sim", "nodes": nodes.len(), "quorate": 1, "version": nodes.len()}),
+    ];
+    for (i, n) in nodes.iter().enumerate() {
+        out.push(json!({"type": "node", "id": format!("node/{n}"), "name": n, "nodeid": i + 1, "ip": "127.0.0.1",
+                        "online": 1, "local": if i == 0 { 1 } else { 0 }, "level": ""}));
+    }
+    json!(out)
 }

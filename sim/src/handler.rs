@@ -34,6 +34,16 @@ impl ApiErr {
         Self::params(e)
     }
 
+    /// pve-manager HTTPServer.pm rest_handler, for a path no handler serves: 501 `Method 'M
+    /// $rel_uri' not implemented`, the path without `/api2/json` ([`crate::http::rel_uri`]).
+    pub fn not_implemented(method: &str, rel_uri: &str) -> Self {
+        ApiErr {
+            status: 501,
+            msg: format!("Method '{method} {rel_uri}' not implemented"),
+            errors: None,
+        }
+    }
+
     pub fn params(errors: Errors) -> Self {
         ApiErr {
             status: 400,

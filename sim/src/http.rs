@@ -527,6 +527,14 @@ fn write_response(w: &mut Conn, resp: &Response, head: bool) -> std::io::Result<
     w.flush()
 }
 
+/// The path below `/api2/json`, URI-unescaped: pveproxy's `$rel_uri` (AnyEvent.pm
+/// `$split_abs_uri`).
+pub fn rel_uri(path: &str) -> String {
+    let rel = path.strip_prefix("/api2/json").unwrap_or(path);
+    let rel = percent_decode(rel, false);
+    if rel.is_empty() { "/".into() } else { rel }
+}
+
 /// Decodes a form body or a query string as pve-http-server AnyEvent.pm `decode_urlencoded`
 /// does: pairs split at `&` and `;`, each split at `=` keeping the first two fields (Perl's
 /// `split` drops trailing empty ones), `+` and `%XX` decoded. A value that is empty or missing

@@ -18,6 +18,7 @@ mod faults;
 mod ha;
 mod handler;
 mod http;
+mod identity;
 mod migrate;
 mod node_api;
 mod pending;

@@ -1,0 +1,185 @@
+//! Who is calling, after pve-access-control and pve-manager's HTTPServer.pm: ticket login,
+//! API tokens, tickets with their CSRF token, and the caller's privileges. The router
+//! (`api.rs`) authenticates every request through here.
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::api_schema;
+use crate::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::http::Request;
+use crate::schema;
+use crate::state::{Sim, epoch};
+
+/// pve-manager HTTPServer.pm auth_handler: `POST /nodes/{node}/storage/{storage}/upload` is an
+/// upload (streamed, no CSRF token needed).
+pub fn is_upload(req: &Request) -> bool {
+    let rel = crate::http::rel_uri(&req.path);
+    let segs: Vec<&str> = rel.trim_start_matches('/').split('/').collect();
+    req.method == "POST"
+        && req.path.starts_with("/api2/json/")
+        && matches!(segs.as_slice(), ["nodes", node, "storage", sid, "upload"] if !node.is_empty() && !sid.is_empty())
+}
+
+/// `GET /access/permissions` (pve-access-control API2/AccessControl.pm, permissions): the
+/// caller's privileges, on `path` when given. pve-sim knows three kinds of users: read-only
+/// (`:audit`), without `Sys.Audit` on the nodes (`:nosysaudit`), and administrators.
+pub fn permissions(sim: &Sim, auth: &Auth, params: &Params) -> Value {
+    let mut privs = serde_json::Map::new();
+    let mut grant = |p: &str| {
+        privs.insert(p.to_string(), json!(1));
+    };
+    if auth.readonly {
+        for p in ["VM.Audit", "Datastore.Audit", "Sys.Audit"] {
+            grant(p);
+        }
+    } else {
+        for p in [
+            "VM.Allocate",
+            "VM.Audit",
+            "VM.Config.Disk",
+            "VM.Config.CPU",
+            "VM.Config.Memory",
+            "VM.Config.Network",
+            "VM.Config.Cloudinit",
+            "VM.Config.Options",
+            "VM.PowerMgmt",
+            "VM.Migrate",
+            "Datastore.AllocateSpace",
+            "Datastore.Audit",
+        ] {
+            grant(p);
+        }
+        if sim.sys_audit(&auth.id) {
+            grant("Sys.Audit");
+            grant("Sys.Modify");
+        }
+    }
+    let path = params.get("path").cloned().unwrap_or_else(|| "/".into());
+    json!({ path: privs })
+}
+
+/// `POST /access/ticket` (pve-access-control API2/AccessControl.pm, create_ticket): a
+/// ticket and a CSRF token for a known user and password, or a renewed one for a valid
+/// ticket given as the password; a failure waits `--auth-failure-delay`, as pveproxy does.
+pub fn login(sim: &Sim, params: &Params, user_out: &mut String) -> ApiResult {
+    schema::check(&api_schema::ticket(), params)?;
+    let mut username = params["username"].clone();
+    if let Some(realm) = params.get("realm")
+        && !username.contains('@')
+    {
+        username = format!("{username}@{realm}");
+    }
+    *user_out = username.clone();
+    let password = &params["password"];
+    let known = sim
+        .opts
+        .users
+        .iter()
+        .any(|(u, p, _)| *u == username && p == password);
+    // A valid ticket in place of the password renews it.
+    let renew = sim
+        .lock()
+        .tickets
+        .get(password)
+        .is_some_and(|(u, _, _)| *u == username);
+    if !(known || renew) {
+        std::thread::sleep(sim.opts.auth_failure_delay);
+        return Err(ApiErr {
+            status: 401,
+            msg: "authentication failure".into(),
+            errors: None,
+        });
+    }
+    let now = epoch() as u64;
+    let sig = |n: usize| -> String {
+        let mut s = String::new();
+        while s.len() < n {
+            s.push_str(&format!("{:016x}", sim.random()));
+        }
+        s.truncate(n);
+        s
+    };
+    let ticket = format!("PVE:{username}:{now:08X}::{}", sig(86));
+    let csrf = format!("{now:08X}:{}", sig(43));
+    sim.lock().tickets.insert(
+        ticket.clone(),
+        (username.clone(), csrf.clone(), Instant::now()),
+    );
+    Ok(
+        json!({"username": username, "ticket": ticket, "CSRFPreventionToken": csrf, "clustername": "pve-sim",
+              "cap": {"vms": {"VM.Allocate": 1}, "storage": {"Datastore.AllocateSpace": 1}}}),
+    )
+}
+
+/// pve-manager HTTPServer.pm auth_handler: an API token, or a ticket (cookie or
+/// `Authorization` header) with, for a write that is not an upload, its CSRF token.
+pub fn authenticate(sim: &Sim, req: &Request) -> Result<Auth, ApiErr> {
+    let fail = |msg: &str| {
+        std::thread::sleep(sim.opts.auth_failure_delay);
+        ApiErr {
+            status: 401,
+            msg: msg.to_string(),
+            errors: None,
+        }
+    };
+    let authz = req.header("authorization").unwrap_or("");
+    if let Some(pos) = authz.find("PVEAPIToken") {
+        let v = authz[pos + "PVEAPIToken".len()..].trim_start_matches(['=', ' ']);
+        let v = v.split(';').next().unwrap_or("").trim();
+        let Some((id, secret)) = v.rsplit_once('=') else {
+            return Err(fail("Authentication failed!"));
+        };
+        let ok = sim.opts.tokens.iter().any(|(t, s)| t == id && s == secret);
+        if !ok {
+            return Err(fail("Authentication failed!"));
+        }
+        let owner = id.split('!').next().unwrap_or("");
+        let readonly = sim.opts.users.iter().any(|(u, _, ro)| u == owner && *ro);
+        return Ok(Auth {
+            id: id.to_string(),
+            root_ticket: false,
+            readonly,
+        });
+    }
+    let from_cookie = req
+        .header("cookie")
+        .and_then(|c| {
+            c.split(';')
+                .map(str::trim)
+                .find_map(|kv| kv.strip_prefix("PVEAuthCookie="))
+        })
+        .map(|t| crate::http::percent_decode(t, false));
+    let from_header = authz.strip_prefix("PVEAuthCookie=").map(str::to_string);
+    let Some(ticket) = from_cookie.or(from_header) else {
+        return Err(fail("No ticket"));
+    };
+    let (user, csrf, issued) = {
+        let st = sim.lock();
+        match st.tickets.get(&ticket) {
+            Some(t) => t.clone(),
+            None => return Err(fail("Authentication failed!")),
+        }
+    };
+    if issued.elapsed() > sim.opts.ticket_lifetime {
+        return Err(fail("Authentication failed!"));
+    }
+    // CSRF is not checked for an upload (HTTPServer.pm auth_handler, `$isUpload`).
+    if req.method != "GET"
+        && !is_upload(req)
+        && req.header("csrfpreventiontoken") != Some(csrf.as_str())
+    {
+        return Err(ApiErr {
+            status: 401,
+            msg: "Permission denied - invalid csrf token".into(),
+            errors: None,
+        });
+    }
+    let readonly = sim.opts.users.iter().any(|(u, _, ro)| *u == user && *ro);
+    Ok(Auth {
+        root_ticket: user == "root@pam",
+        id: user,
+        readonly,
+    })
+}
