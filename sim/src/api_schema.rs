@@ -527,6 +527,33 @@ pub fn is_drive_key(name: &str) -> bool {
         || name == "tpmstate0"
 }
 
+/// A parameter given more than once (pve-http-server decode_urlencoded makes it an array):
+/// RESTHandler.pm `normalize_legacy_param_formats` joins it with `,` for a string of a
+/// `-list` format (`delete`, `revert`, `tags`, `nameserver`, `content`, `nodes`, …); for any
+/// other, JSONSchema.pm check_type refuses it ("type check ('string') failed - got ARRAY").
+pub fn join_repeated(key: &str, values: &[String]) -> Result<String, String> {
+    const LISTS: &[&str] = &[
+        "delete",
+        "revert",
+        "tags",
+        "nameserver",
+        "content",
+        "nodes",
+        "statusfilter",
+        "vms",
+    ];
+    if LISTS.contains(&key) {
+        return Ok(values.join(","));
+    }
+    let ty = match config_key_type(key) {
+        Some(Ty::Bool) => "boolean",
+        Some(Ty::Int(..)) => "integer",
+        Some(Ty::Num(..)) => "number",
+        _ => "string",
+    };
+    Err(format!("type check ('{ty}') failed - got ARRAY"))
+}
+
 /// Parses a drive value (`local-lvm:vm-100-disk-0,size=2G`) into its sub-keys.
 pub fn parse_drive(v: &str) -> Result<BTreeMap<String, String>, String> {
     parse_property_string(DISK_SUBS, v)

@@ -555,6 +555,41 @@ pub fn decode_urlencoded(text: &str) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
+/// One key of a decoded form, as `decode_urlencoded` leaves it in its hash.
+pub enum FormValue {
+    /// Given without a value: undef.
+    Undef,
+    One(String),
+    /// Given more than once: an array of the values.
+    Many(Vec<String>),
+}
+
+/// [`decode_urlencoded`] merged by key as its hash does: a key given again with a value
+/// turns into an array (`[$old, $v]`, pushed to after), a key given again without one is
+/// undef. Keys keep the order they first came in.
+pub fn decode_form(text: &str) -> Vec<(String, FormValue)> {
+    let mut out: Vec<(String, FormValue)> = Vec::new();
+    for (key, value) in decode_urlencoded(text) {
+        let slot = match out.iter().position(|(k, _)| *k == key) {
+            Some(i) => &mut out[i].1,
+            None => {
+                out.push((key, FormValue::Undef));
+                &mut out.last_mut().expect("just pushed").1
+            }
+        };
+        *slot = match (std::mem::replace(slot, FormValue::Undef), value) {
+            (_, None) => FormValue::Undef,
+            (FormValue::Undef, Some(v)) => FormValue::One(v),
+            (FormValue::One(old), Some(v)) => FormValue::Many(vec![old, v]),
+            (FormValue::Many(mut all), Some(v)) => {
+                all.push(v);
+                FormValue::Many(all)
+            }
+        };
+    }
+    out
+}
+
 /// Percent-decodes `s`; with `plus`, `+` stands for a space (form encoding).
 pub fn percent_decode(s: &str, plus: bool) -> String {
     let b = s.as_bytes();

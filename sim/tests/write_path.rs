@@ -512,3 +512,33 @@ fn a_forced_delete_is_pending_as_force_on_a_running_vm() {
     );
     assert!(!volume_exists(&sim, &s, "local-lvm:vm-100-disk-1"));
 }
+
+/// pve-http-server AnyEvent.pm decode_urlencoded: a key given twice is an array; RESTHandler.pm
+/// normalize_legacy_param_formats joins it with `,` for a `-list` format (`delete`), and
+/// JSONSchema.pm check_type refuses it for any other ("type check ('integer') failed - got
+/// ARRAY").
+#[test]
+fn a_repeated_key_is_an_array() {
+    let sim = fast();
+    let s = Session::login(&sim);
+    quick_vm(&s, "100", &[("onboot", "1"), ("protection", "0")]);
+    assert_eq!(
+        put(&s, "100", &[("delete", "onboot"), ("delete", "protection")]).0,
+        200
+    );
+    let c = config(&s, "100");
+    assert!(
+        c.get("onboot").is_none() && c.get("protection").is_none(),
+        "{c}"
+    );
+    let (status, _, v) = s.call(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("cores", "2"), ("cores", "4")],
+    );
+    assert_eq!(status, 400);
+    assert_eq!(
+        v["errors"]["cores"],
+        "type check ('integer') failed - got ARRAY"
+    );
+}
