@@ -13,9 +13,7 @@ use serde_json::{Value, json};
 use crate::api_schema;
 use crate::faults::Action;
 use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
-use crate::http::{
-    self, BodyPlan, FormValue, Handler, MAX_BODY, Request, Response, decode_form, decode_urlencoded,
-};
+use crate::http::{self, BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded};
 use crate::schema;
 use crate::state::{Sim, epoch};
 use crate::storage;
@@ -231,77 +229,7 @@ impl Api {
         if !req.path.starts_with("/api2/json/") {
             return Err(ApiErr::not_implemented(&req.method, &req.path));
         }
-        // pve-http-server AnyEvent.pm extract_params: the body (JSON or a form), then the
-        // query on top; an empty form value or a JSON null is undef (a key without a value),
-        // a repeated key an array (RESTHandler.pm joins it for a `-list` format).
-        let mut given: BTreeMap<String, FormValue> = BTreeMap::new();
-        let ctype = req.header("content-type").unwrap_or("");
-        if !req.body.is_empty() {
-            if ctype.starts_with("application/json") {
-                let v: Value = serde_json::from_slice(&req.body)
-                    .map_err(|e| ApiErr::die(format!("unable to parse JSON body: {e}")))?;
-                let text = |v: &Value| match v {
-                    Value::String(s) => s.clone(),
-                    Value::Bool(b) => (if *b { "1" } else { "0" }).to_string(),
-                    other => other.to_string(),
-                };
-                for (k, v) in v.as_object().into_iter().flatten() {
-                    let value = match v {
-                        Value::Null => FormValue::Undef,
-                        Value::Array(items) => FormValue::Many(items.iter().map(text).collect()),
-                        other => FormValue::One(text(other)),
-                    };
-                    given.insert(k.clone(), value);
-                }
-            } else {
-                given.extend(decode_form(&String::from_utf8_lossy(&req.body)));
-            }
-        }
-        given.extend(decode_form(&req.query));
-        let mut undef = Undefined::new();
-        let mut arrays = schema::Errors::new();
-        for (k, v) in given {
-            match v {
-                FormValue::Undef => {
-                    undef.insert(k);
-                }
-                FormValue::One(v) => {
-                    params.insert(k, v);
-                }
-                FormValue::Many(values) => match api_schema::join_repeated(&k, &values) {
-                    Ok(joined) => {
-                        params.insert(k, joined);
-                    }
-                    Err(e) => {
-                        arrays.insert(k, e);
-                    }
-                },
-            }
-        }
-        let mut put = |k: String, v: Option<String>| match v {
-            Some(v) => {
-                undef.remove(&k);
-                params.insert(k, v);
-            }
-            None => {
-                params.remove(&k);
-                undef.insert(k);
-            }
-        };
-        // An upload's parameters: the query and the form fields before the file, and the
-        // temporary file's name (AnyEvent.pm `$upload_state->{params}`, `tmpfilename`).
-        if let Some(upload) = &req.upload {
-            for (k, v) in &upload.fields {
-                put(k.clone(), Some(v.clone()));
-            }
-            put(
-                "tmpfilename".into(),
-                Some(upload.file.to_string_lossy().into_owned()),
-            );
-        }
-        if !arrays.is_empty() {
-            return Err(ApiErr::params(arrays));
-        }
+        let undef = http::extract_params(req, params)?;
         let segs: Vec<String> = path
             .trim_matches('/')
             .split('/')

@@ -2,6 +2,7 @@
 //! connection, and a bounded number of requests handled at once (`--workers`). Request heads
 //! are parsed by `httparse`.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -9,6 +10,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use serde_json::Value;
+
+use crate::api_schema;
+use crate::handler::{ApiErr, Params, Undefined};
+use crate::schema;
 
 /// A parsed request. Header names are lower-case.
 pub struct Request {
@@ -588,6 +594,74 @@ pub fn decode_form(text: &str) -> Vec<(String, FormValue)> {
         };
     }
     out
+}
+
+/// pve-http-server AnyEvent.pm `extract_params`: the parameters of a request from its body
+/// (JSON or a form) with its query on top, into `params`; returns the keys given without a
+/// value. A repeated key is joined for a `-list` format or refused (400) as RESTHandler.pm
+/// and JSONSchema.pm do ([`crate::api_schema::join_repeated`]).
+pub fn extract_params(req: &Request, params: &mut Params) -> Result<Undefined, ApiErr> {
+    // pve-http-server AnyEvent.pm extract_params: the body (JSON or a form), then the
+    // query on top; an empty form value or a JSON null is undef (a key without a value),
+    // a repeated key an array (RESTHandler.pm joins it for a `-list` format).
+    let mut given: BTreeMap<String, FormValue> = BTreeMap::new();
+    let ctype = req.header("content-type").unwrap_or("");
+    if !req.body.is_empty() {
+        if ctype.starts_with("application/json") {
+            let v: Value = serde_json::from_slice(&req.body)
+                .map_err(|e| ApiErr::die(format!("unable to parse JSON body: {e}")))?;
+            let text = |v: &Value| match v {
+                Value::String(s) => s.clone(),
+                Value::Bool(b) => (if *b { "1" } else { "0" }).to_string(),
+                other => other.to_string(),
+            };
+            for (k, v) in v.as_object().into_iter().flatten() {
+                let value = match v {
+                    Value::Null => FormValue::Undef,
+                    Value::Array(items) => FormValue::Many(items.iter().map(text).collect()),
+                    other => FormValue::One(text(other)),
+                };
+                given.insert(k.clone(), value);
+            }
+        } else {
+            given.extend(decode_form(&String::from_utf8_lossy(&req.body)));
+        }
+    }
+    given.extend(decode_form(&req.query));
+    let mut undef = Undefined::new();
+    let mut arrays = schema::Errors::new();
+    for (k, v) in given {
+        match v {
+            FormValue::Undef => {
+                undef.insert(k);
+            }
+            FormValue::One(v) => {
+                params.insert(k, v);
+            }
+            FormValue::Many(values) => match api_schema::join_repeated(&k, &values) {
+                Ok(joined) => {
+                    params.insert(k, joined);
+                }
+                Err(e) => {
+                    arrays.insert(k, e);
+                }
+            },
+        }
+    }
+    if !arrays.is_empty() {
+        return Err(ApiErr::params(arrays));
+    }
+    // An upload's parameters: the query and the form fields before the file, and the
+    // temporary file's name (`$upload_state->{params}`, `tmpfilename`).
+    if let Some(upload) = &req.upload {
+        for (k, v) in &upload.fields {
+            undef.remove(k);
+            params.insert(k.clone(), v.clone());
+        }
+        let file = upload.file.to_string_lossy().into_owned();
+        params.insert("tmpfilename".into(), file);
+    }
+    Ok(undef)
 }
 
 /// Percent-decodes `s`; with `plus`, `+` stands for a space (form encoding).
