@@ -591,16 +591,16 @@ def net_experiment(have_peer, args):
     --net-import-costs."""
     long_rows = []
 
-    def long_imports():
-        for spec in filter(None, args.net_long.split(",")):
-            copy_s, rest = spec.split("@")
-            rtt, cost = (int(x) for x in rest.split(":"))
-            for r in net_imports_experiment(have_peer, costs=(cost,), parallel=1, copy_s=int(copy_s),
-                                            rtts=[rtt], tag=f"-long{copy_s}"):
-                r["label"] = f"imports, {int(copy_s) // 60} min copy"
-                long_rows.append(r)
+    def long_import(spec):
+        copy_s, rest = spec.split("@")
+        rtt, cost = (int(x) for x in rest.split(":"))
+        for r in net_imports_experiment(have_peer, costs=(cost,), parallel=1, copy_s=int(copy_s),
+                                        rtts=[rtt], tag=f"-long{copy_s}"):
+            r["label"] = f"imports, {int(copy_s) // 60} min copy"
+            long_rows.append(r)
 
-    background = threading.Thread(target=long_imports)
+    specs = list(filter(None, args.net_long.split(",")))
+    background = threading.Thread(target=lambda: in_parallel([lambda s=s: long_import(s) for s in specs]))
     background.start()
     rtts = [int(x) for x in args.net_rtts.split(",") if x]
     rows = net_tasks_experiment(have_peer, per_cell=args.net_runs, rtts=rtts,
@@ -998,9 +998,14 @@ def combine(args, names):
     for name in names:
         with open(os.path.join(WORK, f"{name}.json")) as f:
             parts.append(json.load(f))
-    commits = {p["commit"] for p in parts}
-    if len(commits) != 1:
-        sys.exit(f"--combine: the parts come from different commits ({', '.join(sorted(commits))})")
+    # Parts of different commits may be combined only when what they measure is the same: the
+    # modules, pve-sim and the lock file (the benchmark's own scripts may differ).
+    commits = sorted({p["commit"] for p in parts})
+    for other in commits[1:]:
+        same = subprocess.run(["git", "diff", "--quiet", commits[0], other, "--", "src", "pve", "sim", "Cargo.lock",
+                               "Cargo.toml"], cwd=ROOT).returncode == 0
+        if not same:
+            sys.exit(f"--combine: commits {commits[0]} and {other} differ in the code measured")
     merged = {}
     for p in parts:
         for key, value in p.items():
