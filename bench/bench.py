@@ -61,17 +61,28 @@ class Sim:
     def stop(self):
         self.proc.terminate()
         self.proc.wait()
+        # The figures are taken by now: the VMs' disks go (a run makes hundreds), the logs stay.
+        shutil.rmtree(os.path.join(self.dir, "data", "nodes"), ignore_errors=True)
 
     def requests(self):
-        with open(os.path.join(self.dir, "data", "requests.jsonl")) as f:
-            return [json.loads(line) for line in f if line.strip()]
+        return read_jsonl(os.path.join(self.dir, "data", "requests.jsonl"))
 
     def tasks(self):
-        path = os.path.join(self.dir, "data", "tasks.jsonl")
-        if not os.path.exists(path):
-            return []
-        with open(path) as f:
-            return [json.loads(line) for line in f if line.strip()]
+        return read_jsonl(os.path.join(self.dir, "data", "tasks.jsonl"))
+
+
+def read_jsonl(path):
+    """The records of a log pve-sim is still writing: a last line not written out yet is left."""
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
 
 
 def ours(sim, args):
@@ -232,6 +243,10 @@ WAIT_SCENARIOS = [
 ]
 # 34 MiB/s: a 30 s import, the shortest length the targets name.
 IMPORT_RATE_MB = 34
+# The wait experiments' image: a 1 GiB disk with this much data. pve-sim paces a copy by its
+# progress over the virtual size, so the data only costs disk space (the side-by-side runs
+# hold dozens of copies at once).
+WAIT_IMAGE_MB = 50
 
 
 def task_requests(sim, upid):
@@ -265,7 +280,7 @@ def waits_experiment(have_peer, runs, scenarios, runs_others=None):
     `scsi0: local-lvm:0,import-from=…`, waiting on the create task at its 1 s poll): the same
     pve-sim per scenario, runs interleaved (ours, peer, ours, …), every task request counted;
     the scenarios side by side."""
-    img = make_image(200, 1024)
+    img = make_image(WAIT_IMAGE_MB, 1024)
     vol = f"local:import/{os.path.basename(img)}"
 
     def scenario(name, extra):
@@ -306,7 +321,7 @@ def waits_experiment(have_peer, runs, scenarios, runs_others=None):
     # The scenarios run at once, each on its own pve-sim (a wait is mostly idle: the copies are
     # paced), so the experiment takes one scenario's time.
     got = in_parallel([lambda sc=sc: scenario(*sc) for sc in scenarios])
-    return [r for rows in got for r in rows]
+    return [r for rows in got if rows for r in rows]
 
 
 class Prober:
@@ -429,7 +444,11 @@ def in_parallel(jobs):
     out = [None] * len(jobs)
 
     def run(i):
-        out[i] = jobs[i]()
+        try:
+            out[i] = jobs[i]()
+        except Exception:  # one failed job is reported and leaves a gap, not the whole run
+            import traceback
+            traceback.print_exc()
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
     for t in threads:
@@ -487,7 +506,8 @@ def net_tasks_experiment(have_peer, per_cell=10, parallel=5, task_s=2, rtts=None
 
                 # Ours first, then the peer's: the peer's Python start-up does not load the
                 # host while ours wait, nor ours while the peer's do.
-                upids = {"ours": [u for g in in_parallel([lambda v=v: mine(v) for v in ids["ours"]]) for u in g]}
+                upids = {"ours": [u for g in in_parallel([lambda v=v: mine(v) for v in ids["ours"]]) if g
+                                  for u in g]}
                 if have_peer:
                     start = time.time()
                     in_parallel([lambda v=v: theirs(v) for v in ids["peer"]])
@@ -512,7 +532,7 @@ def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=0, copy_s
     and costs: `parallel` creates of each client at
     once per cell (ours: `vm` with import_from; the peer: `proxmox_kvm` with import-from in one
     task), every task request counted."""
-    img = make_image(200, 1024)
+    img = make_image(WAIT_IMAGE_MB, 1024)
     vol = f"local:import/{os.path.basename(img)}"
     rate_k = max(1, int(1024 * 1024 / copy_s))
     rows = []
@@ -543,7 +563,7 @@ def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=0, copy_s
                 if have_peer:
                     jobs += [lambda v=v: theirs(v) for v in range(400, 400 + parallel)]
                 got = in_parallel(jobs)
-                upids = {"ours": [u for g in got[:parallel] for u in g]}
+                upids = {"ours": [u for g in got[:parallel] if g for u in g]}
                 if have_peer:
                     upids["peer"] = [t["upid"] for t in sim.tasks() if t["type"] == "qmcreate"
                                      and t["id"] in {str(v) for v in range(400, 400 + parallel)}]
@@ -571,16 +591,16 @@ def net_experiment(have_peer, args):
     --net-import-costs."""
     long_rows = []
 
-    def long_imports():
-        for spec in filter(None, args.net_long.split(",")):
-            copy_s, rest = spec.split("@")
-            rtt, cost = (int(x) for x in rest.split(":"))
-            for r in net_imports_experiment(have_peer, costs=(cost,), parallel=1, copy_s=int(copy_s),
-                                            rtts=[rtt], tag=f"-long{copy_s}"):
-                r["label"] = f"imports, {int(copy_s) // 60} min copy"
-                long_rows.append(r)
+    def long_import(spec):
+        copy_s, rest = spec.split("@")
+        rtt, cost = (int(x) for x in rest.split(":"))
+        for r in net_imports_experiment(have_peer, costs=(cost,), parallel=1, copy_s=int(copy_s),
+                                        rtts=[rtt], tag=f"-long{copy_s}"):
+            r["label"] = f"imports, {int(copy_s) // 60} min copy"
+            long_rows.append(r)
 
-    background = threading.Thread(target=long_imports)
+    specs = list(filter(None, args.net_long.split(",")))
+    background = threading.Thread(target=lambda: in_parallel([lambda s=s: long_import(s) for s in specs]))
     background.start()
     rtts = [int(x) for x in args.net_rtts.split(",") if x]
     rows = net_tasks_experiment(have_peer, per_cell=args.net_runs, rtts=rtts,
@@ -866,16 +886,21 @@ def net_report(net):
     return out
 
 
-def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), clones=(), net=()):
+def run_line():
+    """What this run was: its command, when, on what, from which commit, how loaded the host was."""
+    return (f"`bench/run.sh{''.join(' ' + a for a in sys.argv[1:])}` on "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, commit {COMMIT}; host load "
+            f"average (1 min) during the run: {LOAD.summary() if LOAD else 'not sampled'}")
+
+
+def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), clones=(), net=(), runs=None):
     size = {b: os.path.getsize(os.path.join(ROOT, "target", "release", b)) for b in ("vm", "image", "pve-sim")}
     lines = [
         "# Benchmark results",
         "",
-        f"Run: `bench/run.sh{''.join(' ' + a for a in sys.argv[1:])}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-        f"{os.cpu_count()} cores, against pve-sim (release build), both clients on the same simulator in the same run; "
-        f"commit {COMMIT}.",
+        *(f"Run: {r}." for r in (runs or [run_line()])),
+        "Against pve-sim (release build), both clients on the same simulator in the same run.",
         "Peer: `ansible` 14.5.0 from PyPI (community.proxmox `proxmox_kvm`, `proxmox_disk`) with proxmoxer 2.3.0.",
-        f"Host load average (1 min) during the run: {LOAD.summary() if LOAD else 'not sampled'}.",
     ]
     if lat:
         lines += [
@@ -896,7 +921,7 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), 
         for secs, lat_ms, polls, reqs in imports:
             lines.append(f"| {secs} s | {lat_ms:.0f} | {polls} | {reqs} |")
     if waits:
-        lines += ["", f"### The import wait, ours against the peer ({IMPORT_RATE_MB} MiB/s, a 1 GiB disk)", "",
+        lines += ["", f"### The import wait, ours against the peer ({IMPORT_RATE_MB} MiB/s, a 1 GiB disk with {WAIT_IMAGE_MB} MiB of data)", "",
                   "The peer: `proxmox_kvm` creating the VM with `scsi0: local-lvm:0,import-from=…` in one task "
                   "(its best one-task create), waiting on the create task. Both clients on the same pve-sim per "
                   "scenario, interleaved run by run. Latency: from the task's end (pve-sim's task log) to the first "
@@ -966,6 +991,42 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), 
     print("\n".join(lines))
 
 
+def combine(args, names):
+    """latest.md and the plots from partial runs made from one commit (the full run's report,
+    assembled when one run does not fit in the time there is)."""
+    parts = []
+    for name in names:
+        with open(os.path.join(WORK, f"{name}.json")) as f:
+            parts.append(json.load(f))
+    # Parts of different commits may be combined only when what they measure is the same: the
+    # modules, pve-sim and the lock file (the benchmark's own scripts may differ).
+    commits = sorted({p["commit"] for p in parts})
+    for other in commits[1:]:
+        same = subprocess.run(["git", "diff", "--quiet", commits[0], other, "--", "src", "pve", "sim", "Cargo.lock",
+                               "Cargo.toml"], cwd=ROOT).returncode == 0
+        if not same:
+            sys.exit(f"--combine: commits {commits[0]} and {other} differ in the code measured")
+    merged = {}
+    for p in parts:
+        for key, value in p.items():
+            if value and not merged.get(key):
+                merged[key] = value
+    out = os.path.join(ROOT, "bench", "results")
+    write_report(args, merged.get("latency", []), merged.get("imports", []), merged.get("noop", {}),
+                 merged.get("e2e", []), merged.get("scale", {}), os.path.join(out, "latest.md"),
+                 merged.get("waits", []), merged.get("load", []), merged.get("clones", []), merged.get("net", []),
+                 runs=[p["run"] for p in parts])
+    plot_figures(merged.get("latency", []), merged.get("imports", []), merged.get("e2e", []), out)
+
+
+def plot_figures(lat, imports, e2e, out):
+    with open(os.path.join(WORK, "results.json"), "w") as f:
+        json.dump({"latency": lat, "imports": imports, "e2e": e2e}, f)
+    plot = os.path.join(WORK, "plot-venv", "bin", "python")
+    if os.path.exists(plot):
+        subprocess.run([plot, os.path.join(ROOT, "bench", "plot.py"), os.path.join(WORK, "results.json"), out], check=True)
+
+
 class LoadWatch:
     """The host's 1-minute load average, sampled every 10 s while the run lasts (the machine is
     shared: the figures say how busy it was)."""
@@ -1013,7 +1074,13 @@ def main():
                     help="long imports (net), COPY_S@RTT_MS:COST_MS, one per client, run beside the grid")
     ap.add_argument("--wait-scenarios", default="",
                     help="comma-separated scenario names to run (default: all), e.g. steady,stalls")
+    ap.add_argument("--combine", default="",
+                    help="write latest.md and the plots from the figures of partial runs of one commit "
+                         "(comma-separated report names, .work/bench/NAME.json), running nothing")
     args = ap.parse_args()
+    if args.combine:
+        combine(args, args.combine.split(","))
+        return
     only = set(args.only.split(","))
     have_peer = not args.no_peer and os.path.exists(os.path.join(PEER_BIN, "ansible"))
     durations = ([float(x) for x in args.latency_lengths.split(",")] if args.latency_lengths
@@ -1036,7 +1103,7 @@ def main():
     name = "latest" if only == everything else (
         args.report or ("waits" if only <= {"waits", "load"} else "-".join(sorted(only))))
     with open(os.path.join(WORK, f"{name}.json"), "w") as f:
-        json.dump({"commit": COMMIT, "latency": lat, "imports": imports, "waits": waits, "net": net, "load": load,
+        json.dump({"commit": COMMIT, "run": run_line(), "latency": lat, "imports": imports, "waits": waits, "net": net, "load": load,
                    "clones": clones, "noop": noop, "e2e": e2e, "scale": scale}, f)
     if only != everything:
         # A partial run keeps the full report and writes its own: waits.md for the wait
@@ -1045,11 +1112,7 @@ def main():
                      net)
         return
     write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits, load, clones, net)
-    with open(os.path.join(WORK, "results.json"), "w") as f:
-        json.dump({"latency": lat, "imports": imports, "e2e": e2e}, f)
-    plot = os.path.join(WORK, "plot-venv", "bin", "python")
-    if os.path.exists(plot):
-        subprocess.run([plot, os.path.join(ROOT, "bench", "plot.py"), os.path.join(WORK, "results.json"), out], check=True)
+    plot_figures(lat, imports, e2e, out)
 
 
 if __name__ == "__main__":
