@@ -1125,6 +1125,22 @@ impl<'a> Migration<'a> {
                 self.log(&msg);
             }
         }
+        // update_efidisk_size: the size of the OVMF vars the EFI disk holds (get_efivars_size:
+        // 540672 bytes for `efitype=4m`, else 131072), whatever its volume has;
+        // update_tpmstate_size: TPMSTATE_DISK_SIZE (4 MiB).
+        for key in ["efidisk0", "tpmstate0"] {
+            let Some(Ok(mut drive)) = self.conf.get(key).map(|v| api_schema::parse_drive(v)) else {
+                continue;
+            };
+            let size: u64 = match key {
+                "efidisk0" if drive.get("efitype").is_some_and(|t| t == "4m") => 540_672,
+                "efidisk0" => 131_072,
+                _ => 4 << 20,
+            };
+            drive.insert("size".into(), pve_format_size(size));
+            self.conf
+                .insert(key.into(), schema::print_property_string("file", &drive));
+        }
     }
 
     /// The name a volume gets on the target storage (pve-storage Storage.pm,
@@ -1299,22 +1315,29 @@ impl<'a> Migration<'a> {
             "starting VM {vmid} on remote node '{}'",
             self.target
         ));
-        let online: Vec<(String, LocalVolume)> = self
+        // vm_migrate_get_nbd_disks: the attached disks but CD-ROMs and the TPM state, by
+        // drive key (vm_migrate_alloc_nbd_disks allocates them in that order).
+        let mut online: Vec<(String, String, LocalVolume)> = self
             .local_volumes
             .iter()
             .filter(|(_, v)| v.online && v.reference == Reference::Attached)
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .filter_map(|(k, v)| Some((v.drivename.clone()?, k.clone(), v.clone())))
+            .filter(|(key, ..)| key != "tpmstate0")
             .collect();
+        online.sort_by(|a, b| a.0.cmp(&b.0));
         // vm_migrate_alloc_nbd_disks on the target: a new volume for each mirrored drive, in
-        // the source's format where the target storage has it, else its default (raw).
+        // the source's format where the target storage has it, else its default (raw), of the
+        // drive's size.
         let mut mirrors = Vec::new();
-        for (volid, vol) in &online {
-            let Some(drive_key) = vol.drivename.clone() else {
-                continue;
-            };
+        for (drive_key, volid, vol) in &online {
+            let drive_key = drive_key.clone();
             let Ok(mut drive) = api_schema::parse_drive(&self.conf[&drive_key]) else {
                 continue;
             };
+            let size = drive
+                .get("size")
+                .and_then(|s| storage::parse_size(s))
+                .unwrap_or(vol.size);
             let def = storage_def(&vol.targetsid)?;
             let fmt =
                 if def.kind == "dir" && ["raw", "qcow2", "vmdk"].contains(&vol.format.as_str()) {
@@ -1328,7 +1351,7 @@ impl<'a> Migration<'a> {
             storage::create_image(
                 &dst.path,
                 &fmt,
-                storage::allocated_size(&vol.targetsid, vol.size),
+                storage::allocated_size(&vol.targetsid, size),
             )?;
             self.volume_map.insert(volid.clone(), new_volid.clone());
             drive.insert("file".into(), new_volid.clone());
@@ -1338,7 +1361,7 @@ impl<'a> Migration<'a> {
                 schema::print_property_string("file", &drive),
             );
             self.log(&format!("volume '{volid}' is '{new_volid}' on the target"));
-            mirrors.push((drive_key, volid.clone(), new_volid, fmt, vol.size));
+            mirrors.push((drive_key, volid.clone(), new_volid, fmt, size));
         }
         self.log("start remote tunnel");
         self.log("ssh tunnel ver 1");
@@ -1358,7 +1381,7 @@ impl<'a> Migration<'a> {
             }
             let src = storage::parse_volume(&data, &self.source, volid)?;
             let dst = storage::parse_volume(&data, &self.target, new_volid)?;
-            mirror_copy(&src.path, &dst.path, fmt)?;
+            mirror_copy(&src.path, &dst.path, fmt, *size)?;
             let total = *size;
             let job = format!("drive-{drive_key}");
             let line = |done: u64, secs: f64, ready: bool| {
@@ -1607,21 +1630,30 @@ fn copy_file(src: &Path, dst: &Path) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", dst.display()))
 }
 
-/// What a drive mirror leaves on the target volume: the source's contents in the target's
-/// format (`qemu-img convert -n` into the volume the target allocated).
-fn mirror_copy(src: &Path, dst: &Path, dst_fmt: &str) -> Result<(), String> {
+/// What a drive mirror leaves on the target volume: the `size` bytes the guest sees of the
+/// source (an EFI disk's vars, not its whole LV), in the target's format.
+fn mirror_copy(src: &Path, dst: &Path, dst_fmt: &str, size: u64) -> Result<(), String> {
     let src_fmt = storage::detect_format(src)?;
-    let out = Command::new("qemu-img")
-        .args(["convert", "-n", "-f", &src_fmt, "-O", dst_fmt])
-        .arg(src)
-        .arg(dst)
+    let whole = storage::virtual_size(src, &src_fmt)? <= size;
+    let mut cmd = Command::new("qemu-img");
+    if whole {
+        cmd.args(["convert", "-n", "-f", &src_fmt, "-O", dst_fmt])
+            .arg(src)
+            .arg(dst);
+    } else {
+        cmd.args(["dd", "-f", &src_fmt, "-O", dst_fmt, "count=1"])
+            .arg(format!("bs={size}"))
+            .arg(format!("if={}", src.display()))
+            .arg(format!("of={}", dst.display()));
+    }
+    let out = cmd
         .output()
         .map_err(|e| format!("unable to run qemu-img: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
     }
+    std::fs::set_permissions(dst, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(|e| format!("{}: {e}", dst.display()))
 }
 
 #[cfg(test)]
