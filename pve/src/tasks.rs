@@ -356,6 +356,8 @@ const PROGRESS_TYPES: &[&str] = &[
     "download",
     "imgcopy",
     "move_volume",
+    // A migration's mirrored disks (`drive-scsi0: transferred …`, see `transfer_part`).
+    "qmigrate",
 ];
 
 /// One look at a task: the observation, how long its first request took, and how many
