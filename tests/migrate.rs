@@ -421,3 +421,90 @@ fn bad_input_and_refused_migrations() {
             .is_none()
     );
 }
+
+/// An HA-managed VM moves through the HA stack: PVE answers the migrate request with a
+/// `hamigrate` task (`ha-manager migrate`), the stack's LRM runs the `qmigrate`, which the
+/// module finds and waits for; the VM ends on the target, still HA-managed and running.
+#[test]
+fn an_ha_managed_vm_moves_through_ha() {
+    let img = small_image();
+    // HA rounds of 10 s, scaled to 1 s.
+    let sim = Sim::start(
+        &[&img],
+        &["--nodes", "pve1,pve2,pve3", "--time-scale", "0.1"],
+    );
+    ok(run(vm_args(
+        &sim,
+        json!({"node": "pve1", "state": "started"}),
+    )));
+    sim.write(
+        "POST",
+        "/cluster/ha/resources",
+        &[("sid", "vm:100"), ("state", "started")],
+    );
+    let r = ok(run(vm_args(
+        &sim,
+        json!({"node": "pve2", "migrate": true, "state": "started"}),
+    )));
+    assert_eq!(r["node"], "pve2", "{r}");
+    assert_eq!(r["status"], "running");
+    assert_eq!(task_types(&r), ["hamigrate", "qmigrate"], "{r}");
+    let lrm = migration(&r);
+    assert!(
+        lrm["upid"]
+            .as_str()
+            .unwrap()
+            .ends_with(":qmigrate:100:root@pam:"),
+        "the LRM's task: {lrm}"
+    );
+    assert_eq!(placement(&sim), [(100, "pve2".to_string())]);
+    assert_eq!(
+        sim.get("/nodes/pve2/qemu/100/status/current")["data"]["ha"]["managed"],
+        1
+    );
+    let again = ok(run(vm_args(
+        &sim,
+        json!({"node": "pve2", "migrate": true, "state": "started"}),
+    )));
+    assert_eq!(again["changed"], false, "{again}");
+}
+
+/// A template on shared storage: a linked clone asked on another node is made there by the
+/// clone itself (PVE clones across nodes when the source's disks are shared), no migration.
+#[test]
+fn a_clone_of_a_template_on_shared_storage_is_made_on_the_other_node_directly() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], NODES);
+    sim.write(
+        "POST",
+        "/storage",
+        &[
+            ("storage", "shared1"),
+            ("type", "dir"),
+            ("path", "/mnt/shared1"),
+            ("shared", "1"),
+            ("content", "images"),
+        ],
+    );
+    ok(run(merge(&[
+        sim.conn(),
+        json!({
+            "node": "pve1", "vmid": 900, "name": "tpl", "cores": 1, "memory": 512,
+            "disks": [{"slot": "scsi0", "storage": "shared1", "import_from": "local:import/small.qcow2"}],
+            "template": true,
+        }),
+    ])));
+    let r = ok(run(merge(&[
+        sim.conn(),
+        json!({"node": "pve2", "vmid": 160, "name": "c160", "clone": {"vmid": 900}}),
+    ])));
+    assert_eq!(r["node"], "pve2", "{r}");
+    assert_eq!(task_types(&r), ["qmclone"], "{r}");
+    assert!(
+        r["config"]["scsi0"]
+            .as_str()
+            .unwrap()
+            .starts_with("shared1:900/base-900-disk-0"),
+        "{r}"
+    );
+}

@@ -424,6 +424,14 @@ fn vnc_clipboard(conf: &BTreeMap<String, String>) -> bool {
         .is_some_and(|v| v.split(',').any(|p| p == "clipboard=vnc"))
 }
 
+/// Whether a volume lies on a shared storage (`$scfg->{shared}`).
+fn on_shared(volid: &str) -> bool {
+    volid
+        .split_once(':')
+        .and_then(|(sid, _)| storage::storage(sid))
+        .is_some_and(|s| s.shared)
+}
+
 /// `GET …/migrate`.
 pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult {
     if auth.readonly {
@@ -459,7 +467,7 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
     // marked shared, and an empty CD-ROM drive.
     let local_disks: Vec<Value> = foreach_volid(&conf, &pending)
         .into_iter()
-        .filter(|(volid, a)| !(a.shared || a.cdrom && volid == "none"))
+        .filter(|(volid, a)| !(a.shared || a.cdrom && volid == "none" || on_shared(volid)))
         .map(|(volid, a)| {
             let mut d = json!({
                 "volid": volid, "cdrom": a.cdrom as u8, "is_cloudinit": a.is_cloudinit as u8,
@@ -492,7 +500,7 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
             (k.clone(), json!({ "name": name }))
         })
         .collect();
-    Ok(json!({
+    let mut answer = json!({
         "running": running as u8,
         "allowed_nodes": allowed,
         "not_allowed_nodes": not_allowed,
@@ -501,7 +509,13 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
         "mapped-resources": mapped,
         "mapped-resource-info": info,
         "has-dbus-vmstate": 1,
-    }))
+    });
+    // HA::Config get_resource_motion_info: pve-sim has no affinity rules, so no resource
+    // moves with the VM.
+    if crate::ha::vm_is_ha_managed(sim, vmid) {
+        answer["dependent-ha-resources"] = json!([]);
+    }
+    Ok(answer)
 }
 
 /// The options a `qmigrate` task runs with (`$param` as migrate_vm passes it on).
@@ -557,6 +571,19 @@ fn check_storage_availability(
 
 /// `POST …/migrate`.
 pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth) -> ApiResult {
+    migrate_in(sim, node, vmid, params, auth, false)
+}
+
+/// migrate_vm in a client's environment, or (`ha_env`) in the HA stack's, whose LRM migrates
+/// an HA-managed VM itself instead of handing it to `ha-manager` again.
+fn migrate_in(
+    sim: &Arc<Sim>,
+    node: &str,
+    vmid: u32,
+    params: &Params,
+    auth: &Auth,
+    ha_env: bool,
+) -> ApiResult {
     let target = params["target"].clone();
     if target == node {
         return Err(ApiErr::param("target", "target is local node."));
@@ -633,6 +660,9 @@ pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
             .get("migration_type")
             .is_some_and(|t| t == "insecure"),
     };
+    if crate::ha::vm_is_ha_managed(sim, vmid) && !ha_env {
+        return Ok(json!(ha_migrate(sim, node, vmid, &target, auth)));
+    }
     let (source, worker_sim) = (node.to_string(), sim.clone());
     let upid = tasks::spawn(
         sim,
@@ -648,6 +678,92 @@ pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
         },
     );
     Ok(json!(upid))
+}
+
+/// migrate_vm for an HA-managed VM: a `hamigrate` worker that runs `ha-manager migrate vm:N
+/// TARGET` (pve-ha-manager API2/HA/Resources.pm, migrate: `queue_crm_commands("migrate SID
+/// NODE")`) and ends; the HA stack's next round carries the migration out ([`ha_round`]).
+fn ha_migrate(sim: &Arc<Sim>, node: &str, vmid: u32, target: &str, auth: &Auth) -> String {
+    let (worker_sim, target) = (sim.clone(), target.to_string());
+    let upid = tasks::spawn(
+        sim,
+        node,
+        "hamigrate",
+        &vmid.to_string(),
+        &auth.id,
+        move |ctx| {
+            ctx.log(format!(
+                "Requesting HA migration for VM {vmid} to node {target}"
+            ));
+            ctx.sleep(worker_sim.task_duration("hamigrate"))?;
+            let sid = format!("vm:{vmid}");
+            if !crate::ha::vm_is_ha_managed(&worker_sim, vmid) {
+                return Err(format!("service '{sid}' not managed by HA"));
+            }
+            worker_sim.lock().ha.migrations.push((sid, target));
+            Ok(0)
+        },
+    );
+    crate::ha::ensure_loop(sim);
+    upid
+}
+
+/// The migrations of one CRM/LRM round (pve-ha-manager Manager.pm update_crm_commands: a
+/// `migrate SID NODE` for a service already there is ignored; LRM.pm and
+/// Resources/PVEVM.pm migrate: `migrate_vm` on the service's node with `online`, `force` and
+/// `with-local-disks`, as root in the HA environment). A service whose LRM is busy keeps its
+/// request for a later round. Returns the services now migrating.
+pub fn ha_round(sim: &Arc<Sim>) -> Vec<String> {
+    let asked = std::mem::take(&mut sim.lock().ha.migrations);
+    let root = Auth {
+        id: "root@pam".into(),
+        root_ticket: true,
+        readonly: false,
+    };
+    let mut moving = Vec::new();
+    for (sid, target) in asked {
+        let Some(vmid) = sid.strip_prefix("vm:").and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let (node, busy) = {
+            let st = sim.lock();
+            let Some(vm) = st.vms.get(&vmid) else {
+                continue;
+            };
+            let busy = st
+                .ha
+                .services
+                .get(&sid)
+                .and_then(|s| s.upid.as_ref())
+                .is_some_and(|u| st.tasks.iter().any(|t| &t.upid == u && t.running()));
+            (vm.node.clone(), busy)
+        };
+        if node == target {
+            continue;
+        }
+        if busy {
+            sim.lock().ha.migrations.push((sid, target));
+            continue;
+        }
+        let params: Params = [
+            ("target", target.as_str()),
+            ("online", "1"),
+            ("force", "1"),
+            ("with-local-disks", "1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        if let Ok(upid) = migrate_in(sim, &node, vmid, &params, &root, true)
+            && let Some(u) = upid.as_str()
+            && let Some(s) = sim.lock().ha.services.get_mut(&sid)
+        {
+            s.state = "migrate".into();
+            s.upid = Some(u.to_string());
+            moving.push(sid);
+        }
+    }
+    moving
 }
 
 /// GuestHelpers.pm, `guest_migration_lock`: `/var/lock/pve-manager/pve-migrate-N`, waited for
@@ -918,13 +1034,23 @@ impl<'a> Migration<'a> {
             let Some((sid, _)) = volid.split_once(':') else {
                 continue;
             };
-            storage_def(sid)?;
-            let targetsid = StorageMap::map(self.opts.storagemap.as_ref(), sid);
+            let targetsid = self.target_sid(sid)?;
             self.target_storage_check_available(&targetsid, volid)?;
         }
         // The ssh connection test (`/bin/true` on the target).
         self.sleep(self.sim.task_duration("qmigrate") / 2)?;
         Ok(running)
+    }
+
+    /// The storage a volume on `sid` goes to: the storage map's for a local storage, its own
+    /// for a shared one (`# NOTE: local ignores shared mappings`, prepare and
+    /// scan_local_volumes).
+    fn target_sid(&self, sid: &str) -> Result<String, String> {
+        Ok(if storage_def(sid)?.shared {
+            sid.to_string()
+        } else {
+            StorageMap::map(self.opts.storagemap.as_ref(), sid)
+        })
     }
 
     /// QemuMigrate.pm, `target_storage_check_available`.
@@ -1064,9 +1190,12 @@ impl<'a> Migration<'a> {
         let (sid, _) = volid
             .split_once(':')
             .ok_or_else(|| format!("unable to parse volume ID '{volid}'"))?;
-        storage_def(sid)?;
-        let targetsid = StorageMap::map(self.opts.storagemap.as_ref(), sid);
+        let targetsid = self.target_sid(sid)?;
         self.target_storage_check_available(&targetsid, volid)?;
+        // A volume on shared storage is there on the target already.
+        if storage_def(sid)?.shared {
+            return Ok(());
+        }
         let vol = storage::parse_volume(&self.sim.opts.data_dir, &self.source, volid)?;
         let size = if vol.vtype == "images" {
             storage::virtual_size(&vol.path, &vol.format)

@@ -1015,3 +1015,160 @@ fn one_migration_at_a_time_and_a_stopped_one_leaves_the_vm() {
     assert!(!sim.volume("pve3", "local-lvm/vm-100-disk-0.raw").exists());
     assert!(sim.volume("pve2", "local-lvm/vm-100-disk-0.raw").exists());
 }
+
+/// API2/Qemu.pm migrate_vm for an HA-managed VM: a `hamigrate` worker that asks the HA stack
+/// (`ha-manager migrate vm:N NODE`, pve-ha-manager API2/HA/Resources.pm migrate) and ends;
+/// the stack's next round migrates it (Manager.pm, LRM.pm; Resources/PVEVM.pm migrate: a
+/// `qmigrate` on the VM's node as root, online, with local disks), and the VM runs on the
+/// target.
+#[test]
+fn an_ha_managed_vm_migrates_through_the_ha_stack() {
+    let img = image("ha.qcow2", 16, 4);
+    let sim = Sim::start(&["--time-scale", "0.1"], &[&img]);
+    let s = Session::root(&sim);
+    s.create(
+        "pve1",
+        "100",
+        &[("scsi0", "local-lvm:0,import-from=local:import/ha.qcow2")],
+    );
+    s.data(
+        "POST",
+        "/cluster/ha/resources",
+        &[("sid", "vm:100"), ("state", "started")],
+    );
+    // The stack starts it (its requested state), in a round.
+    let t = Instant::now();
+    while s.data("GET", "/nodes/pve1/qemu/100/status/current", &[])["status"] != "running" {
+        assert!(t.elapsed() < Duration::from_secs(20), "never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        s.data("GET", "/nodes/pve1/qemu/100/migrate", &[])["dependent-ha-resources"],
+        json!([])
+    );
+    let upid = s.upid(
+        "POST",
+        "/nodes/pve1/qemu/100/migrate",
+        &[
+            ("target", "pve2"),
+            ("online", "1"),
+            ("with-local-disks", "1"),
+        ],
+    );
+    assert!(upid.contains(":hamigrate:100:root@pam:"), "{upid}");
+    assert_eq!(s.exit(&upid), "OK");
+    assert!(has(
+        &s.log(&upid),
+        "Requesting HA migration for VM 100 to node pve2"
+    ));
+    let t = Instant::now();
+    while s.listed("pve2") != [100] {
+        assert!(t.elapsed() < Duration::from_secs(30), "never moved");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let tasks = sim.admin("GET", "/tasks", Value::Null)["data"].clone();
+    let moves: Vec<&Value> = tasks
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["type"] == "qmigrate")
+        .collect();
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert_eq!(moves[0]["node"], "pve1");
+    let upid = moves[0]["upid"].as_str().unwrap().to_string();
+    assert!(upid.ends_with(":qmigrate:100:root@pam:"), "{upid}");
+    assert_eq!(s.exit(&upid), "OK");
+    assert!(has(&s.log(&upid), "starting VM 100 on remote node 'pve2'"));
+    let status = s.data("GET", "/nodes/pve2/qemu/100/status/current", &[]);
+    assert_eq!(status["status"], "running");
+    assert_eq!(status["ha"]["managed"], 1);
+    // Asked again for the node it is on: nothing to do (update_crm_commands ignores it).
+    let again = s.upid(
+        "POST",
+        "/nodes/pve2/qemu/100/migrate",
+        &[("target", "pve3"), ("online", "1")],
+    );
+    assert_eq!(s.exit(&again), "OK");
+}
+
+/// A volume on shared storage is on the target already: QemuMigrate.pm scan_local_volumes
+/// skips it (and a linked clone on shared storage moves), storage_migrate copies only the
+/// local ones, and phase3_cleanup frees only those.
+#[test]
+fn volumes_on_shared_storage_stay_put() {
+    let img = image("shared.qcow2", 16, 4);
+    let sim = Sim::start(&[], &[&img]);
+    let s = Session::root(&sim);
+    s.data(
+        "POST",
+        "/storage",
+        &[
+            ("storage", "shared1"),
+            ("type", "dir"),
+            ("path", "/mnt/shared1"),
+            ("shared", "1"),
+            ("content", "images"),
+        ],
+    );
+    s.create(
+        "pve1",
+        "100",
+        &[
+            ("scsi0", "shared1:0,import-from=local:import/shared.qcow2"),
+            ("scsi1", "local-lvm:0,import-from=local:import/shared.qcow2"),
+        ],
+    );
+    let shared = s.config("pve1", "100")["scsi0"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let pre = s.data("GET", "/nodes/pve1/qemu/100/migrate", &[]);
+    let local: Vec<&str> = pre["local_disks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["volid"].as_str().unwrap())
+        .collect();
+    assert_eq!(local, ["local-lvm:vm-100-disk-0"], "{pre}");
+    let upid = s.upid(
+        "POST",
+        "/nodes/pve1/qemu/100/migrate",
+        &[("target", "pve2")],
+    );
+    assert_eq!(s.exit(&upid), "OK");
+    let log = s.log(&upid);
+    assert!(
+        has(
+            &log,
+            "found local disk 'local-lvm:vm-100-disk-0' (attached)"
+        ),
+        "{log:#?}"
+    );
+    assert!(!log.iter().any(|l| l.contains("shared1:")), "{log:#?}");
+    let conf = s.config("pve2", "100");
+    assert_eq!(conf["scsi0"], shared.as_str());
+    assert!(sim.dir.join("data/shared/shared1/images/100").is_dir());
+
+    // A template on the shared storage and its linked clone: the clone moves.
+    // (Its local disk detached first: a linked clone of it could not leave pve2.)
+    s.data("PUT", "/nodes/pve2/qemu/100/config", &[("delete", "scsi1")]);
+    let u = s.upid("POST", "/nodes/pve2/qemu/100/template", &[]);
+    assert_eq!(s.exit(&u), "OK");
+    let u = s.upid("POST", "/nodes/pve2/qemu/100/clone", &[("newid", "101")]);
+    assert_eq!(s.exit(&u), "OK");
+    // API2/Qemu.pm clone_vm: a source whose volumes are all shared clones to another node.
+    let u = s.upid(
+        "POST",
+        "/nodes/pve2/qemu/100/clone",
+        &[("newid", "102"), ("target", "pve1")],
+    );
+    assert_eq!(s.exit(&u), "OK");
+    assert_eq!(s.listed("pve1"), [102]);
+    let upid = s.upid(
+        "POST",
+        "/nodes/pve2/qemu/101/migrate",
+        &[("target", "pve3")],
+    );
+    assert_eq!(s.exit(&upid), "OK", "{:#?}", s.log(&upid));
+    assert_eq!(s.listed("pve3"), [101]);
+}

@@ -11,9 +11,12 @@ use serde_json::Value;
 use super::desired::CloneSource;
 use super::plan::Current;
 use super::shell::{Done, Runner};
+use std::time::Instant;
+
 use crate::pve::api::qemu::{self, MigrateRequest, Vm};
-use crate::pve::api::{Dispatched, storage};
+use crate::pve::api::{Dispatched, Task, TaskType, storage, tasks};
 use crate::pve::error::task_refused_before_acting;
+use crate::pve::retry::{Awaiting, pause};
 
 /// Where a clone asked on `node` is made.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,8 +68,11 @@ fn migration_reason(log_tail: Option<&Value>) -> Option<String> {
 
 impl Runner<'_> {
     /// Migrates the VM to `target` (live when it runs, its local disks with it, onto
-    /// `target_storage` when given) and waits for the `qmigrate` task. A migration PVE
-    /// refused because another operation held the VM is re-planned.
+    /// `target_storage` when given) and waits for the `qmigrate` task. For an HA-managed VM
+    /// PVE starts a `hamigrate` that hands the move to the HA stack (API2/Qemu.pm
+    /// migrate_vm: `ha-manager migrate`); its LRM then runs the `qmigrate`, which is found
+    /// and waited for in turn. A migration PVE refused because another operation held the VM
+    /// is re-planned.
     pub(super) fn migrate_to(
         &mut self,
         cur: &Current,
@@ -79,33 +85,78 @@ impl Runner<'_> {
             target_storage,
         };
         let vm = Vm::new(&cur.node, cur.vmid);
-        match qemu::migrate(&self.session.client, &vm, &request) {
-            Ok(Dispatched::Task(task)) => {
-                let mark = self.changes.accepted();
-                match self.wait_task(&task, &what) {
-                    Ok(()) => Ok(Done::Vm(cur.vmid, target.to_string())),
-                    Err(mut failed) => {
-                        // A failed migration leaves the VM where it was (phase1_cleanup).
-                        let reason = migration_reason(failed.keys.get("log_tail"));
-                        let refused = reason.as_deref().is_some_and(task_refused_before_acting);
-                        if refused && std::time::Instant::now() < self.deadline() {
-                            self.changes.undo(mark);
-                            return Ok(Done::Stale);
-                        }
-                        if let Some(why) = reason {
-                            self.changes.undo(mark);
-                            failed.message = format!("{}: {why}", failed.message);
-                        }
-                        Err(failed.into())
-                    }
-                }
-            }
+        let task = match qemu::migrate(&self.session.client, &vm, &request) {
+            Ok(Dispatched::Task(task)) => task,
             Ok(Dispatched::Done) => {
                 let _ = self.changes.accepted();
-                Ok(Done::Vm(cur.vmid, target.to_string()))
+                return Ok(Done::Vm(cur.vmid, target.to_string()));
             }
-            Err(e) if e.is_checksum_mismatch() => Ok(Done::Stale),
-            Err(e) => Err(anyhow::Error::new(e).context(what)),
+            Err(e) if e.is_checksum_mismatch() => return Ok(Done::Stale),
+            Err(e) => return Err(anyhow::Error::new(e).context(what)),
+        };
+        let mark = self.changes.accepted();
+        let handed_to_ha = task.upid.task_type == "hamigrate";
+        let task = if handed_to_ha {
+            self.wait(&task, &format!("{what} (asking the HA stack)"))?;
+            match self.ha_migration(cur, target, task.upid.starttime, &what)? {
+                Some(task) => task,
+                None => return Ok(Done::Vm(cur.vmid, target.to_string())),
+            }
+        } else {
+            task
+        };
+        match self.wait_task(&task, &what) {
+            Ok(()) => Ok(Done::Vm(cur.vmid, target.to_string())),
+            Err(mut failed) => {
+                // A failed migration leaves the VM where it was (phase1_cleanup).
+                let reason = migration_reason(failed.keys.get("log_tail"));
+                let refused = reason.as_deref().is_some_and(task_refused_before_acting);
+                if refused && !handed_to_ha && Instant::now() < self.deadline() {
+                    self.changes.undo(mark);
+                    return Ok(Done::Stale);
+                }
+                if let Some(why) = reason {
+                    self.changes.undo(mark);
+                    failed.message = format!("{}: {why}", failed.message);
+                }
+                Err(failed.into())
+            }
+        }
+    }
+
+    /// The `qmigrate` the HA stack's LRM starts for an HA-managed VM after `hamigrate`
+    /// (pve-ha-manager Manager.pm, LRM.pm; Resources/PVEVM.pm migrate, on the VM's node), or
+    /// `None` when the VM is on `target` already (moved between two looks).
+    fn ha_migration(
+        &self,
+        cur: &Current,
+        target: &str,
+        since: u64,
+        what: &str,
+    ) -> anyhow::Result<Option<Task>> {
+        let client = &self.session.client;
+        loop {
+            if let Some(upid) =
+                tasks::newest_since(client, &cur.node, cur.vmid, TaskType::Migrate, since)
+            {
+                return Ok(Some(Task {
+                    upid,
+                    reports_progress: true,
+                }));
+            }
+            if self
+                .config_of(cur.vmid, target)?
+                .is_some_and(|c| !c.strings().contains_key("lock"))
+            {
+                return Ok(None);
+            }
+            if Instant::now() >= self.deadline() {
+                return Err(anyhow!(
+                    "{what}: the HA stack did not start the migration before the timeout (see `ha-manager status`)"
+                ));
+            }
+            pause(Awaiting::HaMotion.pause(1, self.seed), self.deadline())
+                .map_err(|signal| self.interrupted(signal, what))?;
         }
     }
 
