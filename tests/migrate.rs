@@ -508,3 +508,33 @@ fn a_clone_of_a_template_on_shared_storage_is_made_on_the_other_node_directly() 
         "{r}"
     );
 }
+
+/// A VM another client is migrating: the run waits for the `qmigrate` that holds its lock
+/// (`lock: migrate`), then finds the VM on its new node and converges it there; it never
+/// makes a second one.
+#[test]
+fn a_vm_migrating_meanwhile_is_followed_to_its_new_node() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[NODES, &["--import-rate", "300M"]].concat());
+    ok(run(vm_args(&sim, json!({"node": "pve1"}))));
+    let upid = sim.write(
+        "POST",
+        "/nodes/pve1/qemu/100/migrate",
+        &[("target", "pve2")],
+    )["data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(upid.contains(":qmigrate:100:"), "{upid}");
+    // Until phase1 has set `lock: migrate`.
+    let t = std::time::Instant::now();
+    while sim.get("/nodes/pve1/qemu/100/config")["data"]["lock"] != "migrate" {
+        assert!(t.elapsed() < Duration::from_secs(10), "no migrate lock");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = ok(run(vm_args(&sim, json!({"node": "pve1", "cores": 2}))));
+    assert_eq!(r["node"], "pve2", "{r}");
+    assert_eq!(r["config"]["cores"], 2);
+    assert_eq!(sim.task_count("qmcreate"), 1, "a second VM was made");
+    assert_eq!(placement(&sim), [(100, "pve2".to_string())]);
+}
