@@ -4,279 +4,61 @@
 //! (`migrate`: the verdicts and the stamped log) and GuestHelpers.pm
 //! (`guest_migration_lock`), on a three-node simulator over plain HTTP.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::{Session, Sim, enc, image, raw, vsize};
 
-static N: AtomicU32 = AtomicU32::new(0);
-
-fn scratch() -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "migrate-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A plain-HTTP simulator with nodes pve1, pve2 and pve3.
+fn cluster(args: &[&str], images: &[&Path]) -> Sim {
+    let mut all = vec!["--nodes", "pve1,pve2,pve3"];
+    all.extend_from_slice(args);
+    Sim::plain(&all, images)
 }
 
-/// A qcow2 of `virt_mib` virtual size with `data_mib` of random data, made once per run.
-fn image(name: &str, virt_mib: u64, data_mib: u64) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("migrate-images");
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    let lock = dir.join(format!("{name}.lock"));
-    let mine = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&lock)
-        .is_ok();
-    if !mine {
-        while !p.exists() {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        return p;
-    }
-    let raw = dir.join(format!("{name}.raw"));
-    let sh = format!(
-        "head -c {data_mib}M /dev/urandom > '{0}' && truncate -s {virt_mib}M '{0}'",
-        raw.display()
-    );
-    assert!(
-        Command::new("sh")
-            .arg("-c")
-            .arg(sh)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let tmp = dir.join(format!("{name}.tmp"));
-    assert!(
-        Command::new("qemu-img")
-            .args(["convert", "-q", "-f", "raw", "-O", "qcow2"])
-            .arg(&raw)
-            .arg(&tmp)
-            .status()
-            .unwrap()
-            .success()
-    );
-    std::fs::remove_file(&raw).unwrap();
-    std::fs::rename(&tmp, &p).unwrap();
-    p
+/// The file of a volume path on a node (`local-lvm/vm-100-disk-0.raw`).
+fn volume(sim: &Sim, node: &str, rel: &str) -> PathBuf {
+    sim.data().join("nodes").join(node).join(rel)
 }
 
-fn vsize(p: &Path, fmt: &str) -> u64 {
-    let out = Command::new("qemu-img")
-        .args(["info", "--output=json", "-f", fmt])
-        .arg(p)
-        .output()
-        .unwrap();
-    serde_json::from_slice::<Value>(&out.stdout).unwrap()["virtual-size"]
-        .as_u64()
-        .unwrap()
-}
-
-struct Sim {
-    child: Child,
-    dir: PathBuf,
-    info: Value,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Sim {
-    /// A plain-HTTP simulator with nodes pve1, pve2 and pve3.
-    fn start(args: &[&str], images: &[&Path]) -> Sim {
-        let dir = scratch();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pve-sim"));
-        cmd.arg("--data-dir").arg(dir.join("data")).args([
-            "--plain-http",
-            "--listen",
-            "127.0.0.1:0",
-            "--auth-failure-delay",
-            "0s",
-            "--nodes",
-            "pve1,pve2,pve3",
-            "--user",
-            "root@pam:rootpw",
-            "--user",
-            "auditor@pve:auditpw:audit",
-            "--token",
-            "root@pam!ci=tok-secret",
-        ]);
-        for i in images {
-            cmd.arg("--seed-image").arg(i);
-        }
-        let mut child = cmd.args(args).stdout(Stdio::piped()).spawn().unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        Sim {
-            child,
-            dir,
-            info: serde_json::from_str(&line).unwrap(),
-        }
-    }
-
-    fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.info["port"].as_u64().unwrap())
-    }
-
-    fn admin(&self, method: &str, path: &str, body: Value) -> Value {
-        let addr = self.info["admin"]
-            .as_str()
-            .unwrap()
-            .trim_start_matches("http://")
-            .to_string();
-        let (s, _, v) = raw(
-            &addr,
-            method,
-            path,
-            &[("Content-Type", "application/json")],
-            &body.to_string(),
-        );
-        assert_eq!(s, 200, "{v}");
-        v
-    }
-
-    fn volume(&self, node: &str, rel: &str) -> PathBuf {
-        self.dir.join("data/nodes").join(node).join(rel)
-    }
-}
-
-/// One HTTP/1.1 request; returns (status, reason phrase, JSON body or Null).
-fn raw(
-    addr: &str,
+/// A request with root's API token (`root@pam!ci`, which is not `root@pam`).
+fn token_call(
+    sim: &Sim,
     method: &str,
     path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
+    params: &[(&str, &str)],
 ) -> (u16, String, Value) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if !body.is_empty() {
-        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        if !headers.iter().any(|(k, _)| *k == "Content-Type") {
-            req.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
-        }
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut parts = head.lines().next().unwrap_or("").splitn(3, ' ');
-    parts.next();
-    let status = parts.next().unwrap_or("0").parse().unwrap_or(0);
-    let reason = parts.next().unwrap_or("").to_string();
-    (
-        status,
-        reason,
-        serde_json::from_str(body).unwrap_or(Value::Null),
+    let form: String = params
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&");
+    raw(
+        &format!("127.0.0.1:{}", sim.port()),
+        method,
+        &format!("/api2/json{path}"),
+        &[("Authorization", "PVEAPIToken=root@pam!ci=tok-secret")],
+        &form,
     )
 }
 
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+/// What the migration tests ask of a session beside the shared ones.
+trait Migrating {
+    fn upid(&self, method: &str, path: &str, params: &[(&str, &str)]) -> String;
+    fn exit(&self, upid: &str) -> String;
+    /// The task log, each line without AbstractMigrate's time stamp.
+    fn lines(&self, upid: &str) -> Vec<String>;
+    fn create(&self, node: &str, vmid: &str, extra: &[(&str, &str)]);
+    fn power(&self, node: &str, vmid: &str, action: &str);
+    fn config(&self, node: &str, vmid: &str) -> Value;
+    fn listed(&self, node: &str) -> Vec<u64>;
 }
 
-/// An API session: a ticket, or a token when `token` is set.
-struct Session {
-    addr: String,
-    headers: Vec<(String, String)>,
-}
-
-impl Session {
-    fn login(sim: &Sim, user: &str, password: &str) -> Session {
-        let addr = sim.addr();
-        let (s, _, v) = raw(
-            &addr,
-            "POST",
-            "/api2/json/access/ticket",
-            &[],
-            &format!("username={}&password={}", enc(user), enc(password)),
-        );
-        assert_eq!(s, 200);
-        let ticket = enc(v["data"]["ticket"].as_str().unwrap());
-        let csrf = v["data"]["CSRFPreventionToken"].as_str().unwrap();
-        Session {
-            addr,
-            headers: vec![
-                ("Cookie".into(), format!("PVEAuthCookie={ticket}")),
-                ("CSRFPreventionToken".into(), csrf.into()),
-            ],
-        }
-    }
-
-    fn root(sim: &Sim) -> Session {
-        Session::login(sim, "root@pam", "rootpw")
-    }
-
-    fn token(sim: &Sim) -> Session {
-        Session {
-            addr: sim.addr(),
-            headers: vec![(
-                "Authorization".into(),
-                "PVEAPIToken=root@pam!ci=tok-secret".into(),
-            )],
-        }
-    }
-
-    fn call(&self, method: &str, path: &str, params: &[(&str, &str)]) -> (u16, String, Value) {
-        let form: String = params
-            .iter()
-            .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
-            .collect::<Vec<_>>()
-            .join("&");
-        let path = format!("/api2/json{path}");
-        let headers: Vec<(&str, &str)> = self
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        if method == "GET" || method == "DELETE" {
-            let p = if form.is_empty() {
-                path
-            } else {
-                format!("{path}?{form}")
-            };
-            raw(&self.addr, method, &p, &headers, "")
-        } else {
-            raw(&self.addr, method, &path, &headers, &form)
-        }
-    }
-
-    fn data(&self, method: &str, path: &str, params: &[(&str, &str)]) -> Value {
-        let (s, r, v) = self.call(method, path, params);
-        assert_eq!(s, 200, "{method} {path}: {s} {r} {v}");
-        v["data"].clone()
-    }
-
+impl Migrating for Session {
     fn upid(&self, method: &str, path: &str, params: &[(&str, &str)]) -> String {
         self.data(method, path, params)
             .as_str()
@@ -284,37 +66,12 @@ impl Session {
             .to_string()
     }
 
-    /// Polls a task until it stops; returns its status object.
-    fn wait(&self, upid: &str) -> Value {
-        let node = upid.split(':').nth(1).unwrap();
-        let t = Instant::now();
-        loop {
-            let st = self.data("GET", &format!("/nodes/{node}/tasks/{upid}/status"), &[]);
-            if st["status"] == "stopped" {
-                return st;
-            }
-            assert!(t.elapsed() < Duration::from_secs(120), "{upid} never ended");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
     fn exit(&self, upid: &str) -> String {
         self.wait(upid)["exitstatus"].as_str().unwrap().to_string()
     }
 
-    /// The task log, each line without AbstractMigrate's time stamp (checked to be there).
-    fn log(&self, upid: &str) -> Vec<String> {
-        let node = upid.split(':').nth(1).unwrap();
-        self.data(
-            "GET",
-            &format!("/nodes/{node}/tasks/{upid}/log"),
-            &[("limit", "0")],
-        )
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| unstamp(l["t"].as_str().unwrap()))
-        .collect()
+    fn lines(&self, upid: &str) -> Vec<String> {
+        self.log(upid).iter().map(|l| unstamp(l)).collect()
     }
 
     fn create(&self, node: &str, vmid: &str, extra: &[(&str, &str)]) {
@@ -376,8 +133,8 @@ fn has(log: &[String], line: &str) -> bool {
 #[test]
 fn a_stopped_vm_migrates_offline_with_its_local_disks() {
     let img = image("offline.qcow2", 32, 8);
-    let sim = Sim::start(&["--import-rate", "8M"], &[&img]);
-    let s = Session::root(&sim);
+    let sim = cluster(&["--import-rate", "8M"], &[&img]);
+    let s = Session::login(&sim);
     s.create(
         "pve1",
         "100",
@@ -435,15 +192,12 @@ fn a_stopped_vm_migrates_offline_with_its_local_disks() {
         "local-lvm:vm-100-cloudinit,media=cdrom,size=4M"
     );
     assert_eq!(after["net0"], before["net0"]);
-    let moved = sim.volume("pve2", "local-lvm/vm-100-disk-0.raw");
+    let moved = volume(&sim, "pve2", "local-lvm/vm-100-disk-0.raw");
     assert_eq!(vsize(&moved, "raw"), vsize(&img, "qcow2"));
-    assert!(!sim.volume("pve1", "local-lvm/vm-100-disk-0.raw").exists());
-    assert!(
-        !sim.volume("pve1", "local-lvm/vm-100-cloudinit.raw")
-            .exists()
-    );
+    assert!(!volume(&sim, "pve1", "local-lvm/vm-100-disk-0.raw").exists());
+    assert!(!volume(&sim, "pve1", "local-lvm/vm-100-cloudinit.raw").exists());
 
-    let log = s.log(&upid);
+    let log = s.lines(&upid);
     for line in [
         "starting migration of VM 100 to node 'pve2' (127.0.0.1)",
         "found generated disk 'local-lvm:vm-100-cloudinit' (in current VM config)",
@@ -489,9 +243,9 @@ fn a_stopped_vm_migrates_offline_with_its_local_disks() {
         back["ide2"],
         "local:100/vm-100-cloudinit.raw,media=cdrom,size=4M"
     );
-    let file = sim.volume("pve1", "local/images/100/vm-100-disk-0.raw");
+    let file = volume(&sim, "pve1", "local/images/100/vm-100-disk-0.raw");
     assert_eq!(vsize(&file, "raw"), vsize(&img, "qcow2"));
-    assert!(!sim.volume("pve2", "local-lvm/vm-100-disk-0.raw").exists());
+    assert!(!volume(&sim, "pve2", "local-lvm/vm-100-disk-0.raw").exists());
     // A qcow2 on the directory storage cannot go to LVM-thin offline.
     s.create(
         "pve1",
@@ -507,7 +261,7 @@ fn a_stopped_vm_migrates_offline_with_its_local_disks() {
         &[("target", "pve3"), ("targetstorage", "local-lvm")],
     );
     assert_eq!(s.exit(&upid), "migration aborted");
-    let log = s.log(&upid);
+    let log = s.lines(&upid);
     let why = "storage migration for 'local:101/vm-101-disk-0.qcow2' to storage 'local-lvm' failed - unsupported format 'qcow2' for storage type lvmthin";
     assert!(has(&log, &format!("ERROR: {why}")), "{log:#?}");
     assert!(
@@ -531,8 +285,8 @@ fn a_stopped_vm_migrates_offline_with_its_local_disks() {
 #[test]
 fn a_running_vm_migrates_online_with_its_local_disks() {
     let img = image("online.qcow2", 32, 8);
-    let sim = Sim::start(&["--import-rate", "8M"], &[&img]);
-    let s = Session::root(&sim);
+    let sim = cluster(&["--import-rate", "8M"], &[&img]);
+    let s = Session::login(&sim);
     s.create(
         "pve1",
         "100",
@@ -572,7 +326,7 @@ fn a_running_vm_migrates_online_with_its_local_disks() {
         &[("target", "pve2"), ("online", "1")],
     );
     assert_eq!(s.exit(&upid), "migration aborted");
-    let log = s.log(&upid);
+    let log = s.lines(&upid);
     for line in [
         "found local disk 'local-lvm:vm-100-disk-1' (attached)",
         "can't migrate local disk 'local-lvm:vm-100-disk-1': can't live migrate attached local disks without with-local-disks option",
@@ -620,7 +374,7 @@ fn a_running_vm_migrates_online_with_its_local_disks() {
         conf["ide2"],
         "local:100/vm-100-cloudinit.raw,media=cdrom,size=4M"
     );
-    let copy = sim.volume("pve2", "local/images/100/vm-100-disk-1.raw");
+    let copy = volume(&sim, "pve2", "local/images/100/vm-100-disk-1.raw");
     let want = Command::new("qemu-img")
         .args(["compare", "-f", "qcow2", "-F", "raw"])
         .arg(&img)
@@ -628,9 +382,9 @@ fn a_running_vm_migrates_online_with_its_local_disks() {
         .status()
         .unwrap();
     assert!(want.success(), "the mirrored disk holds the image");
-    assert!(!sim.volume("pve1", "local-lvm/vm-100-disk-1.raw").exists());
+    assert!(!volume(&sim, "pve1", "local-lvm/vm-100-disk-1.raw").exists());
 
-    let log = s.log(&upid);
+    let log = s.lines(&upid);
     for line in [
         "conntrack state migration not supported or disabled, active connections might get dropped",
         "starting VM 100 on remote node 'pve2'",
@@ -667,8 +421,8 @@ fn a_running_vm_migrates_online_with_its_local_disks() {
 #[test]
 fn migrations_are_refused_where_pve_refuses_them() {
     let img = image("refusals.qcow2", 16, 4);
-    let sim = Sim::start(&[], &[&img]);
-    let s = Session::root(&sim);
+    let sim = cluster(&[], &[&img]);
+    let s = Session::login(&sim);
     let disk = "local-lvm:0,import-from=local:import/refusals.qcow2";
     s.create("pve1", "100", &[("scsi0", disk)]);
     let refused = |params: &[(&str, &str)], status: u16, reason: &str| {
@@ -717,14 +471,15 @@ fn migrations_are_refused_where_pve_refuses_them() {
         "invalid format - value does not look like a valid CIDR network"
     );
     // Root-only options: a token of root is not root@pam.
-    let (st, _, body) = Session::token(&sim).call(
+    let (st, _, body) = token_call(
+        &sim,
         "POST",
         "/nodes/pve1/qemu/100/migrate",
         &[("target", "pve2"), ("force", "1")],
     );
     assert_eq!(st, 400);
     assert_eq!(body["errors"]["force"], "Only root may use this option.");
-    let auditor = Session::login(&sim, "auditor@pve", "auditpw");
+    let auditor = Session::login_as(&sim, "auditor@pve", "auditpw");
     let (st, r, _) = auditor.call(
         "POST",
         "/nodes/pve1/qemu/100/migrate",
@@ -772,7 +527,7 @@ fn migrations_are_refused_where_pve_refuses_them() {
         &[("target", "pve2")],
     );
     assert_eq!(s.exit(&upid), "migration aborted");
-    let log = s.log(&upid);
+    let log = s.lines(&upid);
     assert!(
         has(
             &log,
@@ -787,10 +542,13 @@ fn migrations_are_refused_where_pve_refuses_them() {
         &[("target", "pve2"), ("force", "1")],
     );
     assert_eq!(s.exit(&upid), "OK");
-    assert!(has(&s.log(&upid), "migrating VM which uses local devices"));
+    assert!(has(
+        &s.lines(&upid),
+        "migrating VM which uses local devices"
+    ));
 
     // scan_local_volumes: an ISO on local storage in the CD-ROM drive.
-    let iso = sim.volume("pve2", "local/template/iso/tools.iso");
+    let iso = volume(&sim, "pve2", "local/template/iso/tools.iso");
     std::fs::write(&iso, vec![0u8; 4096]).unwrap();
     s.data(
         "PUT",
@@ -806,7 +564,7 @@ fn migrations_are_refused_where_pve_refuses_them() {
         &[("target", "pve3")],
     );
     assert_eq!(s.exit(&upid), "migration aborted");
-    let log = s.log(&upid);
+    let log = s.lines(&upid);
     for line in [
         "found local disk 'local:iso/tools.iso' (attached)",
         "can't migrate local disk 'local:iso/tools.iso': local cdrom image",
@@ -822,7 +580,7 @@ fn migrations_are_refused_where_pve_refuses_them() {
     );
     assert_eq!(s.exit(&upid), "migration aborted");
     assert!(has(
-        &s.log(&upid),
+        &s.lines(&upid),
         "ERROR: migration aborted (duration 00:00:00): local:iso/tools.iso: content type 'iso' is not available on storage 'local-lvm'"
     ));
     assert_eq!(s.listed("pve2"), [100]);
@@ -835,8 +593,8 @@ fn migrations_are_refused_where_pve_refuses_them() {
 #[test]
 fn linked_clones_and_their_templates_stay_where_they_are() {
     let img = image("clones.qcow2", 16, 4);
-    let sim = Sim::start(&[], &[&img]);
-    let s = Session::root(&sim);
+    let sim = cluster(&[], &[&img]);
+    let s = Session::login(&sim);
     s.create(
         "pve1",
         "100",
@@ -860,7 +618,7 @@ fn linked_clones_and_their_templates_stay_where_they_are() {
     );
     assert_eq!(s.exit(&upid), "migration aborted");
     let why = "Problem found while scanning volumes - can't migrate 'local-lvm:base-100-disk-0/vm-101-disk-0' as it's a clone of 'base-100-disk-0' at /usr/share/perl5/PVE/QemuMigrate.pm line 586.";
-    let log = s.log(&upid);
+    let log = s.lines(&upid);
     assert!(has(&log, &format!("ERROR: {why}")), "{log:#?}");
     assert!(
         has(&log, "aborting phase 1 - cleanup resources"),
@@ -876,11 +634,11 @@ fn linked_clones_and_their_templates_stay_where_they_are() {
     assert_eq!(s.exit(&upid), "migration aborted");
     assert!(
         has(
-            &s.log(&upid),
+            &s.lines(&upid),
             "can't migrate local disk 'local-lvm:base-100-disk-0': referenced by linked clone(s)"
         ),
         "{:#?}",
-        s.log(&upid)
+        s.lines(&upid)
     );
 
     let upid = s.upid(
@@ -904,8 +662,8 @@ fn linked_clones_and_their_templates_stay_where_they_are() {
 #[test]
 fn the_precondition_check_names_nodes_disks_and_devices() {
     let img = image("pre.qcow2", 16, 4);
-    let sim = Sim::start(&[], &[&img]);
-    let s = Session::root(&sim);
+    let sim = cluster(&[], &[&img]);
+    let s = Session::login(&sim);
     s.create(
         "pve1",
         "100",
@@ -954,8 +712,8 @@ fn the_precondition_check_names_nodes_disks_and_devices() {
 #[test]
 fn one_migration_at_a_time_and_a_stopped_one_leaves_the_vm() {
     let img = image("locks.qcow2", 32, 8);
-    let sim = Sim::start(&["--import-rate", "8M"], &[&img]);
-    let s = Session::root(&sim);
+    let sim = cluster(&["--import-rate", "8M"], &[&img]);
+    let s = Session::login(&sim);
     s.create(
         "pve1",
         "100",
@@ -973,7 +731,7 @@ fn one_migration_at_a_time_and_a_stopped_one_leaves_the_vm() {
     );
     assert_eq!(s.exit(&first), "OK");
     assert_eq!(s.exit(&second), "migration aborted");
-    let log = s.log(&second);
+    let log = s.lines(&second);
     assert_eq!(log[0], "trying to acquire lock...");
     assert_eq!(log[1], " OK");
     assert!(
@@ -992,7 +750,7 @@ fn one_migration_at_a_time_and_a_stopped_one_leaves_the_vm() {
     );
     let t = Instant::now();
     while !s
-        .log(&upid)
+        .lines(&upid)
         .iter()
         .any(|l| l == "copying local disk images")
     {
@@ -1002,7 +760,7 @@ fn one_migration_at_a_time_and_a_stopped_one_leaves_the_vm() {
     std::thread::sleep(Duration::from_millis(500));
     s.data("DELETE", &format!("/nodes/pve2/tasks/{}", enc(&upid)), &[]);
     assert_eq!(s.exit(&upid), "migration aborted");
-    let log = s.log(&upid);
+    let log = s.lines(&upid);
     assert!(
         has(
             &log,
@@ -1012,8 +770,8 @@ fn one_migration_at_a_time_and_a_stopped_one_leaves_the_vm() {
     );
     assert_eq!(s.listed("pve2"), [100]);
     assert!(s.config("pve2", "100").get("lock").is_none());
-    assert!(!sim.volume("pve3", "local-lvm/vm-100-disk-0.raw").exists());
-    assert!(sim.volume("pve2", "local-lvm/vm-100-disk-0.raw").exists());
+    assert!(!volume(&sim, "pve3", "local-lvm/vm-100-disk-0.raw").exists());
+    assert!(volume(&sim, "pve2", "local-lvm/vm-100-disk-0.raw").exists());
 }
 
 /// API2/Qemu.pm migrate_vm for an HA-managed VM: a `hamigrate` worker that asks the HA stack
@@ -1024,8 +782,8 @@ fn one_migration_at_a_time_and_a_stopped_one_leaves_the_vm() {
 #[test]
 fn an_ha_managed_vm_migrates_through_the_ha_stack() {
     let img = image("ha.qcow2", 16, 4);
-    let sim = Sim::start(&["--time-scale", "0.1"], &[&img]);
-    let s = Session::root(&sim);
+    let sim = cluster(&["--time-scale", "0.1"], &[&img]);
+    let s = Session::login(&sim);
     s.create(
         "pve1",
         "100",
@@ -1058,7 +816,7 @@ fn an_ha_managed_vm_migrates_through_the_ha_stack() {
     assert!(upid.contains(":hamigrate:100:root@pam:"), "{upid}");
     assert_eq!(s.exit(&upid), "OK");
     assert!(has(
-        &s.log(&upid),
+        &s.lines(&upid),
         "Requesting HA migration for VM 100 to node pve2"
     ));
     let t = Instant::now();
@@ -1078,7 +836,10 @@ fn an_ha_managed_vm_migrates_through_the_ha_stack() {
     let upid = moves[0]["upid"].as_str().unwrap().to_string();
     assert!(upid.ends_with(":qmigrate:100:root@pam:"), "{upid}");
     assert_eq!(s.exit(&upid), "OK");
-    assert!(has(&s.log(&upid), "starting VM 100 on remote node 'pve2'"));
+    assert!(has(
+        &s.lines(&upid),
+        "starting VM 100 on remote node 'pve2'"
+    ));
     let status = s.data("GET", "/nodes/pve2/qemu/100/status/current", &[]);
     assert_eq!(status["status"], "running");
     assert_eq!(status["ha"]["managed"], 1);
@@ -1097,8 +858,8 @@ fn an_ha_managed_vm_migrates_through_the_ha_stack() {
 #[test]
 fn volumes_on_shared_storage_stay_put() {
     let img = image("shared.qcow2", 16, 4);
-    let sim = Sim::start(&[], &[&img]);
-    let s = Session::root(&sim);
+    let sim = cluster(&[], &[&img]);
+    let s = Session::login(&sim);
     s.data(
         "POST",
         "/storage",
@@ -1136,7 +897,7 @@ fn volumes_on_shared_storage_stay_put() {
         &[("target", "pve2")],
     );
     assert_eq!(s.exit(&upid), "OK");
-    let log = s.log(&upid);
+    let log = s.lines(&upid);
     assert!(
         has(
             &log,
@@ -1169,6 +930,6 @@ fn volumes_on_shared_storage_stay_put() {
         "/nodes/pve2/qemu/101/migrate",
         &[("target", "pve3")],
     );
-    assert_eq!(s.exit(&upid), "OK", "{:#?}", s.log(&upid));
+    assert_eq!(s.exit(&upid), "OK", "{:#?}", s.lines(&upid));
     assert_eq!(s.listed("pve3"), [101]);
 }
