@@ -453,8 +453,25 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
     // that hash stays empty.
     let mut allowed = Vec::new();
     let mut not_allowed = serde_json::Map::new();
+    // Each drive's storage (not the unused volumes'): disabled, or not among a node's.
+    let drive_storages: Vec<String> = conf
+        .iter()
+        .filter(|(k, _)| api_schema::is_drive_key(k))
+        .filter_map(|(_, v)| api_schema::parse_drive(v).ok()?.get("file").cloned())
+        .filter_map(|file| Some(file.split_once(':')?.0.to_string()))
+        .filter(|sid| storage::storage(sid).is_some())
+        .collect();
     for other in sim.opts.nodes.iter().filter(|n| *n != node) {
         let mut why = serde_json::Map::new();
+        let mut unavailable: Vec<&String> = drive_storages
+            .iter()
+            .filter(|sid| crate::storage_cfg::check_enabled(sid, other).is_err())
+            .collect();
+        unavailable.sort();
+        unavailable.dedup();
+        if !unavailable.is_empty() {
+            why.insert("unavailable_storages".into(), json!(unavailable));
+        }
         if !mapped.is_empty() {
             why.insert("unavailable-resources".into(), json!(mapped));
         }
@@ -535,6 +552,14 @@ fn storage_def(sid: &str) -> Result<&'static storage::StorageDef, String> {
     storage::storage(sid).ok_or_else(|| format!("storage '{sid}' does not exist"))
 }
 
+/// pve-storage Storage.pm, `storage_check_enabled`: the storage exists, is not disabled and
+/// is there on `node` (`nodes`, storage_check_node).
+fn storage_enabled(sid: &str, node: &str) -> Result<&'static storage::StorageDef, String> {
+    let def = storage_def(sid)?;
+    crate::storage_cfg::check_enabled(sid, node)?;
+    Ok(def)
+}
+
 /// The content type of a volume (`PVE::Storage::parse_volname`'s first value).
 fn vtype_of(sim: &Sim, node: &str, volid: &str) -> Result<&'static str, String> {
     storage::parse_volume(&sim.opts.data_dir, node, volid).map(|v| v.vtype)
@@ -545,6 +570,7 @@ fn vtype_of(sim: &Sim, node: &str, volid: &str) -> Result<&'static str, String> 
 fn check_storage_availability(
     sim: &Sim,
     node: &str,
+    target: &str,
     conf: &BTreeMap<String, String>,
 ) -> Result<(), String> {
     for (key, value) in conf {
@@ -557,7 +583,8 @@ fn check_storage_availability(
         let Some((sid, _)) = drive.get("file").and_then(|f| f.split_once(':')) else {
             continue;
         };
-        let def = storage_def(sid)?;
+        let def = storage_enabled(sid, node)?;
+        storage_enabled(sid, target)?;
         let volid = &drive["file"];
         let vtype = vtype_of(sim, node, volid)?;
         if !def.content.contains(&vtype) {
@@ -637,7 +664,7 @@ fn migrate_in(
     // $check_storage_access_migrate for every target storage of the map.
     if let Some(map) = &storagemap {
         for sid in map.entries.values().chain(map.default.iter()) {
-            let def = storage_def(sid).map_err(ApiErr::die)?;
+            let def = storage_enabled(sid, &target).map_err(ApiErr::die)?;
             if !def.content.contains(&"images") {
                 return Err(ApiErr::die(format!(
                     "storage '{sid}' does not support vm images"
@@ -646,7 +673,7 @@ fn migrate_in(
         }
     }
     if storagemap.as_ref().is_none_or(|m| m.identity) {
-        check_storage_availability(sim, node, &conf).map_err(ApiErr::die)?;
+        check_storage_availability(sim, node, &target, &conf).map_err(ApiErr::die)?;
     }
     let opts = Opts {
         // A stopped VM migrates offline whatever `online` says.
@@ -1046,7 +1073,7 @@ impl<'a> Migration<'a> {
     /// for a shared one (`# NOTE: local ignores shared mappings`, prepare and
     /// scan_local_volumes).
     fn target_sid(&self, sid: &str) -> Result<String, String> {
-        Ok(if storage_def(sid)?.shared {
+        Ok(if storage_enabled(sid, &self.source)?.shared {
             sid.to_string()
         } else {
             StorageMap::map(self.opts.storagemap.as_ref(), sid)
@@ -1055,7 +1082,7 @@ impl<'a> Migration<'a> {
 
     /// QemuMigrate.pm, `target_storage_check_available`.
     fn target_storage_check_available(&self, targetsid: &str, volid: &str) -> Result<(), String> {
-        let def = storage_def(targetsid)?;
+        let def = storage_enabled(targetsid, &self.target)?;
         let vtype = vtype_of(self.sim, &self.source, volid)?;
         if !def.content.contains(&vtype) {
             return Err(format!(

@@ -933,3 +933,47 @@ fn volumes_on_shared_storage_stay_put() {
     assert_eq!(s.exit(&upid), "OK", "{:#?}", s.lines(&upid));
     assert_eq!(s.listed("pve3"), [101]);
 }
+
+/// A storage only some nodes have (`nodes` in storage.cfg): migrate_vm refuses another target
+/// (QemuServer.pm check_storage_availability, Storage.pm storage_check_enabled), and the
+/// precondition check lists that node as not allowed with the storage
+/// (check_local_storage_availability).
+#[test]
+fn a_storage_some_nodes_lack_limits_the_targets() {
+    let sim = cluster(&[], &[]);
+    let s = Session::login(&sim);
+    s.data(
+        "POST",
+        "/storage",
+        &[
+            ("storage", "fast12"),
+            ("type", "dir"),
+            ("path", "/mnt/fast12"),
+            ("nodes", "pve1,pve2"),
+            ("content", "images"),
+        ],
+    );
+    s.create("pve1", "100", &[("scsi0", "fast12:1")]);
+    let pre = s.data("GET", "/nodes/pve1/qemu/100/migrate", &[]);
+    assert_eq!(pre["allowed_nodes"], json!(["pve2"]), "{pre}");
+    assert_eq!(
+        pre["not_allowed_nodes"],
+        json!({"pve2": {}, "pve3": {"unavailable_storages": ["fast12"]}})
+    );
+    let (st, reason, _) = s.call(
+        "POST",
+        "/nodes/pve1/qemu/100/migrate",
+        &[("target", "pve3")],
+    );
+    assert_eq!(
+        (st, reason.as_str()),
+        (500, "storage 'fast12' is not available on node 'pve3'")
+    );
+    let upid = s.upid(
+        "POST",
+        "/nodes/pve1/qemu/100/migrate",
+        &[("target", "pve2")],
+    );
+    assert_eq!(s.exit(&upid), "OK", "{:#?}", s.lines(&upid));
+    assert_eq!(s.listed("pve2"), [100]);
+}
