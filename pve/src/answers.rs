@@ -219,6 +219,23 @@ impl PendingKey {
     }
 }
 
+/// One storage of `GET /nodes/{node}/storage` (pve-storage API2/Storage/Status.pm, index).
+#[derive(Clone, Debug, Deserialize)]
+pub struct NodeStorage {
+    pub storage: String,
+    /// `1` for a storage every node reaches (NFS, Ceph, …): its volumes need no copy to move
+    /// a VM, and a clone may be made on another node.
+    #[serde(default, deserialize_with = "optional_number")]
+    pub shared: Option<u64>,
+}
+
+impl NodeStorage {
+    /// Whether the storage is shared between the nodes.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some_and(|s| s != 0)
+    }
+}
+
 /// One volume of `GET /nodes/{node}/storage/{storage}/content`.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Volume {

@@ -35,6 +35,11 @@ impl Node {
         format!("{}/tasks", self.0)
     }
 
+    /// `…/storage`: the node's storages with their status (pve-storage API2/Storage/Status.pm).
+    pub fn storages(&self) -> String {
+        format!("{}/storage", self.0)
+    }
+
     /// One storage on the node.
     pub fn storage(&self, storage: &str) -> Storage {
         Storage(format!("{}/storage/{}", self.0, segment(storage)))
@@ -101,6 +106,12 @@ impl Vm {
         format!("{}/clone", self.0)
     }
 
+    /// `…/migrate`: `GET` the preconditions, `POST` (`qmigrate`, or `hamigrate` for an
+    /// HA-managed VM) moves the VM to another node.
+    pub fn migrate(&self) -> String {
+        format!("{}/migrate", self.0)
+    }
+
     /// `…/cloudinit`: `GET` the options and what the drive holds, `PUT` regenerates it.
     pub fn cloudinit(&self) -> String {
         format!("{}/cloudinit", self.0)
@@ -145,6 +156,8 @@ mod tests {
             n.vm(100).power("start"),
             "/nodes/pve1/qemu/100/status/start"
         );
+        assert_eq!(n.vm(100).migrate(), "/nodes/pve1/qemu/100/migrate");
+        assert_eq!(n.storages(), "/nodes/pve1/storage");
         assert_eq!(
             n.storage("local").volume("local:import/a b.qcow2"),
             "/nodes/pve1/storage/local/content/local:import%2Fa%20b.qcow2"

@@ -30,6 +30,9 @@ pub enum Awaiting {
     DuplicateNames,
     /// The guest agent to come up and report an address: 1 s.
     AgentNotUp,
+    /// The HA stack to carry out a requested migration (its LRM starts the `qmigrate` in its
+    /// next round, within 10 s): 1 s.
+    HaMotion,
 }
 
 impl Awaiting {
@@ -42,7 +45,9 @@ impl Awaiting {
             Awaiting::FreeVmid => backoff(attempt.min(3), seed).mul_f64(0.4),
             Awaiting::LockHeld => Duration::from_millis(250),
             Awaiting::NameSettling => Duration::from_millis(500),
-            Awaiting::DuplicateNames | Awaiting::AgentNotUp => Duration::from_secs(1),
+            Awaiting::DuplicateNames | Awaiting::AgentNotUp | Awaiting::HaMotion => {
+                Duration::from_secs(1)
+            }
         }
     }
 }

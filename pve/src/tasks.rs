@@ -10,7 +10,7 @@ use super::api;
 use super::client::Client;
 use super::error::ApiError;
 use super::upid::Upid;
-use super::wait::{Decision, Exit, Observation, Policy, WaitState, progress_in};
+use super::wait::{Decision, Exit, Observation, Policy, WaitState, progress_in, transfer_part};
 use crate::interrupt;
 
 /// How many log lines a failure message carries.
@@ -77,7 +77,7 @@ impl ProgressReport {
 
 /// The total size in bytes from a progress line (`transferred 1.0 GiB of 2.5 GiB (40.00%)`).
 fn copy_size(line: &str) -> Option<f64> {
-    let rest = line.trim().strip_prefix("transferred ")?;
+    let rest = transfer_part(line)?.strip_prefix("transferred ")?;
     let (_, total) = rest.split_once(" of ")?;
     let total = total.split(" (").next()?;
     let (num, unit) = total.split_once(' ')?;
@@ -356,6 +356,8 @@ const PROGRESS_TYPES: &[&str] = &[
     "download",
     "imgcopy",
     "move_volume",
+    // A migration's mirrored disks (`drive-scsi0: transferred …`, see `transfer_part`).
+    "qmigrate",
 ];
 
 /// One look at a task: the observation, how long its first request took, and how many

@@ -28,8 +28,8 @@ mod tests;
 use std::time::Duration;
 
 use pace::Pace;
-pub use progress::progress_in;
 use progress::{CopyWatch, Recorded};
+pub use progress::{progress_in, transfer_part};
 
 /// How a stopped task ended, by PVE's own rule (`OK` and `WARNINGS: N` are success).
 #[derive(Clone, Debug, PartialEq, Eq)]

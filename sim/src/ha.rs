@@ -56,6 +56,9 @@ pub struct HaState {
     pub services: BTreeMap<String, Service>,
     /// `crm_commands`: queued `stop SID TIMEOUT` lines.
     pub commands: Vec<(String, u64)>,
+    /// `crm_commands`: queued `migrate SID NODE` lines (`ha-manager migrate`; see
+    /// `migrate.rs`, which carries them out).
+    pub migrations: Vec<(String, String)>,
     /// The last CRM/LRM round (`manager_status` timestamp), once the stack runs.
     pub round: Option<u64>,
     pub running: bool,
@@ -376,7 +379,7 @@ pub fn power_request(
 }
 
 /// Starts the CRM/LRM rounds once there is something to manage.
-fn ensure_loop(sim: &Arc<Sim>) {
+pub(crate) fn ensure_loop(sim: &Arc<Sim>) {
     {
         let mut st = sim.lock();
         if st.ha.running {
@@ -472,7 +475,13 @@ fn round(sim: &Arc<Sim>) {
         root_ticket: true,
         readonly: false,
     };
+    // The migrations asked for since the last round (Manager.pm update_crm_commands and
+    // next_state_started/stopped: state `migrate`; LRM.pm: the resource agent's migrate).
+    let moving = crate::migrate::ha_round(sim);
     for (sid, vmid, node, action, timeout) in work {
+        if moving.contains(&sid) {
+            continue;
+        }
         let mut params = Params::new();
         if let Some(t) = timeout.filter(|t| *t > 0) {
             params.insert("timeout".into(), t.to_string());

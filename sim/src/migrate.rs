@@ -424,6 +424,14 @@ fn vnc_clipboard(conf: &BTreeMap<String, String>) -> bool {
         .is_some_and(|v| v.split(',').any(|p| p == "clipboard=vnc"))
 }
 
+/// Whether a volume lies on a shared storage (`$scfg->{shared}`).
+fn on_shared(volid: &str) -> bool {
+    volid
+        .split_once(':')
+        .and_then(|(sid, _)| storage::storage(sid))
+        .is_some_and(|s| s.shared)
+}
+
 /// `GET …/migrate`.
 pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult {
     if auth.readonly {
@@ -445,8 +453,25 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
     // that hash stays empty.
     let mut allowed = Vec::new();
     let mut not_allowed = serde_json::Map::new();
+    // Each drive's storage (not the unused volumes'): disabled, or not among a node's.
+    let drive_storages: Vec<String> = conf
+        .iter()
+        .filter(|(k, _)| api_schema::is_drive_key(k))
+        .filter_map(|(_, v)| api_schema::parse_drive(v).ok()?.get("file").cloned())
+        .filter_map(|file| Some(file.split_once(':')?.0.to_string()))
+        .filter(|sid| storage::storage(sid).is_some())
+        .collect();
     for other in sim.opts.nodes.iter().filter(|n| *n != node) {
         let mut why = serde_json::Map::new();
+        let mut unavailable: Vec<&String> = drive_storages
+            .iter()
+            .filter(|sid| crate::storage_cfg::check_enabled(sid, other).is_err())
+            .collect();
+        unavailable.sort();
+        unavailable.dedup();
+        if !unavailable.is_empty() {
+            why.insert("unavailable_storages".into(), json!(unavailable));
+        }
         if !mapped.is_empty() {
             why.insert("unavailable-resources".into(), json!(mapped));
         }
@@ -459,7 +484,7 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
     // marked shared, and an empty CD-ROM drive.
     let local_disks: Vec<Value> = foreach_volid(&conf, &pending)
         .into_iter()
-        .filter(|(volid, a)| !(a.shared || a.cdrom && volid == "none"))
+        .filter(|(volid, a)| !(a.shared || a.cdrom && volid == "none" || on_shared(volid)))
         .map(|(volid, a)| {
             let mut d = json!({
                 "volid": volid, "cdrom": a.cdrom as u8, "is_cloudinit": a.is_cloudinit as u8,
@@ -492,7 +517,7 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
             (k.clone(), json!({ "name": name }))
         })
         .collect();
-    Ok(json!({
+    let mut answer = json!({
         "running": running as u8,
         "allowed_nodes": allowed,
         "not_allowed_nodes": not_allowed,
@@ -501,7 +526,13 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
         "mapped-resources": mapped,
         "mapped-resource-info": info,
         "has-dbus-vmstate": 1,
-    }))
+    });
+    // HA::Config get_resource_motion_info: pve-sim has no affinity rules, so no resource
+    // moves with the VM.
+    if crate::ha::vm_is_ha_managed(sim, vmid) {
+        answer["dependent-ha-resources"] = json!([]);
+    }
+    Ok(answer)
 }
 
 /// The options a `qmigrate` task runs with (`$param` as migrate_vm passes it on).
@@ -521,6 +552,14 @@ fn storage_def(sid: &str) -> Result<&'static storage::StorageDef, String> {
     storage::storage(sid).ok_or_else(|| format!("storage '{sid}' does not exist"))
 }
 
+/// pve-storage Storage.pm, `storage_check_enabled`: the storage exists, is not disabled and
+/// is there on `node` (`nodes`, storage_check_node).
+fn storage_enabled(sid: &str, node: &str) -> Result<&'static storage::StorageDef, String> {
+    let def = storage_def(sid)?;
+    crate::storage_cfg::check_enabled(sid, node)?;
+    Ok(def)
+}
+
 /// The content type of a volume (`PVE::Storage::parse_volname`'s first value).
 fn vtype_of(sim: &Sim, node: &str, volid: &str) -> Result<&'static str, String> {
     storage::parse_volume(&sim.opts.data_dir, node, volid).map(|v| v.vtype)
@@ -531,6 +570,7 @@ fn vtype_of(sim: &Sim, node: &str, volid: &str) -> Result<&'static str, String> 
 fn check_storage_availability(
     sim: &Sim,
     node: &str,
+    target: &str,
     conf: &BTreeMap<String, String>,
 ) -> Result<(), String> {
     for (key, value) in conf {
@@ -543,7 +583,8 @@ fn check_storage_availability(
         let Some((sid, _)) = drive.get("file").and_then(|f| f.split_once(':')) else {
             continue;
         };
-        let def = storage_def(sid)?;
+        let def = storage_enabled(sid, node)?;
+        storage_enabled(sid, target)?;
         let volid = &drive["file"];
         let vtype = vtype_of(sim, node, volid)?;
         if !def.content.contains(&vtype) {
@@ -557,6 +598,19 @@ fn check_storage_availability(
 
 /// `POST …/migrate`.
 pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth) -> ApiResult {
+    migrate_in(sim, node, vmid, params, auth, false)
+}
+
+/// migrate_vm in a client's environment, or (`ha_env`) in the HA stack's, whose LRM migrates
+/// an HA-managed VM itself instead of handing it to `ha-manager` again.
+fn migrate_in(
+    sim: &Arc<Sim>,
+    node: &str,
+    vmid: u32,
+    params: &Params,
+    auth: &Auth,
+    ha_env: bool,
+) -> ApiResult {
     let target = params["target"].clone();
     if target == node {
         return Err(ApiErr::param("target", "target is local node."));
@@ -610,7 +664,7 @@ pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
     // $check_storage_access_migrate for every target storage of the map.
     if let Some(map) = &storagemap {
         for sid in map.entries.values().chain(map.default.iter()) {
-            let def = storage_def(sid).map_err(ApiErr::die)?;
+            let def = storage_enabled(sid, &target).map_err(ApiErr::die)?;
             if !def.content.contains(&"images") {
                 return Err(ApiErr::die(format!(
                     "storage '{sid}' does not support vm images"
@@ -619,7 +673,7 @@ pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
         }
     }
     if storagemap.as_ref().is_none_or(|m| m.identity) {
-        check_storage_availability(sim, node, &conf).map_err(ApiErr::die)?;
+        check_storage_availability(sim, node, &target, &conf).map_err(ApiErr::die)?;
     }
     let opts = Opts {
         // A stopped VM migrates offline whatever `online` says.
@@ -633,6 +687,9 @@ pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
             .get("migration_type")
             .is_some_and(|t| t == "insecure"),
     };
+    if crate::ha::vm_is_ha_managed(sim, vmid) && !ha_env {
+        return Ok(json!(ha_migrate(sim, node, vmid, &target, auth)));
+    }
     let (source, worker_sim) = (node.to_string(), sim.clone());
     let upid = tasks::spawn(
         sim,
@@ -648,6 +705,92 @@ pub fn migrate(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
         },
     );
     Ok(json!(upid))
+}
+
+/// migrate_vm for an HA-managed VM: a `hamigrate` worker that runs `ha-manager migrate vm:N
+/// TARGET` (pve-ha-manager API2/HA/Resources.pm, migrate: `queue_crm_commands("migrate SID
+/// NODE")`) and ends; the HA stack's next round carries the migration out ([`ha_round`]).
+fn ha_migrate(sim: &Arc<Sim>, node: &str, vmid: u32, target: &str, auth: &Auth) -> String {
+    let (worker_sim, target) = (sim.clone(), target.to_string());
+    let upid = tasks::spawn(
+        sim,
+        node,
+        "hamigrate",
+        &vmid.to_string(),
+        &auth.id,
+        move |ctx| {
+            ctx.log(format!(
+                "Requesting HA migration for VM {vmid} to node {target}"
+            ));
+            ctx.sleep(worker_sim.task_duration("hamigrate"))?;
+            let sid = format!("vm:{vmid}");
+            if !crate::ha::vm_is_ha_managed(&worker_sim, vmid) {
+                return Err(format!("service '{sid}' not managed by HA"));
+            }
+            worker_sim.lock().ha.migrations.push((sid, target));
+            Ok(0)
+        },
+    );
+    crate::ha::ensure_loop(sim);
+    upid
+}
+
+/// The migrations of one CRM/LRM round (pve-ha-manager Manager.pm update_crm_commands: a
+/// `migrate SID NODE` for a service already there is ignored; LRM.pm and
+/// Resources/PVEVM.pm migrate: `migrate_vm` on the service's node with `online`, `force` and
+/// `with-local-disks`, as root in the HA environment). A service whose LRM is busy keeps its
+/// request for a later round. Returns the services now migrating.
+pub fn ha_round(sim: &Arc<Sim>) -> Vec<String> {
+    let asked = std::mem::take(&mut sim.lock().ha.migrations);
+    let root = Auth {
+        id: "root@pam".into(),
+        root_ticket: true,
+        readonly: false,
+    };
+    let mut moving = Vec::new();
+    for (sid, target) in asked {
+        let Some(vmid) = sid.strip_prefix("vm:").and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let (node, busy) = {
+            let st = sim.lock();
+            let Some(vm) = st.vms.get(&vmid) else {
+                continue;
+            };
+            let busy = st
+                .ha
+                .services
+                .get(&sid)
+                .and_then(|s| s.upid.as_ref())
+                .is_some_and(|u| st.tasks.iter().any(|t| &t.upid == u && t.running()));
+            (vm.node.clone(), busy)
+        };
+        if node == target {
+            continue;
+        }
+        if busy {
+            sim.lock().ha.migrations.push((sid, target));
+            continue;
+        }
+        let params: Params = [
+            ("target", target.as_str()),
+            ("online", "1"),
+            ("force", "1"),
+            ("with-local-disks", "1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        if let Ok(upid) = migrate_in(sim, &node, vmid, &params, &root, true)
+            && let Some(u) = upid.as_str()
+            && let Some(s) = sim.lock().ha.services.get_mut(&sid)
+        {
+            s.state = "migrate".into();
+            s.upid = Some(u.to_string());
+            moving.push(sid);
+        }
+    }
+    moving
 }
 
 /// GuestHelpers.pm, `guest_migration_lock`: `/var/lock/pve-manager/pve-migrate-N`, waited for
@@ -918,8 +1061,7 @@ impl<'a> Migration<'a> {
             let Some((sid, _)) = volid.split_once(':') else {
                 continue;
             };
-            storage_def(sid)?;
-            let targetsid = StorageMap::map(self.opts.storagemap.as_ref(), sid);
+            let targetsid = self.target_sid(sid)?;
             self.target_storage_check_available(&targetsid, volid)?;
         }
         // The ssh connection test (`/bin/true` on the target).
@@ -927,9 +1069,20 @@ impl<'a> Migration<'a> {
         Ok(running)
     }
 
+    /// The storage a volume on `sid` goes to: the storage map's for a local storage, its own
+    /// for a shared one (`# NOTE: local ignores shared mappings`, prepare and
+    /// scan_local_volumes).
+    fn target_sid(&self, sid: &str) -> Result<String, String> {
+        Ok(if storage_enabled(sid, &self.source)?.shared {
+            sid.to_string()
+        } else {
+            StorageMap::map(self.opts.storagemap.as_ref(), sid)
+        })
+    }
+
     /// QemuMigrate.pm, `target_storage_check_available`.
     fn target_storage_check_available(&self, targetsid: &str, volid: &str) -> Result<(), String> {
-        let def = storage_def(targetsid)?;
+        let def = storage_enabled(targetsid, &self.target)?;
         let vtype = vtype_of(self.sim, &self.source, volid)?;
         if !def.content.contains(&vtype) {
             return Err(format!(
@@ -1064,9 +1217,12 @@ impl<'a> Migration<'a> {
         let (sid, _) = volid
             .split_once(':')
             .ok_or_else(|| format!("unable to parse volume ID '{volid}'"))?;
-        storage_def(sid)?;
-        let targetsid = StorageMap::map(self.opts.storagemap.as_ref(), sid);
+        let targetsid = self.target_sid(sid)?;
         self.target_storage_check_available(&targetsid, volid)?;
+        // A volume on shared storage is there on the target already.
+        if storage_def(sid)?.shared {
+            return Ok(());
+        }
         let vol = storage::parse_volume(&self.sim.opts.data_dir, &self.source, volid)?;
         let size = if vol.vtype == "images" {
             storage::virtual_size(&vol.path, &vol.format)
@@ -1124,6 +1280,22 @@ impl<'a> Migration<'a> {
                     .insert(key.clone(), schema::print_property_string("file", &drive));
                 self.log(&msg);
             }
+        }
+        // update_efidisk_size: the size of the OVMF vars the EFI disk holds (get_efivars_size:
+        // 540672 bytes for `efitype=4m`, else 131072), whatever its volume has;
+        // update_tpmstate_size: TPMSTATE_DISK_SIZE (4 MiB).
+        for key in ["efidisk0", "tpmstate0"] {
+            let Some(Ok(mut drive)) = self.conf.get(key).map(|v| api_schema::parse_drive(v)) else {
+                continue;
+            };
+            let size: u64 = match key {
+                "efidisk0" if drive.get("efitype").is_some_and(|t| t == "4m") => 540_672,
+                "efidisk0" => 131_072,
+                _ => 4 << 20,
+            };
+            drive.insert("size".into(), pve_format_size(size));
+            self.conf
+                .insert(key.into(), schema::print_property_string("file", &drive));
         }
     }
 
@@ -1299,22 +1471,29 @@ impl<'a> Migration<'a> {
             "starting VM {vmid} on remote node '{}'",
             self.target
         ));
-        let online: Vec<(String, LocalVolume)> = self
+        // vm_migrate_get_nbd_disks: the attached disks but CD-ROMs and the TPM state, by
+        // drive key (vm_migrate_alloc_nbd_disks allocates them in that order).
+        let mut online: Vec<(String, String, LocalVolume)> = self
             .local_volumes
             .iter()
             .filter(|(_, v)| v.online && v.reference == Reference::Attached)
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .filter_map(|(k, v)| Some((v.drivename.clone()?, k.clone(), v.clone())))
+            .filter(|(key, ..)| key != "tpmstate0")
             .collect();
+        online.sort_by(|a, b| a.0.cmp(&b.0));
         // vm_migrate_alloc_nbd_disks on the target: a new volume for each mirrored drive, in
-        // the source's format where the target storage has it, else its default (raw).
+        // the source's format where the target storage has it, else its default (raw), of the
+        // drive's size.
         let mut mirrors = Vec::new();
-        for (volid, vol) in &online {
-            let Some(drive_key) = vol.drivename.clone() else {
-                continue;
-            };
+        for (drive_key, volid, vol) in &online {
+            let drive_key = drive_key.clone();
             let Ok(mut drive) = api_schema::parse_drive(&self.conf[&drive_key]) else {
                 continue;
             };
+            let size = drive
+                .get("size")
+                .and_then(|s| storage::parse_size(s))
+                .unwrap_or(vol.size);
             let def = storage_def(&vol.targetsid)?;
             let fmt =
                 if def.kind == "dir" && ["raw", "qcow2", "vmdk"].contains(&vol.format.as_str()) {
@@ -1328,7 +1507,7 @@ impl<'a> Migration<'a> {
             storage::create_image(
                 &dst.path,
                 &fmt,
-                storage::allocated_size(&vol.targetsid, vol.size),
+                storage::allocated_size(&vol.targetsid, size),
             )?;
             self.volume_map.insert(volid.clone(), new_volid.clone());
             drive.insert("file".into(), new_volid.clone());
@@ -1338,7 +1517,7 @@ impl<'a> Migration<'a> {
                 schema::print_property_string("file", &drive),
             );
             self.log(&format!("volume '{volid}' is '{new_volid}' on the target"));
-            mirrors.push((drive_key, volid.clone(), new_volid, fmt, vol.size));
+            mirrors.push((drive_key, volid.clone(), new_volid, fmt, size));
         }
         self.log("start remote tunnel");
         self.log("ssh tunnel ver 1");
@@ -1358,7 +1537,7 @@ impl<'a> Migration<'a> {
             }
             let src = storage::parse_volume(&data, &self.source, volid)?;
             let dst = storage::parse_volume(&data, &self.target, new_volid)?;
-            mirror_copy(&src.path, &dst.path, fmt)?;
+            mirror_copy(&src.path, &dst.path, fmt, *size)?;
             let total = *size;
             let job = format!("drive-{drive_key}");
             let line = |done: u64, secs: f64, ready: bool| {
@@ -1607,21 +1786,30 @@ fn copy_file(src: &Path, dst: &Path) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", dst.display()))
 }
 
-/// What a drive mirror leaves on the target volume: the source's contents in the target's
-/// format (`qemu-img convert -n` into the volume the target allocated).
-fn mirror_copy(src: &Path, dst: &Path, dst_fmt: &str) -> Result<(), String> {
+/// What a drive mirror leaves on the target volume: the `size` bytes the guest sees of the
+/// source (an EFI disk's vars, not its whole LV), in the target's format.
+fn mirror_copy(src: &Path, dst: &Path, dst_fmt: &str, size: u64) -> Result<(), String> {
     let src_fmt = storage::detect_format(src)?;
-    let out = Command::new("qemu-img")
-        .args(["convert", "-n", "-f", &src_fmt, "-O", dst_fmt])
-        .arg(src)
-        .arg(dst)
+    let whole = storage::virtual_size(src, &src_fmt)? <= size;
+    let mut cmd = Command::new("qemu-img");
+    if whole {
+        cmd.args(["convert", "-n", "-f", &src_fmt, "-O", dst_fmt])
+            .arg(src)
+            .arg(dst);
+    } else {
+        cmd.args(["dd", "-f", &src_fmt, "-O", dst_fmt, "count=1"])
+            .arg(format!("bs={size}"))
+            .arg(format!("if={}", src.display()))
+            .arg(format!("of={}", dst.display()));
+    }
+    let out = cmd
         .output()
         .map_err(|e| format!("unable to run qemu-img: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
     }
+    std::fs::set_permissions(dst, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(|e| format!("{}: {e}", dst.display()))
 }
 
 #[cfg(test)]

@@ -289,6 +289,9 @@ pub fn backs(base: &Path, volume: &Path) -> bool {
 
 /// The virtual size of an image, from `qemu-img info`.
 pub fn virtual_size(path: &Path, fmt: &str) -> Result<u64, String> {
+    // An ISO is a raw image to `qemu-img` (pve-storage Plugin.pm, parse_volname: an `iso/`
+    // volume's format is `raw`, what volume_size_info asks for).
+    let fmt = if fmt == "iso" { "raw" } else { fmt };
     let fmt = &file_format(path, fmt);
     let out = run(Command::new("qemu-img")
         .args(["info", "--output=json", "-f", fmt])

@@ -6,6 +6,7 @@
 use anyhow::anyhow;
 
 use super::desired::State;
+use super::migrate::ClonePlacement;
 use super::plan::{Current, Plan, Step, plan};
 use super::predict::predict;
 use super::report::{self, Converged, all_keys, header};
@@ -26,14 +27,40 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     if let (Some(c), Some(n)) = (&cur, &desired.node)
         && c.node != *n
         && desired.state != State::Absent
+        && !desired.migrate
     {
         runner.session.log.warnings.push(format!(
-            "VM {} is on node {}, not {n}; it was left there (this module does not migrate VMs)",
+            "VM {} is on node {}, not {n}; it was left there and converged where it is (give migrate: true to move it to {n})",
             c.vmid, c.node
         ));
     }
     let header = |c: Option<&Current>| header(desired, c);
-    let first: Plan = plan(desired, cur.as_ref()).map_err(anyhow::Error::msg)?;
+    let mut first: Plan = plan(desired, cur.as_ref()).map_err(anyhow::Error::msg)?;
+    // After the first round, "restarted" means "running", and cipassword has been sent.
+    let mut effective = desired.clone();
+    // A clone asked on another node than its source's: made there directly, or made on the
+    // source's node and migrated (the move is planned once the clone exists); a linked clone
+    // that cannot get there is refused here, before anything is written.
+    if let (None, Some(source), Some(node)) = (&cur, &desired.clone, &desired.node)
+        && desired.state != State::Absent
+        && let ClonePlacement::ThenMigrate { source_node } = runner.clone_placement(source, node)?
+    {
+        first.steps = vec![
+            Step::Clone {
+                node: source_node.clone(),
+                source: source.clone(),
+            },
+            Step::Migrate {
+                from: source_node.clone(),
+                target: node.clone(),
+                online: false,
+                target_storage: desired.target_storage.clone(),
+            },
+        ];
+        first.before.insert("node".into(), String::new());
+        first.after.insert("node".into(), node.clone());
+        effective.migrate = true;
+    }
     runner
         .session
         .log
@@ -55,8 +82,6 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     }
     let mut done_steps: Vec<String> = Vec::new();
     let mut pending = first.clone();
-    // After the first round, "restarted" means "running", and cipassword has been sent.
-    let mut effective = desired.clone();
     // A round in which PVE refused a step because the VM changed meanwhile (another run, a
     // backup) does not count: it is retried, spaced out, until the deadline.
     let (mut round, mut refused) = (0, 0u32);
@@ -81,11 +106,20 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         let mut cloned = false;
         for step in pending.steps.clone() {
             cloned |= matches!(step, Step::Clone { .. });
+            // After a step that makes the VM or moves it, the rest is planned again on the VM
+            // as it is then, where it is then.
+            let relocates = matches!(
+                step,
+                Step::Create { .. } | Step::Clone { .. } | Step::Migrate { .. }
+            );
             let label = step.describe();
             match runner.execute(step, cur.as_ref())? {
                 Done::Vm(vmid, node) => {
                     done_steps.push(label);
                     ident = Some((vmid, node));
+                    if relocates {
+                        break;
+                    }
                 }
                 Done::Gone => {
                     done_steps.push(label);

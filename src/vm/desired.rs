@@ -72,6 +72,12 @@ pub struct Desired {
     /// Properties of fixed drives (`efidisk0`, `tpmstate0`) a re-run does not change but
     /// reports when they differ: slot → (property → value).
     pub fixed: BTreeMap<String, BTreeMap<String, String>>,
+    /// `migrate`: a VM found on another node than `node` is moved there (a `qmigrate`
+    /// task: live when it runs, its local disks with it).
+    pub migrate: bool,
+    /// `target_storage`: where a migration puts the VM's local disks on the target node
+    /// (`None`: each on the storage of the same name there).
+    pub target_storage: Option<String>,
 }
 
 /// Where a clone comes from, and how it is made (the `clone` option).
@@ -676,6 +682,29 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         .str("node")
         .map(|n| crate::ids::node_name("node", n))
         .transpose()?;
+    let migrate = given(inv.bool("migrate"), "migrate")?;
+    if migrate && node.is_none() {
+        return Err(
+            "migrate: true moves the VM to node, but node is not given: name the node it should be on"
+                .into(),
+        );
+    }
+    let target_storage = inv
+        .str("target_storage")
+        .map(|s| storage_id("target_storage", s))
+        .transpose()?;
+    if target_storage.is_some() && !migrate {
+        return Err(
+            "target_storage is where migrate: true puts the disks on the new node; give migrate: true or leave target_storage out"
+                .into(),
+        );
+    }
+    if migrate && state == State::Absent {
+        return Err(
+            "migrate: true moves a VM that is kept, but state is absent: a VM to remove is destroyed where it is"
+                .into(),
+        );
+    }
     Ok(Desired {
         state,
         vmid: inv.int("vmid").map(|v| v as u32),
@@ -693,5 +722,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         clone,
         template,
         fixed,
+        migrate,
+        target_storage,
     })
 }

@@ -58,6 +58,14 @@ impl Runner<'_> {
                 return self.create(node, config, pool.as_deref());
             }
             (Step::Clone { node, source }, _) => return self.clone_vm(node, source),
+            (
+                Step::Migrate {
+                    target,
+                    target_storage,
+                    ..
+                },
+                Some(cur),
+            ) => return self.migrate_to(cur, target, target_storage.as_deref()),
             (_, Some(cur)) => cur,
             (_, None) => {
                 return Err(anyhow!(
@@ -70,7 +78,9 @@ impl Runner<'_> {
         let vm = Vm::new(&cur.node, cur.vmid);
         let client = &self.session.client;
         let (dispatched, what) = match &step {
-            Step::Create { .. } | Step::Clone { .. } => unreachable!("handled above"),
+            Step::Create { .. } | Step::Clone { .. } | Step::Migrate { .. } => {
+                unreachable!("handled above")
+            }
             Step::Template => (
                 qemu::template(client, &vm),
                 format!("converting {id} to a template"),

@@ -17,7 +17,8 @@ const UNHELD_LOCK_PATIENCE: Duration = Duration::from_secs(10);
 impl Runner<'_> {
     /// If the VM is locked, waits for the task holding the lock (say an import from an
     /// earlier, interrupted run), then reads it again. A lock no task holds is reported.
-    /// `None` when the VM is gone once the lock is (a destroy held it).
+    /// `None` when the VM is gone once the lock is (a destroy held it); a VM a migration moved
+    /// meanwhile is read on its new node.
     pub(super) fn settle(&mut self, cur: Option<Current>) -> anyhow::Result<Option<Current>> {
         let Some(mut cur) = cur else { return Ok(None) };
         let mut quiet_since: Option<Instant> = None;
@@ -47,6 +48,18 @@ impl Runner<'_> {
             }
             cur = match self.read(cur.vmid, &cur.node)? {
                 Some(c) => c,
+                // A migration held the lock and moved the VM (QemuMigrate.pm phase3_cleanup
+                // moves its config to the target): it is read where it is now.
+                None if lock == "migrate" => {
+                    let moved = self.listing()?.into_iter().find(|v| v.vmid == cur.vmid);
+                    match moved {
+                        Some(v) => match self.read(v.vmid, &v.node)? {
+                            Some(c) => c,
+                            None => return Ok(None),
+                        },
+                        None => return Ok(None),
+                    }
+                }
                 None => return Ok(None),
             };
         }

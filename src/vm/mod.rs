@@ -6,7 +6,7 @@
 //! [`predict`] (check mode), [`guest`] (what the guest has not taken), [`report`] (the
 //! result). The shell: [`apply`] (the entry), `converge` (the loop), and the concerns of one
 //! run, each an `impl` of the shared runner: `find`, `locks`, `create`, `execute`,
-//! `followup`.
+//! `migrate` (moving a VM, placing a clone), `followup`.
 
 pub mod apply;
 mod config_keys;
@@ -19,6 +19,7 @@ mod find;
 mod followup;
 pub mod guest;
 mod locks;
+mod migrate;
 pub mod plan;
 pub mod predict;
 pub mod report;

@@ -73,6 +73,15 @@ pub enum Step {
         node: String,
         source: CloneSource,
     },
+    /// `POST …/migrate` (`qmigrate`): the VM moves from `from` to `target`, live when it
+    /// runs (`online`, as planned), its local disks with it, onto `target_storage` when
+    /// given. What else is planned is planned again on the target.
+    Migrate {
+        from: String,
+        target: String,
+        online: bool,
+        target_storage: Option<String>,
+    },
     /// `POST …/template` (`qmtemplate`): the disks become base volumes, `template: 1`.
     Template,
     /// `POST …/config` (`qmconfig`): set keys (new disks import or allocate inside the task).
@@ -113,6 +122,19 @@ impl Step {
                     .vmid
                     .map(|v| v.to_string())
                     .or_else(|| source.name.clone())
+                    .unwrap_or_default()
+            ),
+            Step::Migrate {
+                from,
+                target,
+                online,
+                target_storage,
+            } => format!(
+                "migrate from {from} to {target} ({}{})",
+                if *online { "live" } else { "offline" },
+                target_storage
+                    .as_ref()
+                    .map(|s| format!(", disks to {s}"))
                     .unwrap_or_default()
             ),
             Step::Template => "convert to template".into(),
@@ -549,7 +571,36 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         p.after.insert("template".into(), "1".into());
         p.steps.push(Step::Template);
     }
+    if d.migrate
+        && let Some(target) = d.node.as_ref().filter(|n| **n != cur.node)
+    {
+        plan_migration(&mut p, cur, target, d.target_storage.as_deref());
+    }
     Ok(p)
+}
+
+/// Puts the move to `target` first (after a shutdown the run asks for, so a VM to be stopped
+/// moves offline): the steps after it are planned again on the target, where the VM is read
+/// afresh.
+fn plan_migration(p: &mut Plan, cur: &Current, target: &str, target_storage: Option<&str>) {
+    let stopping = p
+        .steps
+        .iter()
+        .position(|s| matches!(s, Step::Stop | Step::Shutdown { .. }));
+    let mut steps = Vec::new();
+    if let Some(i) = stopping {
+        steps.push(p.steps.remove(i));
+    }
+    steps.push(Step::Migrate {
+        from: cur.node.clone(),
+        target: target.to_string(),
+        online: cur.running && stopping.is_none(),
+        target_storage: target_storage.map(str::to_string),
+    });
+    steps.append(&mut p.steps);
+    p.steps = steps;
+    p.before.insert("node".into(), cur.node.clone());
+    p.after.insert("node".into(), target.to_string());
 }
 
 #[cfg(test)]
@@ -606,6 +657,8 @@ mod tests {
             clone: None,
             template: false,
             fixed: BTreeMap::new(),
+            migrate: false,
+            target_storage: None,
         }
     }
 
@@ -894,6 +947,54 @@ mod tests {
             drive_size("local-lvm:vm-100-disk-0,size=3584M"),
             Some(3584 << 20)
         );
+    }
+
+    #[test]
+    fn a_vm_elsewhere_moves_first_only_when_asked() {
+        let mut cur = matching();
+        cur.node = "pve2".into();
+        cur.running = true;
+        cur.config.insert("cores".into(), "1".into());
+        // Without migrate: converged where it is.
+        let p = plan(&desired(), Some(&cur)).unwrap();
+        assert!(!p.steps.iter().any(|s| matches!(s, Step::Migrate { .. })));
+        let mut d = desired();
+        d.migrate = true;
+        d.target_storage = Some("local".into());
+        let p = plan(&d, Some(&cur)).unwrap();
+        let labels: Vec<String> = p.steps.iter().map(Step::describe).collect();
+        assert_eq!(
+            labels,
+            [
+                "migrate from pve2 to pve1 (live, disks to local)",
+                "update cores"
+            ]
+        );
+        assert_eq!(
+            (p.before["node"].as_str(), p.after["node"].as_str()),
+            ("pve2", "pve1")
+        );
+        // A VM to be stopped is shut down first and moves offline.
+        d.state = State::Stopped;
+        let labels: Vec<String> = plan(&d, Some(&cur))
+            .unwrap()
+            .steps
+            .iter()
+            .map(Step::describe)
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "shut down",
+                "migrate from pve2 to pve1 (offline, disks to local)",
+                "update cores"
+            ]
+        );
+        // On its node already: nothing moves.
+        cur.node = "pve1".into();
+        let p = plan(&d, Some(&cur)).unwrap();
+        assert!(!p.steps.iter().any(|s| matches!(s, Step::Migrate { .. })));
+        assert!(!p.after.contains_key("node"));
     }
 
     #[test]

@@ -79,6 +79,9 @@ fn observed(cur: Option<&Current>, key: &str) -> String {
     if key == "state" {
         return if c.running { "running" } else { "stopped" }.into();
     }
+    if key == "node" {
+        return c.node.clone();
+    }
     if let Some(slot) = key.strip_suffix(".size") {
         return c
             .config

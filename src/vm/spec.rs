@@ -90,6 +90,8 @@ pub fn argument_spec() -> Spec {
         Opt::new("vmid", int(100, Some(999_999_999))),
         Opt::new("name", Kind::Str),
         Opt::new("node", Kind::Str),
+        Opt::new("migrate", Kind::Bool).default(json!(false)),
+        Opt::new("target_storage", Kind::Str),
         Opt::new("pool", Kind::Str),
         Opt::new("disks", Kind::ListOfDicts(disk_options())),
         Opt::new("cloudinit_storage", Kind::Str),

@@ -61,6 +61,7 @@ pub enum TaskType {
     Destroy,
     Template,
     Download,
+    Migrate,
 }
 
 impl TaskType {
@@ -78,6 +79,7 @@ impl TaskType {
             TaskType::Destroy => "qmdestroy",
             TaskType::Template => "qmtemplate",
             TaskType::Download => "download",
+            TaskType::Migrate => "qmigrate",
         }
     }
 }

@@ -307,6 +307,39 @@ pub fn clone(client: &Client, source: &Vm, request: &CloneRequest) -> Result<Dis
     dispatch(client, Method::Post, &path, &params, copies, Recover::Never)
 }
 
+/// Where and how a VM moves (`POST …/migrate`).
+#[derive(Clone, Debug)]
+pub struct MigrateRequest<'a> {
+    pub target: &'a str,
+    /// Maps every local disk to this storage on the target (`targetstorage`); `None` keeps
+    /// each on the storage of the same name.
+    pub target_storage: Option<&'a str>,
+}
+
+/// `POST …/migrate` (`qmigrate`): moves the VM to `target`. A running VM migrates live
+/// (`online`), a stopped one offline (PVE ignores `online` then, API2/Qemu.pm migrate_vm);
+/// local disks go with it (`with-local-disks`: mirrored while it runs, copied with
+/// `storage_migrate` when stopped), and their copy reports progress.
+pub fn migrate(client: &Client, vm: &Vm, request: &MigrateRequest) -> Result<Dispatched, ApiError> {
+    let mut params: Params = vec![
+        ("target".into(), request.target.to_string()),
+        ("online".into(), flag(true)),
+        ("with-local-disks".into(), flag(true)),
+    ];
+    if let Some(storage) = request.target_storage {
+        params.push(("targetstorage".into(), storage.to_string()));
+    }
+    let path = vm.path().migrate();
+    dispatch(
+        client,
+        Method::Post,
+        &path,
+        &params,
+        true,
+        vm.recover(TaskType::Migrate),
+    )
+}
+
 /// `POST …/config` (`qmconfig`): sets these keys (new disks import or allocate inside the
 /// task), against the config read (`digest`), so a change made meanwhile is refused.
 pub fn update_config(

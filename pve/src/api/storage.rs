@@ -2,11 +2,16 @@
 //! removing one, and downloading a file into one.
 
 use super::{Dispatched, Recover, TaskType, dispatch, flag};
-use crate::answers::{Volume, lenient_list};
+use crate::answers::{NodeStorage, Volume, lenient_list};
 use crate::client::{Client, Method, Params};
 use crate::error::ApiError;
 use crate::ops;
 use crate::paths::Node;
+
+/// `GET /nodes/{node}/storage`: the node's storages, which of them are shared (a read).
+pub fn list(client: &Client, node: &str) -> Result<Vec<NodeStorage>, ApiError> {
+    ops::read(client, &Node::new(node).storages(), &Vec::new()).map(lenient_list)
+}
 
 /// `GET …/storage/{storage}/content?content=…`: the storage's volumes of that content type
 /// (a read).

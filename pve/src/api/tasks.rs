@@ -54,6 +54,31 @@ pub fn of_vm(
         .collect())
 }
 
+/// `GET /nodes/{node}/tasks?source=all`: the newest task of `task_type` for the VM that
+/// started at or after `since` (epoch seconds, with 5 s of slack for the node's clock), still
+/// running or not: one another daemon started for a request (the HA stack's LRM migrating a
+/// VM). A read; a failure counts as none.
+pub fn newest_since(
+    client: &Client,
+    node: &str,
+    vmid: u32,
+    task_type: TaskType,
+    since: u64,
+) -> Option<Upid> {
+    let params: Params = vec![
+        ("source".into(), "all".into()),
+        ("vmid".into(), vmid.to_string()),
+        ("typefilter".into(), task_type.as_str().into()),
+    ];
+    ops::read(client, &Node::new(node).tasks(), &params)
+        .map(lenient_list::<TaskListed>)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| Upid::parse(&t.upid).ok())
+        .filter(|upid| upid.starttime + 5 >= since)
+        .max_by_key(|upid| upid.starttime)
+}
+
 /// `GET …/tasks/{upid}/status`.
 pub fn status(client: &Client, upid: &Upid) -> Result<TaskStatus, ApiError> {
     client

@@ -260,13 +260,30 @@ impl CopyWatch {
     }
 }
 
-/// The latest progress percentage in task-log lines (`transferred 1.0 GiB of 2.0 GiB (50.00%)`).
+/// The `transferred X of Y (Z%)` of a progress line: an import's or a full clone's, or a
+/// disk mirrored by a live migration, whose line names its block job and goes on with the
+/// time taken (`drive-scsi0: transferred 1.0 GiB of 2.0 GiB (50.00%) in 3s, ready`,
+/// qemu-server QemuServer/BlockJob.pm, monitor).
+pub fn transfer_part(line: &str) -> Option<&str> {
+    let l = line.trim();
+    let l = match l.strip_prefix("drive-") {
+        Some(job) => job.split_once(": ")?.1,
+        None => l,
+    };
+    if !l.starts_with("transferred ") {
+        return None;
+    }
+    match l.find("%)") {
+        Some(end) => Some(&l[..end + 2]),
+        None => Some(l),
+    }
+}
+
+/// The latest progress percentage in task-log lines (`transferred 1.0 GiB of 2.0 GiB (50.00%)`,
+/// or a mirrored disk's, see [`transfer_part`]).
 pub fn progress_in(lines: &[String]) -> Option<f64> {
     lines.iter().rev().find_map(|l| {
-        let l = l.trim();
-        if !l.starts_with("transferred ") {
-            return None;
-        }
+        let l = transfer_part(l)?;
         let open = l.rfind('(')?;
         // A server's number: only a real percentage counts (no NaN, inf or 1e300).
         l[open + 1..]

@@ -822,6 +822,18 @@ fn parses_progress_lines() {
     .collect();
     assert_eq!(progress_in(&lines), Some(50.0));
     assert_eq!(progress_in(&lines[..1]), None);
+    // A disk mirrored by a live migration (qemu-server BlockJob.pm, monitor).
+    let mirror = [
+        "drive-scsi0: transferred 8.0 MiB of 32.0 MiB (25.00%) in 1s".to_string(),
+        "drive-scsi0: transferred 32.0 MiB of 32.0 MiB (100.00%) in 4s, ready".to_string(),
+        "drive-scsi0: Completing block job...".to_string(),
+    ];
+    assert_eq!(progress_in(&mirror[..1]), Some(25.0));
+    assert_eq!(progress_in(&mirror), Some(100.0));
+    assert_eq!(
+        transfer_part("2026-12-01 08:00:00 migration active, transferred 1 of 2 VM-state"),
+        None
+    );
 }
 
 /// A network and a server as a look sees them: a task request is answered `rtt + cost` after
