@@ -91,9 +91,14 @@ pub struct Sim {
 }
 
 impl Drop for Sim {
+    /// Stops pve-sim and removes its data (disk images of hundreds of MiB each), keeping it
+    /// only when the test failed, for a look at what it left.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
