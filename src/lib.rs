@@ -4,13 +4,14 @@
 //! * [`ansible`]: Ansible's contract for binary modules (arguments, spec, results).
 //! * [`pve`]: the PVE API client (transport, TLS, auth, errors, UPIDs, task waits).
 //! * [`vm`]: the `vm` module's logic (spec, plan, apply); [`image`]: the `image` module's.
-//! * [`runner`]: one module run (wait settings, session, task log, the common result keys);
+//! * [`runner`]: one module run (wait settings, session, task log, the common result keys,
+//!   and the one place an error chain becomes Ansible's failed result);
 //!   [`connection`]: the connection options and how they become a client; [`ids`]: PVE's
 //!   identifier formats; [`interrupt`]: signal handling; [`files`]: bounded reads of the
 //!   files a user names.
 //!
 //! The arrows go one way: `bin` → `vm`/`image` → `runner`/`connection` → `pve` and
-//! `ansible`; `pve` (its own crate) and `ansible` never use each other.
+//! `ansible`; `pve` (its own crate) and `ansible` never use each other. See ARCHITECTURE.md.
 
 // A failed result carries its context (messages, task data); it ends the run, so its size
 // on the error path does not matter and boxing it would only add noise.

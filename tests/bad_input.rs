@@ -396,7 +396,52 @@ fn cases(sim: &Sim) -> Vec<(Value, String)> {
             json!({"disks": [{"slot": "scsi0", "size": "1G"}]}),
             "disks[0].storage is required to create a disk",
         ),
+        // PVE's schema limits (PVE 9.1), checked before any request.
+        c(
+            json!({"description": "d".repeat(8193)}),
+            "description is 8193 bytes long; PVE allows at most 8192",
+        ),
+        c(
+            json!({"extra_config": {"cpuunits": "0"}}),
+            "extra_config.cpuunits must be at least 1, got 0",
+        ),
+        c(
+            json!({"extra_config": {"cpulimit": "200"}}),
+            "extra_config.cpulimit must be at most 128, got 200",
+        ),
+        c(
+            json!({"extra_config": {"smbios1": format!("uuid={}", "0".repeat(600))}}),
+            "extra_config.smbios1 is 605 bytes long; PVE allows at most 512",
+        ),
+        c(
+            json!({"extra_config": {"startdate": "tomorrow"}}),
+            "extra_config.startdate must be now or YYYY-MM-DD[THH:MM:SS], got \"tomorrow\"",
+        ),
+        c(
+            json!({"clone": {"vmid": 9000, "snapname": "s".repeat(41)}, "disks": null}),
+            "clone.snapname is 41 characters long; PVE allows at most 40",
+        ),
     ]
+}
+
+/// A description of 1 MB (PVE allows 8 KiB; pveproxy refuses a body that large) fails at
+/// once, naming the option, before any request: not after retrying until the deadline.
+#[test]
+fn a_value_over_pves_limit_fails_before_any_request() {
+    let sim = Sim::start(&[], &[]);
+    let r = failed(run(merge(&[
+        sim.conn(),
+        json!({"node": "pve1", "vmid": 100, "timeout": "20s",
+               "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}],
+               "description": "d".repeat(1 << 20)}),
+    ])));
+    let msg = r["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("description is 1048576 bytes long; PVE allows at most 8192"),
+        "{msg}"
+    );
+    assert!(!msg.contains("timeout"), "{msg}");
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
 }
 
 #[test]

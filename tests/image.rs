@@ -177,6 +177,18 @@ fn bad_input_is_refused_before_any_request() {
             json!({"url": "http://x/a.qcow2", "storage": "local/../x"}),
             "storage must be a PVE storage ID",
         ),
+        (
+            json!({"url": "http://x/a\tb.qcow2"}),
+            "url must not contain '\\t'",
+        ),
+        (
+            json!({"url": "http://x/a.qcow2\u{1}"}),
+            "url must not contain '\\u{1}'",
+        ),
+        (
+            json!({"url": "http://x/a.qcow2", "filename": format!("{}.qcow2", "a".repeat(250))}),
+            "filename is 256 bytes long; PVE allows at most 255",
+        ),
     ] {
         let r = failed(run_image(args(&sim, extra.clone())));
         assert!(

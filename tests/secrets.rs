@@ -104,3 +104,33 @@ fn secrets_stay_out_of_every_output() {
     ]));
     assert!(r.result.get("invocation").is_none());
 }
+
+/// A server that echoes the request in its error, JSON-escaped with `\u00e9` for each
+/// non-ASCII character, does not leak a password: that spelling is masked too.
+#[test]
+fn a_password_echoed_in_json_escapes_is_masked() {
+    const ACCENTED: &str = "S\u{e9}cret-P\u{e4}ss-7733";
+    let escaped = [
+        "S\\u00e9cret-P\\u00e4ss-7733",
+        "S\\u00E9cret-P\\u00E4ss-7733",
+    ];
+    let sim = Sim::start(&[], &[]);
+    for echoed in escaped {
+        sim.clear_faults();
+        sim.fault(json!({"kind": "http", "method": "POST", "path": "/qemu", "status": 400,
+                         "message": format!("parameter verification failed: {{\"cipassword\":\"{echoed}\"}}")}));
+        let r = run(merge(&[
+            sim.conn(),
+            json!({"node": "pve1", "vmid": 100, "name": "sec", "ciuser": "u", "cipassword": ACCENTED,
+                   "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}]}),
+        ]));
+        let out = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            out.contains("parameter verification failed"),
+            "the server's answer is reported: {out}"
+        );
+        for spelling in [ACCENTED, escaped[0], escaped[1], "cret-P"] {
+            assert!(!out.contains(spelling), "{spelling} in the output: {out}");
+        }
+    }
+}

@@ -9,6 +9,7 @@ use super::answers::LogPage;
 use super::api;
 use super::client::Client;
 use super::error::ApiError;
+use super::retry::{self, Interrupted};
 use super::upid::Upid;
 use super::wait::{Decision, Exit, Observation, Policy, WaitState, progress_in, transfer_part};
 use crate::interrupt;
@@ -545,9 +546,9 @@ pub fn wait_task(
             _ => silence = Silence::default(),
         }
         match state.decide(policy, start.elapsed(), look.obs) {
-            Decision::Wait(d) => {
-                if !interrupt::sleep(d) {
-                    let signal = interrupt::received().unwrap_or("a signal");
+            Decision::Wait(pause) => {
+                // The policy has already bounded the pause by the deadline.
+                if let Err(Interrupted(signal)) = retry::pause(pause, Instant::now() + pause) {
                     return Err(WaitError::Interrupted {
                         upid: upid.clone(),
                         signal,

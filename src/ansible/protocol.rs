@@ -56,10 +56,36 @@ fn spellings(s: &str) -> Vec<String> {
     let lower_plus = lower.replace("%20", "+");
     let json = serde_json::to_string(s).unwrap_or_default();
     let json = json[1..json.len().saturating_sub(1).max(1)].to_string();
-    let mut all = vec![s.to_string(), pct, lower, plus, lower_plus, json];
+    let mut all = vec![s.to_string(), pct, lower, plus, lower_plus];
+    // JSON also spells every non-ASCII character as `\u00e9` (a UTF-16 pair beyond the BMP),
+    // in lower- or upper-case hex, as a server that echoes a request may.
+    all.push(json_ascii(&json, false));
+    all.push(json_ascii(&json, true));
+    all.push(json);
     all.sort();
     all.dedup();
     all
+}
+
+/// A JSON string's contents with every non-ASCII character escaped as `\uXXXX`, in upper-
+/// or lower-case hex.
+fn json_ascii(json: &str, upper: bool) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if c.is_ascii() {
+            out.push(c);
+            continue;
+        }
+        let mut units = [0u16; 2];
+        for unit in c.encode_utf16(&mut units) {
+            if upper {
+                out.push_str(&format!("\\u{unit:04X}"));
+            } else {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
 }
 
 /// Registers a value to mask in all output (a `no_log` option's value, a ticket, …), in
@@ -484,6 +510,8 @@ mod tests {
             percent_encode(secret).to_ascii_lowercase(),
             percent_encode(secret).replace("%20", "+"),
             serde_json::to_string(secret).unwrap(),
+            r#""pa ss/w\u00f6rd\"+&=%""#.to_string(),
+            r#""pa ss/w\u00F6rd\"+&=%""#.to_string(),
             format!("PVEAPIToken=root@pam!ci={secret}"),
         ] {
             let out = mask_str(&format!("server said: {echoed} (end)"));

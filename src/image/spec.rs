@@ -78,6 +78,9 @@ pub fn pve_normalized(name: &str) -> String {
         .collect()
 }
 
+/// The longest file name `download-url` takes (its schema's maxLength).
+const MAX_FILENAME: usize = 255;
+
 /// The file name PVE will store: given, or the URL's last path segment (normalised as PVE
 /// normalises it); for `import`, an Ubuntu-style `.img` (a qcow2) is saved as `.qcow2`, as PVE
 /// requires. A given name that PVE would change is refused, so the `volid` reported and used
@@ -121,6 +124,13 @@ pub fn filename(given: Option<&str>, url: Option<&str>, content: &str) -> Result
             crate::ansible::text::bounded(&name)
         ));
     }
+    // download-url's schema: `filename` maxLength 255.
+    if name.len() > MAX_FILENAME {
+        return Err(format!(
+            "filename is {} bytes long; PVE allows at most {MAX_FILENAME}",
+            name.len()
+        ));
+    }
     // PVE matches import extensions case-sensitively, ISO ones not (Status.pm, download_url).
     let (exts, candidate) = if content == "import" {
         (IMPORT_EXT, name.clone())
@@ -147,14 +157,21 @@ pub fn filename(given: Option<&str>, url: Option<&str>, content: &str) -> Result
 pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     let content = given(inv.str("content"), "content")?.to_string();
     let url = inv.str("url").map(str::to_string);
-    if let Some(u) = &url
-        && (!(u.starts_with("http://") || u.starts_with("https://"))
-            || u.contains(['\n', '\r', ' ']))
-    {
-        return Err(format!(
-            "url must be an http:// or https:// URL, got {u}",
-            u = quote(u)
-        ));
+    if let Some(u) = &url {
+        if !(u.starts_with("http://") || u.starts_with("https://")) {
+            return Err(format!(
+                "url must be an http:// or https:// URL, got {u}",
+                u = quote(u)
+            ));
+        }
+        // A tab, a newline or any other control character (or a space) cannot be part of
+        // a URL; percent-encode it (%09, %20).
+        if let Some(c) = u.chars().find(|c| c.is_control() || c.is_whitespace()) {
+            return Err(format!(
+                "url must not contain {c:?} (percent-encode it), got {u}",
+                u = quote(u)
+            ));
+        }
     }
     let checksum = match inv.str("checksum") {
         Some(c) => {

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::config_keys::{managed_key, not_a_config_key};
 use super::encode::{efidisk_value, ipconfig_value, net_value, pve_bool, tpmstate_value};
+use super::limits::{check_config, check_snapname};
 use super::validate::{import_source, is_drive_slot, parse_size, plain};
 use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::given;
@@ -133,7 +134,11 @@ fn clone_source(inv: &Invocation) -> Result<Option<CloneSource>, String> {
     let snapname = c
         .get("snapname")
         .and_then(Value::as_str)
-        .map(|n| plain("clone.snapname", n))
+        .map(|n| {
+            let name = plain("clone.snapname", n)?;
+            check_snapname("clone.snapname", &name)?;
+            Ok::<String, String>(name)
+        })
         .transpose()?;
     Ok(Some(CloneSource {
         vmid,
@@ -705,6 +710,9 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
                 .into(),
         );
     }
+    // PVE's schema limits, before any request: a value PVE would refuse (a description
+    // over 8 KiB that pveproxy would cut off) fails here, naming its option.
+    check_config(config.iter().chain(create_only.iter()))?;
     Ok(Desired {
         state,
         vmid: inv.int("vmid").map(|v| v as u32),

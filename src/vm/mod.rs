@@ -2,7 +2,7 @@
 //! config and power state.
 //!
 //! Pure parts: [`spec`] (the argument spec), [`desired`] (options → the desired VM, through
-//! [`validate`], [`encode`] and `config_keys`), [`plan`] (steps from the VM as it is to the VM as asked),
+//! [`validate`], [`encode`], `config_keys` and `limits`, PVE's schema limits), [`plan`] (steps from the VM as it is to the VM as asked),
 //! [`predict`] (check mode), [`guest`] (what the guest has not taken), [`report`] (the
 //! result). The shell: [`apply`] (the entry), `converge` (the loop), and the concerns of one
 //! run, each an `impl` of the shared runner: `find`, `locks`, `create`, `execute`,
@@ -18,6 +18,7 @@ mod execute;
 mod find;
 mod followup;
 pub mod guest;
+mod limits;
 mod locks;
 mod migrate;
 pub mod plan;

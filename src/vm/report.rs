@@ -46,7 +46,7 @@ impl Changes {
 /// How results name the VM: `VM 100 on pve1`, or the vmid or name asked for.
 pub fn header(desired: &Desired, cur: Option<&Current>) -> String {
     match cur {
-        Some(c) => format!("VM {} on {}", c.vmid, c.node),
+        Some(vm) => format!("VM {} on {}", vm.vmid, vm.node),
         None => format!(
             "VM {}",
             desired
@@ -75,22 +75,22 @@ fn diff_value(
 
 /// The final value of a planned key, read from the VM (for diff mode's "after").
 fn observed(cur: Option<&Current>, key: &str) -> String {
-    let Some(c) = cur else { return String::new() };
+    let Some(vm) = cur else { return String::new() };
     if key == "state" {
-        return if c.running { "running" } else { "stopped" }.into();
+        return if vm.running { "running" } else { "stopped" }.into();
     }
     if key == "node" {
-        return c.node.clone();
+        return vm.node.clone();
     }
     if let Some(slot) = key.strip_suffix(".size") {
-        return c
+        return vm
             .config
             .get(slot)
             .and_then(|v| super::plan::drive_size(v))
             .map(format_size)
             .unwrap_or_default();
     }
-    c.config.get(key).cloned().unwrap_or_default()
+    vm.config.get(key).cloned().unwrap_or_default()
 }
 
 /// Check mode's result from its prediction.
@@ -132,9 +132,9 @@ pub fn predicted(
         "planned".into(),
         json!(steps.iter().map(Step::describe).collect::<Vec<_>>()),
     );
-    if let Some(c) = cur {
-        outcome.data.insert("vmid".into(), json!(c.vmid));
-        outcome.data.insert("node".into(), json!(c.node));
+    if let Some(vm) = cur {
+        outcome.data.insert("vmid".into(), json!(vm.vmid));
+        outcome.data.insert("node".into(), json!(vm.node));
         outcome.data.insert("pending".into(), json!(restart_keys));
         outcome.data.insert(
             "restart_needed".into(),
@@ -196,19 +196,19 @@ pub fn converged(desired: &Desired, changes: &Changes, end: Converged) -> Outcom
     };
     outcome.diff = Some(diff_value(&before, &after, &header(desired, cur)));
     match cur {
-        Some(c) => {
+        Some(vm) => {
             outcome.msg = if done_steps.is_empty() {
-                format!("VM {} on {} is up to date", c.vmid, c.node)
+                format!("VM {} on {} is up to date", vm.vmid, vm.node)
             } else {
-                format!("VM {} on {}: {}", c.vmid, c.node, done_steps.join(", "))
+                format!("VM {} on {}: {}", vm.vmid, vm.node, done_steps.join(", "))
             };
-            outcome.data.insert("vmid".into(), json!(c.vmid));
-            outcome.data.insert("node".into(), json!(c.node));
+            outcome.data.insert("vmid".into(), json!(vm.vmid));
+            outcome.data.insert("node".into(), json!(vm.node));
             outcome.data.insert(
                 "status".into(),
-                json!(if c.running { "running" } else { "stopped" }),
+                json!(if vm.running { "running" } else { "stopped" }),
             );
-            outcome.data.insert("config".into(), c.raw.clone());
+            outcome.data.insert("config".into(), vm.raw.clone());
             outcome.data.insert("pending".into(), json!(untaken_keys));
             outcome
                 .data
