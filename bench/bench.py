@@ -1085,17 +1085,29 @@ def main():
     have_peer = not args.no_peer and os.path.exists(os.path.join(PEER_BIN, "ansible"))
     durations = ([float(x) for x in args.latency_lengths.split(",")] if args.latency_lengths
                  else [0.2, 1, 5, 30]) + ([120, 300] if args.full else [])
-    lat = latency_experiment(durations, runs=args.latency_runs, have_peer=have_peer) if "latency" in only else []
-    imports = import_experiment([1] + ([2, 5] if args.full else [])) if "imports" in only else []
+    def guarded(name, run, empty):
+        """Runs one experiment; one that fails is reported and leaves its rows out, not the run."""
+        if name not in only:
+            return empty
+        try:
+            return run()
+        except Exception:
+            import traceback
+            traceback.print_exc()
+            print(f"bench: the {name} experiment failed; its rows are missing from the report", file=sys.stderr)
+            return empty
+
+    lat = guarded("latency", lambda: latency_experiment(durations, runs=args.latency_runs, have_peer=have_peer), [])
+    imports = guarded("imports", lambda: import_experiment([1] + ([2, 5] if args.full else [])), [])
     picked = [sc for sc in WAIT_SCENARIOS
               if not args.wait_scenarios or sc[0].split()[0] in args.wait_scenarios.split(",")]
-    waits = waits_experiment(have_peer, args.wait_runs, picked, args.wait_runs_others) if "waits" in only else []
-    net = net_experiment(have_peer, args) if "net" in only else []
-    load = load_experiment(have_peer) if "load" in only else []
-    clones = clones_experiment() if "clones" in only else []
-    noop = noop_experiment(have_peer, runs=20) if "noop" in only else {}
-    e2e = e2e_experiment(have_peer) if "e2e" in only else []
-    scale = scale_experiment(50, have_peer) if "scale" in only else {}
+    waits = guarded("waits", lambda: waits_experiment(have_peer, args.wait_runs, picked, args.wait_runs_others), [])
+    net = guarded("net", lambda: net_experiment(have_peer, args), [])
+    load = guarded("load", lambda: load_experiment(have_peer), [])
+    clones = guarded("clones", clones_experiment, [])
+    noop = guarded("noop", lambda: noop_experiment(have_peer, runs=20), {})
+    e2e = guarded("e2e", lambda: e2e_experiment(have_peer), [])
+    scale = guarded("scale", lambda: scale_experiment(50, have_peer), {})
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
     everything = set(ap.get_default("only").split(","))
