@@ -191,9 +191,30 @@ pub struct VmStatus {
     /// `running` or `stopped`.
     #[serde(default)]
     pub status: String,
+    /// The HA manager's view of the VM (pve-ha-manager Config.pm get_service_status):
+    /// `managed`, and the CRM's service `state` once it has one.
+    #[serde(default)]
+    pub ha: HaServiceStatus,
+}
+
+/// The `ha` object of a VM's `status/current`.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct HaServiceStatus {
+    /// `1` when the VM is an HA resource not in state `ignored` (Config.pm vm_is_ha_managed).
+    #[serde(default, deserialize_with = "optional_number")]
+    pub managed: Option<u64>,
+    /// The CRM's service state (`started`, `request_stop`, `stopped`, …), once it has one.
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    pub state: Option<String>,
 }
 
 impl VmStatus {
+    /// Whether the HA stack manages the VM: its start, stop and shutdown requests are handed
+    /// to the HA stack (`hastart`, `hastop`), which carries them out in a later round.
+    pub fn ha_managed(&self) -> bool {
+        self.ha.managed.is_some_and(|m| m != 0)
+    }
+
     /// Whether the VM runs.
     pub fn running(&self) -> bool {
         self.status == "running"

@@ -172,11 +172,28 @@ impl ApiError {
         }
     }
 
-    /// `VM is locked (…)` or `can't lock file … got timeout`: another operation holds the VM.
-    /// PVE raises both before doing anything, so the request can be sent again later.
+    /// `VM is locked (…)`, `can't lock file … got timeout`, or a cluster storage lock's
+    /// `cfs-lock 'storage-X' error: got lock request timeout`: another operation holds the VM
+    /// or the storage. PVE raises each before doing anything, so the request can be sent
+    /// again later. (A guest agent's `qga command … got timeout` is not a lock.)
     pub fn is_lock_contention(&self) -> bool {
+        self.status() == Some(500) && is_lock_timeout(self.message())
+    }
+
+    /// `VM N qga command '…' failed - got timeout` (qemu-server QMPClient, the agent's ping
+    /// or command outlasted its timeout): the agent is busy or not up yet; ask again.
+    pub fn is_agent_timeout(&self) -> bool {
         self.status() == Some(500)
-            && (self.message().contains("got timeout") || self.message().contains(" is locked ("))
+            && self.message().contains(" qga command ")
+            && self.message().contains("got timeout")
+    }
+
+    /// `VM N is not running` (qemu-server's agent and monitor calls): the VM is stopped.
+    pub fn is_vm_not_running(&self) -> bool {
+        self.status() == Some(500) && {
+            let m = self.message().trim_end();
+            m.starts_with("VM ") && m.ends_with(" is not running")
+        }
     }
 
     /// The `lock` named in `VM is locked (create)`, if that is the error.
@@ -289,11 +306,62 @@ impl ApiError {
 /// `VM is locked (…)`, `VM N already running` from `vm_start`) and gives up waiting for that
 /// lock after 10 s (`… got timeout`).
 /// The caller reads the VM again and re-plans.
+/// A cluster storage lock's timeout (`cfs-lock 'storage-X' error: got lock request timeout`,
+/// PVE::Cluster cfs_lock as pve-storage's cluster_lock_storage takes it) counts too: the
+/// allocation under it never started. Failures that did act are not refusals (see
+/// [`task_acted_then_failed`]).
 pub fn task_refused_before_acting(exitstatus: &str) -> bool {
-    exitstatus.contains("checksum mismatch")
-        || exitstatus.contains("got timeout")
-        || exitstatus.starts_with("VM is locked (")
-        || (exitstatus.starts_with("VM ") && exitstatus.ends_with(" already running"))
+    task_acted_then_failed(exitstatus).is_none()
+        && (exitstatus.contains("checksum mismatch")
+            || is_lock_timeout(exitstatus)
+            || exitstatus.starts_with("VM is locked (")
+            || (exitstatus.starts_with("VM ") && exitstatus.ends_with(" already running")))
+}
+
+/// A lock PVE could not take within its timeout, so it did nothing: a file lock
+/// (PVE::Tools lock_file_full: `can't lock file '…' - got timeout`), a VM's config lock
+/// (`VM is locked (…)`), or a cluster lock (PVE::Cluster cfs_lock: `cfs-lock '…' error: got
+/// lock request timeout`).
+fn is_lock_timeout(message: &str) -> bool {
+    (message.contains("can't lock file") && message.contains("got timeout"))
+        || message.contains(" is locked (")
+        || (message.contains("cfs-lock '") && message.contains("error: got lock request timeout"))
+}
+
+/// Whether an exit status is a cluster storage lock's timeout (see
+/// [`task_refused_before_acting`]): a create or clone that failed so left nothing behind,
+/// and may be sent again.
+pub fn task_met_storage_lock(exitstatus: &str) -> bool {
+    exitstatus.contains("cfs-lock 'storage-") && exitstatus.contains("got lock request timeout")
+}
+
+/// Why a task failed after it acted, by PVE's exact messages; `None` for any other exit.
+/// These are not refusals: PVE did something (asked the guest to power off, ran
+/// `qemu-img resize`), so they are tried again a bounded number of times at most, and
+/// reported with this cause.
+///
+/// * `VM quit/powerdown failed - got timeout`: qemu-server QemuServer.pm `_do_vm_stop`, a
+///   shutdown without `forceStop` whose guest did not power off within its timeout (it
+///   ignored ACPI, or its agent did not shut it down).
+/// * `command '/usr/bin/qemu-img resize …' failed: got timeout`: pve-storage Common.pm
+///   `qemu_img_resize` runs `qemu-img resize` under PVE's 10 s (PVE::Cmd run's message).
+pub fn task_acted_then_failed(exitstatus: &str) -> Option<&'static str> {
+    if exitstatus.contains("VM quit/powerdown failed - got timeout") {
+        Some(
+            "the guest did not power off within the shutdown timeout (it ignored the ACPI \
+             power button, or its agent did not shut it down); raise shutdown_timeout, or \
+             set force_stop",
+        )
+    } else if exitstatus.contains("command '/usr/bin/qemu-img resize")
+        && exitstatus.contains("failed: got timeout")
+    {
+        Some(
+            "qemu-img resize outlasted PVE's 10 s (pve-storage qemu_img_resize); the storage \
+             is slow or busy",
+        )
+    } else {
+        None
+    }
 }
 
 /// True when a create or clone task found its new vmid taken (another run took it between
@@ -400,6 +468,41 @@ mod tests {
             "unable to create VM 100 - cannot import from 'local:import/x.qcow2'"
         ));
         assert!(!task_refused_before_acting("received interrupt"));
+        let storage =
+            "unable to create VM 300 - cfs-lock 'storage-ceph1' error: got lock request timeout";
+        assert!(task_refused_before_acting(storage) && task_met_storage_lock(storage));
+        assert!(!task_met_storage_lock(
+            "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout"
+        ));
+    }
+
+    #[test]
+    fn failures_that_acted_are_not_refusals() {
+        let shutdown = "VM quit/powerdown failed - got timeout";
+        assert!(!task_refused_before_acting(shutdown));
+        assert!(task_acted_then_failed(shutdown).is_some_and(|c| c.contains("ACPI")));
+        let resize = "command '/usr/bin/qemu-img resize -f qcow2 \
+                      /var/lib/vz/images/100/vm-100-disk-0.qcow2 10737418240' failed: got timeout";
+        assert!(!task_refused_before_acting(resize));
+        assert!(task_acted_then_failed(resize).is_some_and(|c| c.contains("10 s")));
+        assert_eq!(task_acted_then_failed("VM quit/powerdown failed"), None);
+    }
+
+    #[test]
+    fn agent_and_storage_lock_timeouts() {
+        let agent = http(
+            500,
+            "VM 100 qga command 'guest-network-get-interfaces' failed - got timeout",
+        );
+        assert!(agent.is_agent_timeout() && !agent.is_lock_contention());
+        assert!(!agent.surely_not_done());
+        let storage = http(
+            500,
+            "cfs-lock 'storage-ceph1' error: got lock request timeout",
+        );
+        assert!(storage.is_lock_contention() && storage.surely_not_done());
+        assert!(http(500, "VM 100 is not running").is_vm_not_running());
+        assert!(!http(500, "QEMU guest agent is not running").is_vm_not_running());
     }
 
     #[test]

@@ -33,6 +33,13 @@ pub enum Awaiting {
     /// The HA stack to carry out a requested migration (its LRM starts the `qmigrate` in its
     /// next round, within 10 s): 1 s.
     HaMotion,
+    /// The HA stack to carry out a request it was handed (`hastart`, `hastop`): its CRM and
+    /// LRM work in rounds of about 10 s (pve-ha-manager CRM.pm, LRM.pm), so the VM's state
+    /// is read again at 250 ms doubling to 2 s (plus jitter), not in a tight loop.
+    HaRound,
+    /// A task that acted and then failed (a shutdown the guest ignored, a slow resize) to be
+    /// tried once more: 1 s doubling to 4 s.
+    ActedThenFailed,
 }
 
 impl Awaiting {
@@ -48,6 +55,8 @@ impl Awaiting {
             Awaiting::DuplicateNames | Awaiting::AgentNotUp | Awaiting::HaMotion => {
                 Duration::from_secs(1)
             }
+            Awaiting::HaRound => backoff(attempt.min(4), seed.wrapping_add(attempt as u64)),
+            Awaiting::ActedThenFailed => backoff(attempt.saturating_add(2), seed),
         }
     }
 }
@@ -113,5 +122,17 @@ mod tests {
         let free = Awaiting::FreeVmid.pause(10, 7);
         assert!(free < Duration::from_millis(501), "{free:?}");
         assert_eq!(Awaiting::LockHeld.pause(9, 0), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn ha_rounds_are_polled_at_most_every_two_and_a_half_seconds() {
+        let first = Awaiting::HaRound.pause(1, 3);
+        assert!(first >= Duration::from_millis(250), "{first:?}");
+        let late = Awaiting::HaRound.pause(30, 3);
+        assert!(
+            late >= Duration::from_secs(2) && late <= Duration::from_millis(2500),
+            "{late:?}"
+        );
+        assert!(Awaiting::ActedThenFailed.pause(1, 0) >= Duration::from_secs(1));
     }
 }

@@ -20,6 +20,8 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         seed: retry::seed(),
         prefetched: Default::default(),
         notes: Default::default(),
+        ha_carried: Vec::new(),
+        acted_failures: 0,
     };
     let result = converge(&mut runner, inv.ctx.check_mode);
     let notes = runner.notes.take();

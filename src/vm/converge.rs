@@ -211,7 +211,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
             None => {}
         }
     }
-    Ok(report::converged(
+    let mut outcome = report::converged(
         desired,
         &runner.changes,
         Converged {
@@ -223,5 +223,17 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
             restart_needed,
             guest_addresses,
         },
-    ))
+    );
+    // What the HA stack carried out: the power requests it was handed and then applied.
+    if !runner.ha_carried.is_empty() {
+        outcome.msg.push_str(&format!(
+            " (carried out by the HA stack: {})",
+            runner.ha_carried.join(", ")
+        ));
+        outcome.data.insert(
+            "ha_carried_out".into(),
+            serde_json::json!(runner.ha_carried),
+        );
+    }
+    Ok(outcome)
 }

@@ -17,7 +17,7 @@ use super::desired::CloneSource;
 use super::shell::{Done, Runner};
 use crate::pve::api::qemu::{self, CloneRequest, CreatesBefore, Vm};
 use crate::pve::api::{Dispatched, cluster};
-use crate::pve::error::{ApiError, task_found_vmid_taken};
+use crate::pve::error::{ApiError, task_found_vmid_taken, task_met_storage_lock};
 use crate::pve::retry::{Awaiting, pause};
 
 /// How a new VM is made.
@@ -178,16 +178,33 @@ impl Runner<'_> {
                             self.before_next_id(attempt, &failed.message)?;
                             continue;
                         }
+                        // The shared storage's cluster lock stayed taken past PVE's 10 s
+                        // (cfs_lock_storage, under which the volume is allocated): the worker
+                        // removed what it made, so the request is sent again, spaced out as a
+                        // file lock's refusal is, within the deadline.
+                        Err(failed)
+                            if failed
+                                .exitstatus
+                                .as_deref()
+                                .is_some_and(task_met_storage_lock)
+                                && Instant::now() < self.deadline()
+                                && self.left_nothing(making, vmid, node) =>
+                        {
+                            self.changes.undo(mark);
+                            attempt += 1;
+                            pause(
+                                Awaiting::Transient.pause(attempt, self.seed),
+                                self.deadline(),
+                            )
+                            .map_err(|signal| {
+                                self.interrupted(signal, &format!("{what}: {}", failed.message))
+                            })?;
+                            continue;
+                        }
                         Err(failed) => {
                             // A failed or stopped create or clone removes what it made: then
                             // nothing changed. One still running (timeout) did change things.
-                            let left_nothing = match making {
-                                Making::Create { .. } => matches!(self.find(), Ok(None)),
-                                Making::Clone { .. } => {
-                                    self.config_of(vmid, node).ok().flatten().is_none()
-                                }
-                            };
-                            if left_nothing {
+                            if self.left_nothing(making, vmid, node) {
                                 self.changes.undo(mark);
                             }
                             return Err(failed.into());
@@ -214,6 +231,15 @@ impl Runner<'_> {
                 }
                 Err(e) => return Err(anyhow::Error::new(e).context(what)),
             }
+        }
+    }
+
+    /// Whether a create or clone that failed left nothing behind (its worker removed what it
+    /// made).
+    fn left_nothing(&self, making: &Making, vmid: u32, node: &str) -> bool {
+        match making {
+            Making::Create { .. } => matches!(self.find(), Ok(None)),
+            Making::Clone { .. } => self.config_of(vmid, node).ok().flatten().is_none(),
         }
     }
 

@@ -5,15 +5,19 @@
 
 use std::time::Instant;
 
-use anyhow::anyhow;
+use anyhow::{Context, anyhow};
 
 use super::encode::format_size;
 use super::plan::{Current, Step};
 use super::shell::{Done, Runner};
 use crate::pve::api::Dispatched;
 use crate::pve::api::qemu::{self, Vm};
-use crate::pve::error::ApiError;
+use crate::pve::error::{ApiError, task_acted_then_failed};
 use crate::pve::retry::{Awaiting, pause};
+
+/// How many times a task that acted and then failed is tried in all (see
+/// [`task_acted_then_failed`]).
+const MAX_ACTED_TRIES: u32 = 2;
 
 impl Runner<'_> {
     /// Waits on what a request for the VM dispatched.
@@ -39,7 +43,34 @@ impl Runner<'_> {
                         self.changes.undo(mark);
                         Ok(Done::Stale)
                     }
-                    Err(failed) => Err(failed.into()),
+                    // The worker acted, then failed (a shutdown the guest ignored, a resize
+                    // over PVE's 10 s): tried again a bounded number of times, then reported
+                    // with its cause.
+                    Err(mut failed) => {
+                        let Some(cause) = failed
+                            .exitstatus
+                            .as_deref()
+                            .and_then(task_acted_then_failed)
+                        else {
+                            return Err(failed.into());
+                        };
+                        self.acted_failures += 1;
+                        if self.acted_failures < MAX_ACTED_TRIES && Instant::now() < self.deadline()
+                        {
+                            pause(
+                                Awaiting::ActedThenFailed.pause(self.acted_failures, self.seed),
+                                self.deadline(),
+                            )
+                            .map_err(|signal| self.interrupted(signal, what))?;
+                            return Ok(Done::Stale);
+                        }
+                        failed.message = format!(
+                            "{} ({cause}; PVE acted each time, tried {} time(s))",
+                            failed.message, self.acted_failures
+                        );
+                        failed.keys.insert("cause".into(), cause.into());
+                        Err(failed.into())
+                    }
                 }
             }
             Ok(Dispatched::Done) => {
@@ -116,7 +147,59 @@ impl Runner<'_> {
         match (self.task(cur, dispatched, &what)?, &step) {
             (Done::Stale, _) => Ok(Done::Stale),
             (_, Step::Destroy { .. }) => Ok(Done::Gone),
+            (done, Step::Start) => self.reached(cur, true, &what).map(|()| done),
+            (done, Step::Stop | Step::Shutdown { .. }) => {
+                self.reached(cur, false, &what).map(|()| done)
+            }
             (done, _) => Ok(done),
+        }
+    }
+
+    /// Verifies the end state of a power step from `status/current`. For a VM the HA stack
+    /// manages, qemu-server forked `hastart` or `hastop` instead of the task (API2/Qemu.pm
+    /// vm_start, vm_stop, vm_shutdown), which ends once the request is queued; the CRM and
+    /// LRM carry it out in a later round of about 10 s. So the state is read again, spaced
+    /// out ([`Awaiting::HaRound`]), until it is reached or the run's deadline; the result
+    /// then says HA carried the request out.
+    fn reached(&mut self, cur: &Current, running: bool, what: &str) -> anyhow::Result<()> {
+        let vm = Vm::new(&cur.node, cur.vmid);
+        let want = if running { "running" } else { "stopped" };
+        let mut polls = 0u32;
+        let mut handed_over = false;
+        loop {
+            let status = qemu::status(&self.session.client, &vm)
+                .with_context(|| format!("{what}: reading its status"))?
+                .ok_or_else(|| anyhow!("{what}: the VM disappeared meanwhile"))?;
+            handed_over |= status.ha_managed();
+            if status.running() == running {
+                if handed_over {
+                    self.ha_carried.push(format!(
+                        "{} VM {} on {} ({})",
+                        if running { "started" } else { "stopped" },
+                        cur.vmid,
+                        cur.node,
+                        if running { "hastart" } else { "hastop" }
+                    ));
+                }
+                return Ok(());
+            }
+            if !handed_over {
+                // A task that ended OK without the state: re-read and re-planned by the loop.
+                return Ok(());
+            }
+            if Instant::now() >= self.deadline() {
+                return Err(anyhow!(
+                    "{what}: the VM is HA-managed, and the HA stack was asked to make it {want} \
+                     (its request was queued), but it is not {want} at the run's timeout (HA \
+                     service state: {}); check `ha-manager status` on {}, or raise timeout",
+                    status.ha.state.as_deref().unwrap_or("none yet"),
+                    cur.node
+                ));
+            }
+            polls += 1;
+            pause(Awaiting::HaRound.pause(polls, self.seed), self.deadline()).map_err(
+                |signal| self.interrupted(signal, &format!("{what}: waiting for the HA stack")),
+            )?;
         }
     }
 

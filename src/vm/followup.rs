@@ -55,9 +55,20 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// Whether the HA stack manages the VM and is asked to have it running (its CRM service
+    /// state is `started`, or it has none yet).
+    fn ha_starting(&self, vm: &Vm) -> anyhow::Result<bool> {
+        let status = qemu::status(&self.session.client, vm)
+            .with_context(|| format!("reading the status of VM {} on {}", vm.vmid, vm.node))?;
+        Ok(status.is_some_and(|s| {
+            s.ha_managed() && s.ha.state.as_deref().is_none_or(|state| state == "started")
+        }))
+    }
+
     /// Polls the guest agent until it reports a reachable address, within `limit` and the
     /// run's deadline. PVE answers `500 QEMU guest agent is not running` until the agent in
-    /// the guest is up; that is waited through. Returns (addresses, the agent's answer).
+    /// the guest is up, and `VM N qga command … got timeout` while it is busy; both are waited
+    /// through, as is a stopped VM the HA stack is starting. Returns (addresses, the agent's answer).
     pub(super) fn wait_for_ip(
         &self,
         c: &Current,
@@ -76,8 +87,14 @@ impl Runner<'_> {
                     }
                     last = "the agent reported no address but loopback and link-local".into();
                 }
-                Err(e) if e.is_agent_not_running() => last = e.to_string(),
+                // Not up yet, or busy: its ping or command outlasted QMPClient's timeout.
+                Err(e) if e.is_agent_not_running() || e.is_agent_timeout() => last = e.to_string(),
                 Err(e) if e.is_transient() => last = e.to_string(),
+                // Stopped while the HA stack is still to start it (its request is queued):
+                // waited through as long as HA is asked to start it.
+                Err(e) if e.is_vm_not_running() && self.ha_starting(&vm)? => {
+                    last = format!("{e} (the HA stack is starting it)")
+                }
                 Err(e) => {
                     return Err(anyhow!("waiting for the address of {id}: {e}"));
                 }

@@ -42,6 +42,11 @@ pub(super) struct Runner<'a> {
     /// Warnings found while looking (leftovers of killed creates), each once; added to the
     /// result's warnings when the run ends.
     pub(super) notes: RefCell<Vec<String>>,
+    /// The power requests the HA stack carried out (`started VM 100 on pve1 (hastart)`).
+    pub(super) ha_carried: Vec<String>,
+    /// How many tasks acted and then failed (see `execute`): tried again a bounded number of
+    /// times.
+    pub(super) acted_failures: u32,
 }
 
 impl Runner<'_> {
