@@ -10,6 +10,14 @@ use crate::upid::Upid;
 pub const CLUSTER_RESOURCES: &str = "/cluster/resources";
 /// `GET /cluster/nextid`: a free vmid (not reserved: a parallel client may take it first).
 pub const CLUSTER_NEXTID: &str = "/cluster/nextid";
+/// `/cluster/ha/resources`: `POST` makes a guest an HA resource (pve-ha-manager
+/// API2/HA/Resources.pm).
+pub const HA_RESOURCES: &str = "/cluster/ha/resources";
+
+/// `/cluster/ha/resources/vm:{vmid}`: one VM's HA resource (`GET`, `PUT`, `DELETE`).
+pub fn ha_resource(vmid: u32) -> String {
+    format!("{HA_RESOURCES}/{}", segment(&format!("vm:{vmid}")))
+}
 
 /// `/nodes/{node}`.
 #[derive(Clone, Debug)]

@@ -12,6 +12,7 @@ use super::predict::predict;
 use super::report::{self, Converged, all_keys, header};
 use super::shell::{Done, Runner};
 use crate::ansible::protocol::Outcome;
+use crate::pve::api::qemu::Vm;
 use crate::pve::retry::{Awaiting, pause};
 
 /// Converges the VM (or, in check mode, predicts what converging it would do).
@@ -200,7 +201,9 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     let mut guest_addresses = None;
     if let Some(limit) = desired.wait_for_ip {
         match &cur {
-            Some(c) if c.running => guest_addresses = Some(runner.wait_for_ip(c, limit)?),
+            Some(c) if c.running || runner.ha_starting(&Vm::new(&c.node, c.vmid))? => {
+                guest_addresses = Some(runner.wait_for_ip(c, limit)?)
+            }
             Some(c) => {
                 return Err(anyhow!(
                     "wait_for_ip: VM {} on {} is not running (state: present does not start it; use state: started)",

@@ -12,8 +12,8 @@ use anyhow::{Context, anyhow};
 use super::guest;
 use super::plan::Current;
 use super::shell::Runner;
-use crate::pve::api::Dispatched;
 use crate::pve::api::qemu::{self, Vm};
+use crate::pve::api::{Dispatched, ha};
 use crate::pve::retry::{Awaiting, pause};
 
 impl Runner<'_> {
@@ -55,14 +55,18 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Whether the HA stack manages the VM and is asked to have it running (its CRM service
-    /// state is `started`, or it has none yet).
-    fn ha_starting(&self, vm: &Vm) -> anyhow::Result<bool> {
+    /// Whether the HA stack manages the VM and its resource's requested state is `started`
+    /// (an admin or a `hastart` asked for it): the CRM starts it in a coming round.
+    pub(super) fn ha_starting(&self, vm: &Vm) -> anyhow::Result<bool> {
+        let id = format!("VM {} on {}", vm.vmid, vm.node);
         let status = qemu::status(&self.session.client, vm)
-            .with_context(|| format!("reading the status of VM {} on {}", vm.vmid, vm.node))?;
-        Ok(status.is_some_and(|s| {
-            s.ha_managed() && s.ha.state.as_deref().is_none_or(|state| state == "started")
-        }))
+            .with_context(|| format!("reading the status of {id}"))?;
+        if !status.is_some_and(|s| s.ha_managed()) {
+            return Ok(false);
+        }
+        let resource = ha::resource(&self.session.client, vm.vmid)
+            .with_context(|| format!("reading the HA resource of {id}"))?;
+        Ok(resource.is_some_and(|r| r.requested_state() == "started"))
     }
 
     /// Polls the guest agent until it reports a reachable address, within `limit` and the

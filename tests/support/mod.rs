@@ -227,6 +227,16 @@ impl Sim {
             .to_string()
     }
 
+    /// Holds a shared storage's cluster lock (`storage-X`) for `ms`, as another node's
+    /// allocation would (pve-sim's admin `/storage-lock`).
+    pub fn hold_storage_lock(&self, storage: &str, ms: u64) {
+        self.admin_call(
+            "POST",
+            "/storage-lock",
+            &json!({"storage": storage, "ms": ms}),
+        );
+    }
+
     /// Adds faults (see pve-sim's faults.rs).
     pub fn fault(&self, f: Value) {
         self.admin_call("POST", "/faults", &f);

@@ -1,5 +1,5 @@
 //! One function per PVE call the modules make, grouped as PVE groups them: [`cluster`]
-//! (pve-manager API2/Cluster.pm), [`access`] (pve-access-control), [`tasks`] (a node's
+//! (pve-manager API2/Cluster.pm), [`ha`] (pve-ha-manager API2/HA), [`access`] (pve-access-control), [`tasks`] (a node's
 //! tasks, pve-manager API2/Tasks.pm), [`qemu`] (qemu-server API2/Qemu.pm) and [`storage`]
 //! (pve-storage API2/Storage). This is where a request is built: each function knows its
 //! method and path ([`crate::paths`]), its body keys, its retry class (a read, or a
@@ -10,6 +10,7 @@
 
 pub mod access;
 pub mod cluster;
+pub mod ha;
 pub mod qemu;
 pub mod storage;
 pub mod tasks;

@@ -1,0 +1,246 @@
+//! The `vm` module on clusters as they run in production, against `pve-sim`: VMs the HA stack
+//! manages (made HA resources through PVE's own `POST /cluster/ha/resources`, as an admin
+//! would; their start, stop and shutdown handed to the CRM/LRM rounds, 10 s in PVE, here
+//! scaled by `--time-scale`), on one node and on three, and parallel creates and linked
+//! clones on a shared storage whose cluster lock is contended.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+
+/// The status PVE reports for a VM (`running`, `stopped`).
+fn status(sim: &Sim, node: &str, vmid: u32) -> String {
+    sim.get(&format!("/nodes/{node}/qemu/{vmid}/status/current"))["data"]["status"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn vm_args(sim: &Sim, node: &str, vmid: u32, extra: Value) -> Value {
+    merge(&[
+        sim.conn(),
+        json!({
+            "node": node, "vmid": vmid, "name": format!("ha{vmid}"), "memory": 512, "agent": true,
+            "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}],
+            "net": [{"bridge": "vmbr0"}], "ipconfig": [{"ip": "192.0.2.60/24"}],
+            "shutdown_timeout": 30, "timeout": 180
+        }),
+        extra,
+    ])
+}
+
+/// A VM made an HA resource by an admin, then started, stopped and restarted by the module:
+/// each run returns with the VM in the state asked, and says HA carried the request out.
+fn power_operations_on_an_ha_managed_vm(sim: &Sim, node: &str) {
+    let vmid = 100;
+    let args = |extra: Value| vm_args(sim, node, vmid, extra);
+    ok(run(args(json!({"state": "stopped"}))));
+    let added = sim.write(
+        "POST",
+        "/cluster/ha/resources",
+        &[("sid", &format!("vm:{vmid}")), ("state", "stopped")],
+    );
+    assert_eq!(added["__status"], 200, "{added}");
+
+    let r = ok(run(args(json!({"state": "started"}))));
+    assert_eq!(r["changed"], true);
+    assert_eq!(r["status"], "running", "{r}");
+    assert_eq!(status(sim, node, vmid), "running");
+    assert!(task_types(&r).contains(&"hastart".to_string()), "{r}");
+    let carried = r["ha_carried_out"].to_string();
+    assert!(carried.contains("hastart"), "{r}");
+    assert!(
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .contains("carried out by the HA stack"),
+        "{r}"
+    );
+    // Converged: nothing is sent again.
+    let again = ok(run(args(json!({"state": "started"}))));
+    assert_eq!(again["changed"], false, "{again}");
+
+    let r = ok(run(args(json!({"state": "stopped"}))));
+    assert_eq!(r["status"], "stopped", "{r}");
+    assert_eq!(status(sim, node, vmid), "stopped");
+    assert!(task_types(&r).contains(&"hastop".to_string()), "{r}");
+
+    // Started again, with the address its agent reports once it answers (it is busy first:
+    // `qga command … got timeout`, waited through).
+    let r = ok(run(args(json!({"state": "started", "wait_for_ip": "2m"}))));
+    assert_eq!(status(sim, node, vmid), "running");
+    assert_eq!(r["ip_addresses"], json!(["192.0.2.60"]), "{r}");
+
+    // A change a running VM takes only at its next start, applied by a real restart through
+    // the HA stack (hastop, then hastart).
+    let r = ok(run(args(json!({
+        "state": "started", "cores": 2, "restart": "when_needed"
+    }))));
+    assert_eq!(status(sim, node, vmid), "running");
+    let types = task_types(&r);
+    assert!(
+        types.contains(&"hastop".to_string()) && types.contains(&"hastart".to_string()),
+        "{r}"
+    );
+    let pending = sim.get(&format!("/nodes/{node}/qemu/{vmid}/pending"))["data"].clone();
+    assert!(
+        pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|k| k.get("pending").is_none()),
+        "{pending}"
+    );
+    assert_eq!(r["restart_needed"], false, "{r}");
+
+    // HA is asked to start it (by an admin) and the module waits for its address meanwhile:
+    // `VM N is not running` is waited through while the HA stack starts it.
+    ok(run(args(json!({"state": "stopped"}))));
+    let set = sim.write(
+        "PUT",
+        &format!("/cluster/ha/resources/vm:{vmid}"),
+        &[("state", "started")],
+    );
+    assert_eq!(set["__status"], 200, "{set}");
+    let r = ok(run(args(json!({"state": "present", "wait_for_ip": "2m"}))));
+    assert_eq!(r["ip_addresses"], json!(["192.0.2.60"]), "{r}");
+
+    // Removed: the stop is carried out before the destroy is sent, and purge removes the
+    // resource.
+    let r = ok(run(args(json!({"state": "absent"}))));
+    assert_eq!(r["status"], "absent", "{r}");
+    assert_eq!(sim.get("/cluster/ha/resources")["data"], json!([]));
+}
+
+#[test]
+fn start_stop_restart_and_wait_for_ip_on_an_ha_managed_vm() {
+    let sim = Sim::start(
+        &[],
+        &[
+            "--time-scale",
+            "0.1",
+            "--agent-delay",
+            "1s",
+            "--agent-busy",
+            "6s",
+        ],
+    );
+    power_operations_on_an_ha_managed_vm(&sim, "pve1");
+}
+
+#[test]
+fn the_same_on_a_three_node_cluster() {
+    let sim = Sim::start(
+        &[],
+        &[
+            "--nodes",
+            "pve1,pve2,pve3",
+            "--time-scale",
+            "0.1",
+            "--agent-delay",
+            "1s",
+            "--agent-busy",
+            "6s",
+        ],
+    );
+    power_operations_on_an_ha_managed_vm(&sim, "pve2");
+}
+
+/// Twenty creates and then twenty linked clones at once on a shared storage added with
+/// `POST /storage` (`shared=1`), its cluster lock held by another node past cfs_lock's 10 s
+/// when they start: every allocation that met `cfs-lock 'storage-X' error: got lock request
+/// timeout` is sent again, and all succeed; their volumes are visible from every node.
+#[test]
+fn parallel_creates_and_linked_clones_on_a_contended_shared_storage() {
+    let sim = Sim::start(
+        &[],
+        &[
+            "--nodes",
+            "pve1,pve2,pve3",
+            "--task-duration",
+            "cfs-alloc=200ms",
+            "--workers",
+            "8",
+        ],
+    );
+    let added = sim.write(
+        "POST",
+        "/storage",
+        &[
+            ("storage", "nfs1"),
+            ("type", "dir"),
+            ("path", "/mnt/nfs1"),
+            ("content", "images"),
+            ("shared", "1"),
+        ],
+    );
+    assert_eq!(added["__status"], 200, "{added}");
+    let disk = |extra: Value| {
+        merge(&[
+            sim.conn(),
+            json!({"node": "pve1", "memory": 256, "timeout": 240,
+                   "disks": [{"slot": "scsi0", "storage": "nfs1", "size": "1G"}]}),
+            extra,
+        ])
+    };
+    let parallel = |args: Vec<Value>| -> Vec<Value> {
+        let handles: Vec<_> = args
+            .into_iter()
+            .map(|a| std::thread::spawn(move || run(a)))
+            .collect();
+        handles.into_iter().map(|h| ok(h.join().unwrap())).collect()
+    };
+
+    sim.hold_storage_lock("nfs1", 11_000);
+    let created = parallel(
+        (0..20)
+            .map(|i| disk(json!({"vmid": 200 + i, "name": format!("c{i}")})))
+            .collect(),
+    );
+    assert!(created.iter().all(|r| r["changed"] == true));
+    let lock_timeouts = sim
+        .tasks()
+        .iter()
+        .filter(|t| {
+            t["exitstatus"]
+                .as_str()
+                .is_some_and(|e| e.contains("got lock request timeout"))
+        })
+        .count();
+    assert!(lock_timeouts > 0, "the lock was never contended");
+    for node in ["pve1", "pve2", "pve3"] {
+        let content = sim.get(&format!("/nodes/{node}/storage/nfs1/content"))["data"].clone();
+        assert_eq!(
+            content.as_array().map(Vec::len),
+            Some(20),
+            "{node}: {content}"
+        );
+    }
+
+    ok(run(disk(
+        json!({"vmid": 300, "name": "base", "template": true}),
+    )));
+    sim.hold_storage_lock("nfs1", 11_000);
+    let cloned = parallel(
+        (0..20)
+            .map(|i| {
+                merge(&[
+                    sim.conn(),
+                    json!({"node": "pve1", "vmid": 400 + i, "name": format!("l{i}"), "timeout": 240,
+                           "clone": {"vmid": 300, "full": false}}),
+                ])
+            })
+            .collect(),
+    );
+    assert!(cloned.iter().all(|r| r["changed"] == true));
+    for i in 0..20 {
+        let config = sim.get(&format!("/nodes/pve1/qemu/{}/config", 400 + i))["data"].clone();
+        assert!(
+            config["scsi0"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("nfs1:300/base-300-disk-0")),
+            "{config}"
+        );
+    }
+}
