@@ -244,3 +244,81 @@ fn parallel_creates_and_linked_clones_on_a_contended_shared_storage() {
         );
     }
 }
+
+/// The `ha` option makes the VM an HA resource and converges it: its requested state follows
+/// `state`, check mode and diff mode say what would change and change nothing, a re-run
+/// changes nothing; its group is set on PVE 8, and PVE 9's refusal (groups became rules) is
+/// reported with what to do instead; an `ha.state` that contradicts `state` is refused before
+/// any write.
+#[test]
+fn the_ha_option_makes_the_vm_an_ha_resource_and_converges_it() {
+    let sim = Sim::start(&[], &["--pve-version", "8.4", "--time-scale", "0.1"]);
+    let args = |extra: Value| vm_args(&sim, "pve1", 100, extra);
+    let resource = || sim.get("/cluster/ha/resources/vm:100")["data"].clone();
+
+    let r = ok(run(args(json!({"state": "stopped", "ha": {}}))));
+    assert_eq!(r["ha"], json!({"sid": "vm:100", "state": "stopped"}), "{r}");
+    assert_eq!(resource()["state"], "stopped");
+    assert_eq!(status(&sim, "pve1", 100), "stopped");
+
+    let writes = sim.writes().len();
+    let r = ok(run(args(json!({
+        "state": "started", "ha": {"group": "fast"},
+        "_ansible_check_mode": true, "_ansible_diff": true
+    }))));
+    assert_eq!(r["changed"], true, "{r}");
+    assert_eq!(r["diff"]["before"]["ha"]["state"], "stopped", "{r}");
+    assert_eq!(
+        r["diff"]["after"]["ha"],
+        json!({"sid": "vm:100", "state": "started", "group": "fast"}),
+        "{r}"
+    );
+    assert_eq!(sim.writes().len(), writes, "check mode wrote");
+    assert_eq!(resource()["state"], "stopped");
+
+    let r = ok(run(args(
+        json!({"state": "started", "ha": {"group": "fast"}}),
+    )));
+    assert_eq!(status(&sim, "pve1", 100), "running");
+    assert_eq!(resource()["state"], "started");
+    assert_eq!(resource()["group"], "fast");
+    assert!(r["ha_carried_out"].to_string().contains("hastart"), "{r}");
+    let again = ok(run(args(
+        json!({"state": "started", "ha": {"group": "fast"}}),
+    )));
+    assert_eq!(again["changed"], false, "{again}");
+
+    let writes = sim.writes().len();
+    let r = failed(run(args(
+        json!({"state": "stopped", "ha": {"state": "started"}}),
+    )));
+    assert!(
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .contains("ha.state: started contradicts state: stopped"),
+        "{r}"
+    );
+    assert_eq!(sim.writes().len(), writes);
+
+    // PVE 9 refuses a group: the message says what to do instead, and nothing changed.
+    let nine = Sim::start(&[], &["--time-scale", "0.1"]);
+    ok(run(vm_args(
+        &nine,
+        "pve1",
+        100,
+        json!({"state": "stopped"}),
+    )));
+    let r = failed(run(vm_args(
+        &nine,
+        "pve1",
+        100,
+        json!({"state": "stopped", "ha": {"group": "fast"}}),
+    )));
+    let msg = r["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("migrated to rules") && msg.contains("/cluster/ha/rules"),
+        "{msg}"
+    );
+    assert_eq!(nine.get("/cluster/ha/resources")["data"], json!([]));
+}

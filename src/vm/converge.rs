@@ -4,8 +4,10 @@
 //! address). In check mode, the prediction instead.
 
 use anyhow::anyhow;
+use serde_json::Value;
 
 use super::desired::State;
+use super::ha::HaOutcome;
 use super::migrate::ClonePlacement;
 use super::plan::{Current, Plan, Step, plan};
 use super::predict::predict;
@@ -74,12 +76,12 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         };
         let prediction =
             predict(desired, cur.as_ref(), &first, untaken).map_err(anyhow::Error::msg)?;
-        return Ok(report::predicted(
-            desired,
-            cur.as_ref(),
-            &first,
-            &prediction,
-        ));
+        let mut outcome = report::predicted(desired, cur.as_ref(), &first, &prediction);
+        if let (Some(wanted), Some(c)) = (&desired.ha, &cur) {
+            let ha = runner.converge_ha(wanted, c, true)?;
+            report_ha(&mut outcome, ha, true);
+        }
+        return Ok(outcome);
     }
     let mut done_steps: Vec<String> = Vec::new();
     let mut pending = first.clone();
@@ -162,6 +164,17 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         }
         pending = plan(&effective, cur.as_ref()).map_err(anyhow::Error::msg)?;
     }
+    // The HA resource the `ha` option asks for, once the VM's config and power state
+    // converged; a requested state that changed is carried out by the HA stack, waited for.
+    let mut ha = None;
+    if let (Some(wanted), Some(c)) = (&desired.ha, &cur) {
+        let outcome = runner.converge_ha(wanted, c, false)?;
+        if let Some(done) = &outcome.done {
+            done_steps.push(done.clone());
+            cur = runner.read(c.vmid, &c.node)?;
+        }
+        ha = Some(outcome);
+    }
     // What the guest has not taken yet: changes pending until a restart, cloud-init options
     // its drive does not hold. Restarted when asked; a stopped VM's drive is regenerated.
     let mut untaken = (Vec::new(), Vec::new());
@@ -227,6 +240,9 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
             guest_addresses,
         },
     );
+    if let Some(ha) = ha {
+        report_ha(&mut outcome, ha, false);
+    }
     // What the HA stack carried out: the power requests it was handed and then applied.
     if !runner.ha_carried.is_empty() {
         outcome.msg.push_str(&format!(
@@ -239,4 +255,23 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         );
     }
     Ok(outcome)
+}
+
+/// The HA resource in the result (`ha`) and, when it changes, in the diff (`ha` before and
+/// after); check mode's message says what would change.
+fn report_ha(outcome: &mut Outcome, ha: HaOutcome, check_mode: bool) {
+    if let Some(done) = &ha.done {
+        outcome.changed = true;
+        if check_mode {
+            outcome.msg.push_str(&format!("; would have {done}"));
+        }
+        if let Some(diff) = outcome.diff.as_mut() {
+            for (side, value) in [("before", &ha.before), ("after", &ha.after)] {
+                if let Some(map) = diff.get_mut(side).and_then(Value::as_object_mut) {
+                    map.insert("ha".into(), value.clone());
+                }
+            }
+        }
+    }
+    outcome.data.insert("ha".into(), ha.after);
 }

@@ -79,6 +79,8 @@ pub struct Desired {
     /// `target_storage`: where a migration puts the VM's local disks on the target node
     /// (`None`: each on the storage of the same name there).
     pub target_storage: Option<String>,
+    /// `ha`: the VM as an HA resource (see [`super::ha`]).
+    pub ha: Option<super::ha::HaWanted>,
 }
 
 /// Where a clone comes from, and how it is made (the `clone` option).
@@ -732,5 +734,6 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         fixed,
         migrate,
         target_storage,
+        ha: super::ha::wanted(inv, state)?,
     })
 }

@@ -161,7 +161,12 @@ impl Runner<'_> {
     /// LRM carry it out in a later round of about 10 s. So the state is read again, spaced
     /// out ([`Awaiting::HaRound`]), until it is reached or the run's deadline; the result
     /// then says HA carried the request out.
-    fn reached(&mut self, cur: &Current, running: bool, what: &str) -> anyhow::Result<()> {
+    pub(super) fn reached(
+        &mut self,
+        cur: &Current,
+        running: bool,
+        what: &str,
+    ) -> anyhow::Result<()> {
         let vm = Vm::new(&cur.node, cur.vmid);
         let want = if running { "running" } else { "stopped" };
         let mut polls = 0u32;

@@ -18,6 +18,7 @@ mod execute;
 mod find;
 mod followup;
 pub mod guest;
+pub mod ha;
 mod limits;
 mod locks;
 mod migrate;

@@ -659,6 +659,7 @@ mod tests {
             fixed: BTreeMap::new(),
             migrate: false,
             target_storage: None,
+            ha: None,
         }
     }
 

@@ -156,6 +156,14 @@ pub fn argument_spec() -> Spec {
             ]),
         ),
         Opt::new(
+            "ha",
+            Kind::Dict(vec![
+                Opt::new("state", Kind::Str)
+                    .choices(&["started", "stopped", "disabled", "ignored"]),
+                Opt::new("group", Kind::Str),
+            ]),
+        ),
+        Opt::new(
             "efidisk",
             Kind::Dict(vec![
                 Opt::new("storage", Kind::Str).required(),

@@ -1,0 +1,261 @@
+//! The `ha` option: the VM as an HA resource (pve-ha-manager's `resources.cfg`, through
+//! `/cluster/ha/resources`), its requested state and group converged once the VM's config and
+//! power state have, and the VM then brought to that state by the HA stack (waited on as a
+//! power step is, see `execute`). The option is checked here ([`wanted`]); what to change is
+//! decided in plain data ([`changes`]).
+
+use anyhow::{Context, anyhow};
+use serde_json::{Value, json};
+
+use super::desired::State;
+use super::plan::Current;
+use super::shell::Runner;
+use crate::ansible::protocol::Invocation;
+use crate::pve::api::ha::{self, HaResource};
+use crate::pve::client::Params;
+
+/// The HA resource the `ha` option asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HaWanted {
+    /// The requested state; `None` keeps an existing resource's, and gives a new one the
+    /// VM's power state (`state: present`).
+    pub state: Option<String>,
+    /// The HA group (PVE 8).
+    pub group: Option<String>,
+}
+
+/// The requested states of an HA resource (Resources.pm, `state` of its schema; `enabled` is
+/// `started`).
+const STATES: &[&str] = &["started", "stopped", "disabled", "ignored"];
+
+/// The `ha` option, checked against `state`: its requested state follows `state` unless
+/// given, and may not contradict it.
+pub fn wanted(inv: &Invocation, state: State) -> Result<Option<HaWanted>, String> {
+    let Some(ha) = inv.params.get("ha").and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    let given = ha.get("state").and_then(Value::as_str).map(str::to_string);
+    if let Some(s) = &given
+        && !STATES.contains(&s.as_str())
+    {
+        return Err(format!(
+            "ha.state: '{s}' is not one of {}",
+            STATES.join(", ")
+        ));
+    }
+    let group = ha
+        .get("group")
+        .and_then(Value::as_str)
+        .map(config_id)
+        .transpose()?;
+    let implied = match state {
+        State::Started | State::Restarted => Some("started"),
+        State::Stopped => Some("stopped"),
+        State::Present => None,
+        State::Absent => {
+            return Err(
+                "ha cannot be combined with state: absent (purge removes the VM's HA resource)"
+                    .into(),
+            );
+        }
+    };
+    let agrees = |given: &str, implied: &str| {
+        given == implied || given == "ignored" || (given == "disabled" && implied == "stopped")
+    };
+    let state = match (given, implied) {
+        (Some(g), Some(i)) if !agrees(&g, i) => {
+            return Err(format!(
+                "ha.state: {g} contradicts state: {} (the HA stack would undo it)",
+                inv.str("state").unwrap_or_default()
+            ));
+        }
+        (Some(g), _) => Some(g),
+        (None, implied) => implied.map(str::to_string),
+    };
+    Ok(Some(HaWanted { state, group }))
+}
+
+/// An HA group's name as PVE's `pve-configid` format has it (pve-common JSONSchema.pm,
+/// parse_config_id: a letter, then letters, digits, `-` or `_`).
+fn config_id(v: &str) -> Result<String, String> {
+    let b = v.as_bytes();
+    let ok = b.len() >= 2
+        && b.len() <= 64
+        && b[0].is_ascii_alphabetic()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_".contains(c));
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(format!(
+            "ha.group must be an HA group name (a letter, then letters, digits, '-' or '_'), got {}",
+            crate::ansible::text::quote(v)
+        ))
+    }
+}
+
+/// The options to write to bring `current` (`None`: not an HA resource yet) to `wanted`, for
+/// a VM whose power state is `running`; empty when nothing is to change.
+pub fn changes(wanted: &HaWanted, current: Option<&HaResource>, running: bool) -> Params {
+    let mut out = Params::new();
+    let state = match (&wanted.state, current) {
+        (Some(s), Some(c)) if s == c.requested_state() => None,
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(_)) => None,
+        (None, None) => Some(if running { "started" } else { "stopped" }.to_string()),
+    };
+    if let Some(s) = state {
+        out.push(("state".into(), s));
+    }
+    if let Some(g) = &wanted.group
+        && current.and_then(|c| c.group.as_ref()) != Some(g)
+    {
+        out.push(("group".into(), g.clone()));
+    }
+    out
+}
+
+/// The resource as the result reports it (`ha`).
+fn shown(vmid: u32, state: &str, group: Option<&str>) -> Value {
+    let mut v = json!({"sid": format!("vm:{vmid}"), "state": state});
+    if let Some(g) = group {
+        v["group"] = json!(g);
+    }
+    v
+}
+
+/// What converging the HA resource did (or, in check mode, would do).
+pub(super) struct HaOutcome {
+    /// What was changed, for the message (`made it an HA resource (state started)`).
+    pub done: Option<String>,
+    /// The resource before and after, for the result (`ha`) and the diff.
+    pub before: Value,
+    pub after: Value,
+}
+
+impl Runner<'_> {
+    /// Converges the VM's HA resource to the `ha` option; in check mode only says what it
+    /// would change. A requested state that changed is then waited for, as the HA stack
+    /// carries it out.
+    pub(super) fn converge_ha(
+        &mut self,
+        wanted: &HaWanted,
+        cur: &Current,
+        check_mode: bool,
+    ) -> anyhow::Result<HaOutcome> {
+        let id = format!("VM {} on {}", cur.vmid, cur.node);
+        let client = &self.session.client;
+        let current = ha::resource(client, cur.vmid)
+            .with_context(|| format!("reading the HA resource of {id}"))?;
+        let set = changes(wanted, current.as_ref(), cur.running);
+        let before = current.as_ref().map_or(Value::Null, |c| {
+            shown(cur.vmid, c.requested_state(), c.group.as_deref())
+        });
+        let value = |k: &str| set.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        let state = value("state").unwrap_or_else(|| {
+            current
+                .as_ref()
+                .map_or("started", |c| c.requested_state())
+                .to_string()
+        });
+        let group = value("group").or_else(|| current.as_ref().and_then(|c| c.group.clone()));
+        let after = shown(cur.vmid, &state, group.as_deref());
+        if set.is_empty() {
+            return Ok(HaOutcome {
+                done: None,
+                before,
+                after,
+            });
+        }
+        let listed = set
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let done = if current.is_some() {
+            format!("set its HA resource's {listed}")
+        } else {
+            format!("made it an HA resource ({listed})")
+        };
+        if check_mode {
+            return Ok(HaOutcome {
+                done: Some(done),
+                before,
+                after,
+            });
+        }
+        let what = if current.is_some() {
+            format!("setting {listed} of the HA resource vm:{}", cur.vmid)
+        } else {
+            format!("making {id} an HA resource ({listed})")
+        };
+        let written = match &current {
+            Some(c) => ha::update(client, cur.vmid, &set, c.digest.as_deref()),
+            None => ha::add(client, cur.vmid, &set),
+        };
+        let _ = self.changes.accepted();
+        if let Err(e) = written {
+            let hint = if e.to_string().contains("migrated to rules") {
+                " (PVE 9 replaced HA groups with rules: leave ha.group out, and give the VM a \
+                 node-affinity rule with POST /cluster/ha/rules)"
+            } else {
+                ""
+            };
+            return Err(anyhow!("{what}: {e}{hint}"));
+        }
+        match value("state").as_deref() {
+            Some("started") if !cur.running => self.reached(cur, true, &what)?,
+            Some("stopped" | "disabled") if cur.running => self.reached(cur, false, &what)?,
+            _ => {}
+        }
+        Ok(HaOutcome {
+            done: Some(done),
+            before,
+            after,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(state: &str, group: Option<&str>) -> HaResource {
+        HaResource {
+            state: Some(state.into()),
+            group: group.map(str::to_string),
+            digest: None,
+        }
+    }
+
+    #[test]
+    fn what_to_write() {
+        let started = HaWanted {
+            state: Some("started".into()),
+            group: None,
+        };
+        assert_eq!(
+            changes(&started, None, false),
+            vec![("state".to_string(), "started".to_string())]
+        );
+        assert!(changes(&started, Some(&resource("started", None)), true).is_empty());
+        // PVE reads `enabled` as `started`.
+        assert!(changes(&started, Some(&resource("enabled", None)), true).is_empty());
+        let keep = HaWanted {
+            state: None,
+            group: Some("fast".into()),
+        };
+        assert_eq!(
+            changes(&keep, None, true),
+            vec![
+                ("state".to_string(), "started".to_string()),
+                ("group".to_string(), "fast".to_string())
+            ]
+        );
+        assert_eq!(
+            changes(&keep, Some(&resource("stopped", Some("slow"))), false),
+            vec![("group".to_string(), "fast".to_string())]
+        );
+        assert!(changes(&keep, Some(&resource("stopped", Some("fast"))), false).is_empty());
+    }
+}
