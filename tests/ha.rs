@@ -322,3 +322,62 @@ fn the_ha_option_makes_the_vm_an_ha_resource_and_converges_it() {
     );
     assert_eq!(nine.get("/cluster/ha/resources")["data"], json!([]));
 }
+
+/// A task that acted and then failed, told by PVE's exact message: a shutdown whose guest
+/// ignored ACPI (`VM quit/powerdown failed - got timeout`, QemuServer.pm `_do_vm_stop`) and a
+/// resize over PVE's 10 s (`command '/usr/bin/qemu-img resize …' failed: got timeout`,
+/// pve-storage `qemu_img_resize`). Neither counts as a refusal (sent again until the
+/// deadline): the VM is read again, the step is sent again only if it is still needed (here
+/// pve-sim carried the work out before the failure), and the result warns of the failure
+/// with its cause.
+#[test]
+fn failures_that_acted_are_read_again_and_reported_with_their_cause() {
+    let sim = Sim::start(&[], &["--time-scale", "0.1"]);
+    let args = |extra: Value| {
+        vm_args(
+            &sim,
+            "pve1",
+            100,
+            merge(&[json!({"force_stop": false, "shutdown_timeout": 5}), extra]),
+        )
+    };
+    ok(run(args(json!({"state": "started"}))));
+    let ignored = "VM quit/powerdown failed - got timeout";
+    sim.fault(
+        json!({"kind": "task", "task_type": "qmshutdown", "outcome": "fail",
+                     "message": ignored, "count": 10}),
+    );
+    let r = ok(run(args(json!({"state": "stopped"}))));
+    assert_eq!(status(&sim, "pve1", 100), "stopped");
+    assert_eq!(
+        task_types(&r).iter().filter(|t| *t == "qmshutdown").count(),
+        1,
+        "{r}"
+    );
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains(ignored) && warnings.contains("ignored the ACPI"),
+        "{r}"
+    );
+    sim.clear_faults();
+
+    let slow = "command '/usr/bin/qemu-img resize -f raw /dev/pve/vm-100-disk-0 2147483648' \
+                failed: got timeout";
+    sim.fault(
+        json!({"kind": "task", "task_type": "resize", "outcome": "fail",
+                     "message": slow, "count": 10}),
+    );
+    let r = ok(run(args(json!({
+        "state": "stopped", "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "2G"}]
+    }))));
+    assert_eq!(task_types(&r), ["resize"], "{r}");
+    assert_eq!(
+        r["config"]["scsi0"], "local-lvm:vm-100-disk-0,size=2G",
+        "{r}"
+    );
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains("failed: got timeout") && warnings.contains("outlasted PVE's 10 s"),
+        "{r}"
+    );
+}

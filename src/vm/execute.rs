@@ -55,6 +55,11 @@ impl Runner<'_> {
                             return Err(failed.into());
                         };
                         self.acted_failures += 1;
+                        let exit = failed.exitstatus.clone().unwrap_or_default();
+                        self.session.log.warnings.push(format!(
+                            "{what}: PVE's task acted, then failed: {exit} ({cause}); the VM was \
+                             read again"
+                        ));
                         if self.acted_failures < MAX_ACTED_TRIES && Instant::now() < self.deadline()
                         {
                             pause(
