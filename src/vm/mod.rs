@@ -6,7 +6,8 @@
 //! [`predict`] (check mode), [`guest`] (what the guest has not taken), [`report`] (the
 //! result). The shell: [`apply`] (the entry), `converge` (the loop), and the concerns of one
 //! run, each an `impl` of the shared runner: `find`, `locks`, `create`, `execute`,
-//! `migrate` (moving a VM, placing a clone), `followup`.
+//! `migrate` (moving a VM, placing a clone), `followup`, and [`ha`] (the VM as an HA
+//! resource; its option checked and its changes decided in plain data).
 
 pub mod apply;
 mod config_keys;
