@@ -11,22 +11,13 @@ use super::config_keys::{managed_key, not_a_config_key};
 pub use super::disks::Disk;
 use super::encode::{efidisk_value, ipconfig_value, net_value, pve_bool, tpmstate_value};
 use super::limits::{check_config, check_snapname};
+pub use super::spec::State;
 use super::validate::plain;
 use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::given;
 use crate::ansible::text::quote;
 use crate::ids::{dns_name, storage_id};
 use crate::pve::values::{Boot, Cpu, Machine, SshKeys, Tags, Vga};
-
-/// The power/lifecycle state asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    Present,
-    Absent,
-    Started,
-    Stopped,
-    Restarted,
-}
 
 /// The VM as the options describe it.
 #[derive(Clone, Debug)]
