@@ -8,41 +8,16 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::config_keys::{managed_key, not_a_config_key};
+pub use super::disks::Disk;
 use super::encode::{efidisk_value, ipconfig_value, net_value, pve_bool, tpmstate_value};
 use super::limits::{check_config, check_snapname};
-use super::validate::{import_source, is_drive_slot, parse_size, plain};
+pub use super::spec::State;
+use super::validate::plain;
 use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::given;
 use crate::ansible::text::quote;
 use crate::ids::{dns_name, storage_id};
 use crate::pve::values::{Boot, Cpu, Machine, SshKeys, Tags, Vga};
-
-/// The power/lifecycle state asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    Present,
-    Absent,
-    Started,
-    Stopped,
-    Restarted,
-}
-
-/// One disk of the desired VM.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Disk {
-    /// `scsi0`, `virtio1`, `efidisk0`, …
-    pub slot: String,
-    pub storage: String,
-    /// A volume (`local:import/noble.qcow2`) or absolute path to import from.
-    pub import_from: Option<String>,
-    /// The size to grow to after import, or to allocate, in bytes.
-    pub size: Option<u64>,
-    pub format: Option<String>,
-    /// Drive options managed on this disk (`cache`, `discard`, `ssd`, …) in PVE's form.
-    pub opts: BTreeMap<String, String>,
-    /// A cloud-init drive (`storage:cloudinit`).
-    pub cloudinit: bool,
-}
 
 /// The VM as the options describe it.
 #[derive(Clone, Debug)]
@@ -95,16 +70,6 @@ pub struct CloneSource {
     pub storage: Option<String>,
     pub snapname: Option<String>,
 }
-
-const DRIVE_OPTS: &[&str] = &[
-    "cache",
-    "discard",
-    "ssd",
-    "iothread",
-    "backup",
-    "replicate",
-    "aio",
-];
 
 /// The `clone` option, checked: exactly one of `vmid` and `name`; `storage` only for a full
 /// clone (PVE refuses it for a linked one).
@@ -438,140 +403,6 @@ fn network(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<()
     Ok(())
 }
 
-/// The disks (`disks`), and the cloud-init drive when cloud-init options are given (on
-/// `cloudinit_storage`, or the first disk's storage). A clone's disks come from its source.
-fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String> {
-    let p = &inv.params;
-    let mut disks = Vec::new();
-    for (i, d) in p
-        .get("disks")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let d = d.as_object().ok_or("disks items must be dicts")?;
-        let o = |k: &str| format!("disks[{i}].{k}");
-        let slot = d["slot"].as_str().unwrap_or_default().to_string();
-        if !is_drive_slot(&slot) {
-            return Err(format!(
-                "{} must be a drive slot such as scsi0, virtio0, sata0, ide0 or efidisk0, got {slot}",
-                o("slot"),
-                slot = quote(&slot)
-            ));
-        }
-        if disks.iter().any(|x: &Disk| x.slot == slot) {
-            return Err(format!("{}: slot {slot} is used twice", o("slot")));
-        }
-        // A clone's disks come from its source: a disk listed to be grown needs no storage.
-        let storage = match d["storage"].as_str() {
-            Some(s) => storage_id(&o("storage"), s)?,
-            None if cloning => String::new(),
-            None => return Err(format!("{} is required to create a disk", o("storage"))),
-        };
-        let import_from = d["import_from"]
-            .as_str()
-            .map(|s| import_source(&o("import_from"), s))
-            .transpose()?;
-        let size = d["size"]
-            .as_str()
-            .map(|s| parse_size(&o("size"), s))
-            .transpose()?;
-        if import_from.is_none() && size.is_none() {
-            return Err(format!(
-                "{}: give import_from (a cloud image) or size (a new empty disk)",
-                o("slot")
-            ));
-        }
-        if import_from.is_some() && cloning {
-            return Err(format!(
-                "{} and clone exclude each other: a clone's disks come from its source (give size to grow one)",
-                o("import_from")
-            ));
-        }
-        let mut opts = BTreeMap::new();
-        for k in DRIVE_OPTS {
-            match &d[*k] {
-                Value::Bool(v) if *k == "discard" => {
-                    opts.insert(
-                        k.to_string(),
-                        (if *v { "on" } else { "ignore" }).to_string(),
-                    );
-                }
-                Value::Bool(v) => {
-                    opts.insert(k.to_string(), pve_bool(*v));
-                }
-                Value::String(s) => {
-                    opts.insert(k.to_string(), s.clone());
-                }
-                _ => {}
-            }
-        }
-        disks.push(Disk {
-            slot,
-            storage,
-            import_from,
-            size,
-            format: d["format"].as_str().map(str::to_string),
-            opts,
-            cloudinit: false,
-        });
-    }
-    let wants_ci = [
-        "ciuser",
-        "cipassword",
-        "sshkeys",
-        "ipconfig",
-        "nameserver",
-        "searchdomain",
-        "citype",
-    ]
-    .iter()
-    .any(|k| {
-        p.get(*k)
-            .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
-    });
-    if let Some(cs) = inv
-        .str("cloudinit_storage")
-        .map(|s| storage_id("cloudinit_storage", s))
-        .transpose()?
-        .or_else(|| {
-            wants_ci
-                .then(|| {
-                    disks
-                        .first()
-                        .map(|d| d.storage.clone())
-                        .filter(|s| !s.is_empty())
-                })
-                .flatten()
-        })
-    {
-        let slot = given(inv.str("cloudinit_slot"), "cloudinit_slot")?.to_string();
-        if !is_drive_slot(&slot) || disks.iter().any(|d| d.slot == slot) {
-            return Err(format!(
-                "cloudinit_slot must be a free drive slot such as ide2, got {slot}",
-                slot = quote(&slot)
-            ));
-        }
-        disks.push(Disk {
-            slot,
-            storage: cs,
-            import_from: None,
-            size: None,
-            format: None,
-            opts: BTreeMap::new(),
-            cloudinit: true,
-        });
-    } else if wants_ci && !cloning {
-        // (A clone takes its source's cloud-init drive.)
-        return Err(
-            "cloud-init options need a cloud-init drive: set cloudinit_storage (or give disks)"
-                .into(),
-        );
-    }
-    Ok(disks)
-}
-
 /// The EFI vars disk and the TPM state, sent only at create; returns what a re-run compares
 /// (slot → properties).
 fn firmware(
@@ -636,7 +467,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     cloud_init(inv, &mut config, &mut create_only)?;
     network(inv, &mut config)?;
     let clone = clone_source(inv)?;
-    let disks = disks(inv, clone.is_some())?;
+    let disks = super::disks::disks(inv, clone.is_some())?;
     let template = given(inv.bool("template"), "template")?;
     if template && matches!(state, State::Started | State::Restarted) {
         return Err(format!(

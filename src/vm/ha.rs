@@ -7,9 +7,9 @@
 use anyhow::{Context, anyhow};
 use serde_json::{Value, json};
 
-use super::desired::State;
 use super::plan::Current;
 use super::shell::Runner;
+use super::spec::State;
 use crate::ansible::protocol::Invocation;
 use crate::pve::api::ha::{self, HaResource};
 use crate::pve::client::Params;

@@ -1,9 +1,9 @@
 //! The `vm` module: create a VM from a cloud image, wait on the import's UPID, converge its
 //! config and power state.
 //!
-//! Pure parts: [`spec`] (the argument spec), [`desired`] (options → the desired VM, through
-//! [`validate`], [`encode`], `config_keys` and `limits`, PVE's schema limits), [`plan`] (steps from the VM as it is to the VM as asked),
-//! [`predict`] (check mode), [`guest`] (what the guest has not taken), [`report`] (the
+//! Pure parts: [`spec`] (the argument spec), [`desired`] (options → the desired VM, its disks
+//! in `disks`, through [`validate`], [`encode`], `config_keys` and `limits`, PVE's schema
+//! limits), [`plan`] (steps from the VM as it is to the VM as asked), [`predict`] (check mode), [`guest`] (what the guest has not taken), [`report`] (the
 //! result). The shell: [`apply`] (the entry), `converge` (the loop), and the concerns of one
 //! run, each an `impl` of the shared runner: `find`, `locks`, `create`, `execute`,
 //! `migrate` (moving a VM, placing a clone), `followup`, and [`ha`] (the VM as an HA
@@ -14,6 +14,7 @@ mod config_keys;
 mod converge;
 mod create;
 pub mod desired;
+mod disks;
 pub mod encode;
 mod execute;
 mod find;

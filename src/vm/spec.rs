@@ -75,6 +75,16 @@ fn ipconfig_options() -> Vec<Opt> {
     ]
 }
 
+/// The power/lifecycle state asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Present,
+    Absent,
+    Started,
+    Stopped,
+    Restarted,
+}
+
 /// The `vm` module's argument spec.
 pub fn argument_spec() -> Spec {
     let int = |min: i64, max: Option<i64>| Kind::Int {
