@@ -49,8 +49,8 @@ for host in native gathered; do
 done
 grep -q "^mac .*AnsiballZ_vm" "$dir/commands.log" && { echo "a binary was sent to mac" >&2; exit 1; }
 passed=$((passed + 1))
-# The platforms `make binaries` knows, the release workflow builds, packs and smoke-tests, and
-# the platforms guide lists are the same.
+# The platforms `make binaries` knows, the release workflow builds, packs and smoke-tests, the
+# platforms guide and the README's table list are the same.
 python3 - <<'PY'
 import re
 import sys
@@ -70,9 +70,11 @@ if sorted(jobs['smoke']['strategy']['matrix']['runner']) != runners:
     errors.append('the smoke runners are not the build runners %s' % runners)
 errors += ['the workflow does not pack %s' % p for p in platforms if p not in packed]
 errors += ['the platforms guide does not list %s' % p for p in platforms if '``%s``' % p not in guide]
+readme = open('README.md', encoding='utf-8').read()
+errors += ["the README's platform table does not list %s" % p for p in platforms if '| `%s` |' % p not in readme]
 if errors:
     sys.exit('\n'.join(errors))
-print('ok: make binaries, the release workflow and the platforms guide name the same %d platforms' % len(platforms))
+print('ok: make binaries, the release workflow, the platforms guide and the README name the same %d platforms' % len(platforms))
 PY
 passed=$((passed + 1))
 echo "platforms: $passed passed, 0 failed"
