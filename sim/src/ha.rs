@@ -57,7 +57,7 @@ pub struct HaState {
     /// `crm_commands`: queued `stop SID TIMEOUT` lines.
     pub commands: Vec<(String, u64)>,
     /// `crm_commands`: queued `migrate SID NODE` lines (`ha-manager migrate`; see
-    /// `migrate.rs`, which carries them out).
+    /// `migrate/ha_handoff.rs`, which carries them out).
     pub migrations: Vec<(String, String)>,
     /// The last CRM/LRM round (`manager_status` timestamp), once the stack runs.
     pub round: Option<u64>,

@@ -137,7 +137,7 @@ pub struct State {
     /// `/cluster/resources` that lags (pve-manager API2Tools.pm, extract_vm_stats).
     pub stats: BTreeMap<u32, Value>,
     /// VMs whose migration lock is held (`/var/lock/pve-manager/pve-migrate-N`, see
-    /// `migrate.rs`).
+    /// `migrate/phases.rs`).
     pub migration_locks: std::collections::HashSet<u32>,
     /// The pools of `user.cfg` and which VM is in which (`pools.rs`).
     pub user_cfg: crate::pools::UserCfg,
