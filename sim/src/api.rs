@@ -507,6 +507,11 @@ impl Api {
                     check_node()?;
                     Ok(vmid.parse().unwrap_or(0))
                 };
+                if let Some(answer) =
+                    crate::snapshots::route(sim, m, tail, params, auth, check_node)
+                {
+                    return answer;
+                }
                 match (m, tail) {
                     ("GET", ["config"]) => {
                         let id = check(api_schema::vm_config_get(), params)?;

@@ -25,6 +25,7 @@ mod pending;
 mod pools;
 mod qemu_config;
 mod schema;
+mod snapshots;
 mod spec;
 mod state;
 mod storage;

@@ -120,6 +120,8 @@ pub struct Vm {
     pub running: bool,
     pub started: Option<Instant>,
     pub pid: u32,
+    /// The `[snapname]` sections (`snapshots.rs`).
+    pub snapshots: crate::snapshots::Snapshots,
 }
 
 /// Everything mutable, behind one mutex.

@@ -236,6 +236,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                             running: false,
                             started: None,
                             pid: 0,
+                            snapshots: Default::default(),
                         },
                     );
                 }

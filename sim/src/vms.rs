@@ -77,6 +77,7 @@ pub fn create(
                 running: false,
                 started: None,
                 pid: 0,
+                snapshots: Default::default(),
             },
         );
         Ok(())

@@ -30,6 +30,8 @@ mod disk_copy;
 mod ha_handoff;
 mod handlers;
 mod phases;
+/// The migration lock, which a snapshot rollback and delete take too (`snapshots.rs`).
+pub(crate) use phases::migration_locked;
 mod prepare;
 mod pve_format;
 

@@ -25,7 +25,7 @@ const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// GuestHelpers.pm, `guest_migration_lock`: `/var/lock/pve-manager/pve-migrate-N`, waited for
 /// 10 s (PVE::Tools `lock_file_full` prints `trying to acquire lock...` while it waits).
-pub(super) fn migration_locked(
+pub(crate) fn migration_locked(
     sim: &Sim,
     ctx: &TaskCtx,
     vmid: u32,
