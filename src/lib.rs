@@ -3,7 +3,8 @@
 //!
 //! * [`ansible`]: Ansible's contract for binary modules (arguments, spec, results).
 //! * [`pve`]: the PVE API client (transport, TLS, auth, errors, UPIDs, task waits).
-//! * [`vm`]: the `vm` module's logic (spec, plan, apply); [`image`]: the `image` module's.
+//! * [`vm`]: the `vm` module's logic (spec, plan, apply); [`image`]: the `image` module's;
+//!   [`snapshot`]: the `snapshot` module's.
 //! * [`runner`]: one module run (wait settings, session, task log, the common result keys,
 //!   and the one place an error chain becomes Ansible's failed result);
 //!   [`connection`]: the connection options and how they become a client; [`ids`]: PVE's
@@ -26,4 +27,5 @@ pub mod image;
 pub use ::pve;
 pub use pve::interrupt;
 pub mod runner;
+pub mod snapshot;
 pub mod vm;

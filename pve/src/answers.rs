@@ -269,6 +269,31 @@ pub struct Volume {
     pub format: Value,
 }
 
+/// One item of `GET /nodes/{node}/qemu/{vmid}/snapshot` (qemu-server API2/Qemu.pm
+/// snapshot_list); the item named `current` is the VM's present state, not a snapshot.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct SnapshotListed {
+    pub name: String,
+    #[serde(default, deserialize_with = "optional_number")]
+    pub snaptime: Option<u64>,
+    #[serde(default, deserialize_with = "optional_number")]
+    pub vmstate: Option<u64>,
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    pub description: Option<String>,
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    pub parent: Option<String>,
+    /// `prepare` or `delete` while a snapshot task works on it (or after one failed).
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    pub snapstate: Option<String>,
+}
+
+impl SnapshotListed {
+    /// Whether this is a snapshot (not the `current` item).
+    pub fn is_snapshot(&self) -> bool {
+        self.name != "current"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,6 +129,18 @@ impl Vm {
     pub fn agent(&self, command: &str) -> String {
         format!("{}/agent/{command}", self.0)
     }
+
+    /// `…/snapshot`: `GET` the snapshots (and `current`), `POST` takes one (`qmsnapshot`).
+    pub fn snapshots(&self) -> String {
+        format!("{}/snapshot", self.0)
+    }
+
+    /// `…/snapshot/{snapname}`: `DELETE` removes it (`qmdelsnapshot`); below it `config` and
+    /// `rollback` (`qmrollback`). A snapshot name is a `pve-configid` (letters, digits, `-`,
+    /// `_`), safe in a path as it is.
+    pub fn snapshot(&self, snapname: &str) -> String {
+        format!("{}/snapshot/{snapname}", self.0)
+    }
 }
 
 /// `/nodes/{node}/storage/{storage}`.

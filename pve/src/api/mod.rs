@@ -12,6 +12,7 @@ pub mod access;
 pub mod cluster;
 pub mod ha;
 pub mod qemu;
+pub mod snapshot;
 pub mod storage;
 pub mod tasks;
 
@@ -63,6 +64,9 @@ pub enum TaskType {
     Template,
     Download,
     Migrate,
+    Snapshot,
+    Rollback,
+    DeleteSnapshot,
 }
 
 impl TaskType {
@@ -81,6 +85,9 @@ impl TaskType {
             TaskType::Template => "qmtemplate",
             TaskType::Download => "download",
             TaskType::Migrate => "qmigrate",
+            TaskType::Snapshot => "qmsnapshot",
+            TaskType::Rollback => "qmrollback",
+            TaskType::DeleteSnapshot => "qmdelsnapshot",
         }
     }
 }

@@ -28,11 +28,11 @@ impl Vm {
         }
     }
 
-    fn path(&self) -> paths::Vm {
+    pub(super) fn path(&self) -> paths::Vm {
         Node::new(&self.node).vm(self.vmid)
     }
 
-    fn recover(&self, task_type: TaskType) -> Recover<'_> {
+    pub(super) fn recover(&self, task_type: TaskType) -> Recover<'_> {
         Recover::OfVm {
             node: &self.node,
             vmid: self.vmid,
