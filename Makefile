@@ -22,7 +22,7 @@ all: build
 ## The modules are binaries, one per platform, in plugins/bin/<platform>/ (the action plugins run the one
 ## for the host a task runs on). <platform> is `uname -s`-`uname -m` in lower case, arm64 spelled
 ## aarch64: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64.
-MODULES := vm image snapshot
+MODULES := vm image snapshot vm_info
 HOST_PLATFORM := $(shell uname -s | tr '[:upper:]' '[:lower:]')-$(shell uname -m | sed 's/^arm64$$/aarch64/')
 
 ## build: compile the modules and the simulator (release) and place the modules in plugins/bin/<this platform>/

@@ -4,7 +4,7 @@
 //! * [`ansible`]: Ansible's contract for binary modules (arguments, spec, results).
 //! * [`pve`]: the PVE API client (transport, TLS, auth, errors, UPIDs, task waits).
 //! * [`vm`]: the `vm` module's logic (spec, plan, apply); [`image`]: the `image` module's;
-//!   [`snapshot`]: the `snapshot` module's.
+//!   [`snapshot`]: the `snapshot` module's; [`vm_info`]: the read-only `vm_info` module's.
 //! * [`runner`]: one module run (wait settings, session, task log, the common result keys,
 //!   and the one place an error chain becomes Ansible's failed result);
 //!   [`connection`]: the connection options and how they become a client; [`ids`]: PVE's
@@ -29,3 +29,4 @@ pub use pve::interrupt;
 pub mod runner;
 pub mod snapshot;
 pub mod vm;
+pub mod vm_info;

@@ -191,6 +191,11 @@ fn snapshot_docs_match_the_argument_spec() {
     check("snapshot", sankofa_proxmox::snapshot::spec::argument_spec());
 }
 
+#[test]
+fn vm_info_docs_match_the_argument_spec() {
+    check("vm_info", sankofa_proxmox::vm_info::spec::argument_spec());
+}
+
 /// `ansible-doc -l` lists every module (each program in src/bin/), with the short description
 /// of its sidecar docs, and warns about none (binary modules alone are read as text and
 /// dropped: the doc-only plugins/modules/*.py files are what it lists).

@@ -11,7 +11,7 @@ dir=.work/galaxy
 rm -rf "$dir/installed" && mkdir -p "$dir/installed"
 listing=$(tar tvzf "$tarball")
 platform=$(uname -s | tr '[:upper:]' '[:lower:]')-$(uname -m | sed 's/^arm64$/aarch64/')
-for m in vm image snapshot; do
+for m in vm image snapshot vm_info; do
   grep -q -- "-rwxr-xr-x .* plugins/bin/$platform/$m\$" <<< "$listing" || { echo "the tarball lacks an executable plugins/bin/$platform/$m" >&2; exit 1; }
   grep -q -- " plugins/modules/$m.py\$" <<< "$listing" || { echo "the tarball lacks plugins/modules/$m.py (what ansible-doc -l lists)" >&2; exit 1; }
   grep -q -- " plugins/action/$m.py\$" <<< "$listing" || { echo "the tarball lacks plugins/action/$m.py (what runs the binary)" >&2; exit 1; }

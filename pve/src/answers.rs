@@ -294,6 +294,55 @@ impl SnapshotListed {
     }
 }
 
+/// One guest of `GET /cluster/resources?type=vm` with what a facts query selects by and
+/// reports (pve-manager API2/Cluster.pm resources; `status` and `name` from pvestatd).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct VmResource {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(deserialize_with = "number_or_string")]
+    pub vmid: u64,
+    #[serde(default)]
+    pub node: String,
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    pub status: Option<String>,
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    pub pool: Option<String>,
+    /// `;`-separated, as the config keeps them.
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    pub tags: Option<String>,
+    #[serde(default, deserialize_with = "optional_number")]
+    pub template: Option<u64>,
+}
+
+impl VmResource {
+    /// The tags, split as PVE splits them (`;`, `,` or spaces).
+    pub fn tag_list(&self) -> Vec<String> {
+        self.tags
+            .as_deref()
+            .unwrap_or_default()
+            .split([';', ',', ' '])
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// One key of `GET …/pending` with its current `value` too (qemu-server API2/Qemu.pm
+/// vm_pending).
+#[derive(Clone, Debug, Deserialize)]
+pub struct PendingItem {
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    pub pending: Option<Value>,
+    #[serde(default, deserialize_with = "optional_number")]
+    pub delete: Option<u64>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -310,6 +310,33 @@ impl Client {
         self.requests.get()
     }
 
+    /// A client for another thread of the same run: the same connection, credentials, ticket
+    /// and deadline (ureq's agent shares its connection pool); its requests are counted on
+    /// their own ([`Client::requests`] of each).
+    pub fn worker(&self) -> Client {
+        let ticket = self.ticket.borrow().as_ref().map(|t| Ticket {
+            cookie: t.cookie.clone(),
+            csrf: t.csrf.clone(),
+        });
+        Client {
+            agent: self.agent.clone(),
+            base: self.base.clone(),
+            credentials: self.credentials.clone(),
+            ticket: RefCell::new(ticket),
+            status: self.status.clone(),
+            read_only: self.read_only,
+            requests: Cell::new(0),
+            timeout: self.timeout,
+            deadline: self.deadline,
+            proxy: self.proxy.clone(),
+            hints: self.hints.clone(),
+            secret_sink: self.secret_sink,
+            interrupted: self.interrupted,
+            answered: Cell::new(self.answered.get()),
+            quickest: Cell::new(self.quickest.get()),
+        }
+    }
+
     /// Who this client acts as, as PVE writes it in a UPID: `user@realm`, or
     /// `user@realm!token` for an API token.
     pub fn user(&self) -> &str {

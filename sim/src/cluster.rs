@@ -38,6 +38,10 @@ pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
             if let Some(t) = c.get("tags") {
                 o["tags"] = json!(t);
             }
+            // `pool`: the VM's pool of user.cfg (`$usercfg->{vms}->{$vmid}`).
+            if let Some(p) = st.user_cfg.vm_pool.get(id) {
+                o["pool"] = json!(p);
+            }
             // `hastate`: the CRM's service state, else the resource's requested one.
             if let Some(h) = crate::ha::hastate(&st.ha, *id) {
                 o["hastate"] = json!(h);

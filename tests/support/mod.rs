@@ -456,6 +456,11 @@ pub fn run_snapshot(args: Value) -> Run {
     run_binary(env!("CARGO_BIN_EXE_snapshot"), &args, None)
 }
 
+/// Runs the `vm_info` module.
+pub fn run_vm_info(args: Value) -> Run {
+    run_binary(env!("CARGO_BIN_EXE_vm_info"), &args, None)
+}
+
 /// Runs the `vm` module with these environment variables added.
 pub fn run_with_env(args: Value, env: &[(&str, &str)]) -> Run {
     run_binary_env(env!("CARGO_BIN_EXE_vm"), &args, None, env)

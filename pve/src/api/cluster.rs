@@ -1,6 +1,6 @@
 //! The cluster (pve-manager API2/Cluster.pm): its guests and a free vmid.
 
-use crate::answers::{Resource, lenient_list};
+use crate::answers::{Resource, VmResource, lenient_list};
 use crate::client::{Client, Params};
 use crate::error::ApiError;
 use crate::ops;
@@ -49,3 +49,14 @@ pub fn next_vmid(client: &Client) -> Result<u32, ApiError> {
 
 #[derive(serde::Deserialize)]
 struct NextId(#[serde(deserialize_with = "crate::answers::number_or_string")] u64);
+
+/// `GET /cluster/resources?type=vm`, its QEMU VMs with their pool, tags and status: every VM
+/// of the cluster in one request (a read).
+pub fn vm_resources(client: &Client) -> Result<Vec<VmResource>, ApiError> {
+    let params: Params = vec![("type".into(), "vm".into())];
+    let answer = ops::read(client, paths::CLUSTER_RESOURCES, &params)?;
+    Ok(lenient_list::<VmResource>(answer)
+        .into_iter()
+        .filter(|r| r.kind == "qemu")
+        .collect())
+}

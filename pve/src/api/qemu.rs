@@ -76,6 +76,15 @@ pub fn pending(client: &Client, vm: &Vm) -> Result<Vec<PendingKey>, ApiError> {
     ops::read(client, &vm.path().pending(), &Vec::new()).map(lenient_list)
 }
 
+/// `GET …/pending` with each key's current value: the config as it is and as it will be (a
+/// read).
+pub fn pending_items(
+    client: &Client,
+    vm: &Vm,
+) -> Result<Vec<crate::answers::PendingItem>, ApiError> {
+    ops::read(client, &vm.path().pending(), &Vec::new()).map(lenient_list)
+}
+
 /// `GET …/cloudinit`: the cloud-init options with what the drive holds (a read).
 pub fn cloudinit(client: &Client, vm: &Vm) -> Result<Vec<PendingKey>, ApiError> {
     ops::read(client, &vm.path().cloudinit(), &Vec::new()).map(lenient_list)

@@ -1,0 +1,207 @@
+//! The shell of the `vm_info` module: one cluster listing selects the VMs, then each VM's
+//! config (current and pending), power state, snapshots and guest agent addresses are read by
+//! a bounded set of threads, each with its own client of the same run.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::Context;
+use serde_json::{Map, Value, json};
+
+use super::spec::{Selection, selection};
+use crate::ansible::protocol::{Failure, Invocation, Outcome};
+use crate::pve::answers::VmResource;
+use crate::pve::api::qemu::{self, Vm};
+use crate::pve::api::{cluster, snapshot};
+use crate::pve::client::Client;
+use crate::runner::{Session, failure};
+use crate::snapshot::apply::snapshots_json;
+
+/// Runs the `vm_info` module.
+pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
+    let selection = selection(inv).map_err(|e| failure(anyhow::Error::msg(e)))?;
+    let session = Session::start(inv).map_err(failure)?;
+    let result = facts(&session, &selection);
+    session.finish(result, false, &[])
+}
+
+/// Whether a listed VM is one the selection asks for.
+pub fn selected(selection: &Selection, vm: &VmResource) -> bool {
+    let tags = vm.tag_list();
+    selection.vmid.is_none_or(|id| vm.vmid == u64::from(id))
+        && selection
+            .name
+            .as_ref()
+            .is_none_or(|n| vm.name.as_ref() == Some(n))
+        && selection.node.as_ref().is_none_or(|n| &vm.node == n)
+        && selection
+            .pool
+            .as_ref()
+            .is_none_or(|p| vm.pool.as_ref() == Some(p))
+        && selection.tags.iter().all(|t| tags.contains(t))
+}
+
+/// The guest agent's addresses (loopback left out), or `None` when it does not answer.
+fn agent_addresses(client: &Client, vm: &Vm) -> Option<Vec<String>> {
+    let answer = qemu::agent_interfaces(client, vm).ok()?;
+    let mut out = Vec::new();
+    for iface in answer["result"].as_array()? {
+        if iface["name"] == "lo" {
+            continue;
+        }
+        for addr in iface["ip-addresses"].as_array().into_iter().flatten() {
+            if let Some(ip) = addr["ip-address"].as_str()
+                && ip != "127.0.0.1"
+                && ip != "::1"
+            {
+                out.push(ip.to_string());
+            }
+        }
+    }
+    Some(out)
+}
+
+/// One VM's facts, read with `client`.
+fn read_vm(client: &Client, listed: &VmResource) -> anyhow::Result<Value> {
+    let vmid = u32::try_from(listed.vmid).context("a vmid beyond PVE's range")?;
+    let vm = Vm::new(&listed.node, vmid);
+    let on = format!("VM {vmid} on {}", listed.node);
+    let items =
+        qemu::pending_items(client, &vm).with_context(|| format!("reading the config of {on}"))?;
+    let mut config = Map::new();
+    let mut pending = Map::new();
+    let mut pending_delete = Vec::new();
+    for item in items {
+        if item.key == "digest" {
+            continue;
+        }
+        if let Some(v) = item.value {
+            config.insert(item.key.clone(), v);
+        }
+        if let Some(p) = item.pending {
+            pending.insert(item.key.clone(), p);
+        }
+        if item.delete.is_some_and(|d| d != 0) {
+            pending_delete.push(item.key);
+        }
+    }
+    let status = qemu::status(client, &vm)
+        .with_context(|| format!("reading the status of {on}"))?
+        .map(|s| s.status)
+        .unwrap_or_default();
+    let snapshots =
+        snapshot::list(client, &vm).with_context(|| format!("listing the snapshots of {on}"))?;
+    let agent_on = config
+        .get("agent")
+        .map(|a| {
+            let text = a
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| a.to_string());
+            text.split(',').any(|p| p == "1" || p == "enabled=1")
+        })
+        .unwrap_or(false);
+    let addresses = (agent_on && status == "running")
+        .then(|| agent_addresses(client, &vm))
+        .flatten();
+    Ok(json!({
+        "vmid": vmid, "node": listed.node, "name": listed.name.clone().or_else(|| config.get("name").and_then(|n| n.as_str().map(str::to_string))),
+        "status": status, "pool": listed.pool, "tags": listed.tag_list(),
+        "template": listed.template.unwrap_or(0) == 1,
+        "config": config, "pending": pending, "pending_delete": pending_delete,
+        "agent_addresses": addresses, "snapshots": snapshots_json(&snapshots),
+    }))
+}
+
+/// Reads the selected VMs, `parallel` at a time; the result keeps the listing's order.
+fn facts(session: &Session, selection: &Selection) -> anyhow::Result<Outcome> {
+    let mut listed = cluster::vm_resources(&session.client).context("listing the cluster's VMs")?;
+    listed.retain(|vm| selected(selection, vm));
+    listed.sort_by_key(|vm| vm.vmid);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<anyhow::Result<Value>>>> =
+        Mutex::new((0..listed.len()).map(|_| None).collect());
+    let threads = selection.parallel.min(listed.len()).max(1);
+    let requests = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let client = session.client.worker();
+            let (next, results, listed, requests) = (&next, &results, &listed, &requests);
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(vm) = listed.get(i) else { break };
+                    let answer = read_vm(&client, vm);
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(answer);
+                }
+                requests.fetch_add(client.requests() as usize, Ordering::SeqCst);
+            });
+        }
+    });
+    let mut vms = Vec::new();
+    for answer in results.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        match answer {
+            Some(Ok(v)) => vms.push(v),
+            // A VM removed between the listing and its reads is left out.
+            Some(Err(e)) if is_gone(&e) => {}
+            Some(Err(e)) => return Err(e),
+            None => {}
+        }
+    }
+    let mut o = Outcome {
+        msg: format!("{} VMs", vms.len()),
+        ..Default::default()
+    };
+    o.data.insert("vms".into(), json!(vms));
+    o.data
+        .insert("vm_requests".into(), json!(requests.load(Ordering::SeqCst)));
+    Ok(o)
+}
+
+fn is_gone(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<crate::pve::error::ApiError>()
+            .is_some_and(|a| a.is_missing_vm())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm(vmid: u64, node: &str, pool: Option<&str>, tags: &str) -> VmResource {
+        VmResource {
+            kind: "qemu".into(),
+            vmid,
+            node: node.into(),
+            name: Some(format!("vm{vmid}")),
+            pool: pool.map(str::to_string),
+            tags: Some(tags.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn every_given_selector_must_match() {
+        let all = Selection::default();
+        let web = Selection {
+            tags: vec!["web".into(), "prod".into()],
+            ..Default::default()
+        };
+        let pool_on_pve2 = Selection {
+            pool: Some("team".into()),
+            node: Some("pve2".into()),
+            ..Default::default()
+        };
+        let a = vm(100, "pve1", None, "prod;web");
+        let b = vm(101, "pve2", Some("team"), "web");
+        assert!(selected(&all, &a) && selected(&all, &b));
+        assert!(selected(&web, &a) && !selected(&web, &b));
+        assert!(!selected(&pool_on_pve2, &a) && selected(&pool_on_pve2, &b));
+        let by_name = Selection {
+            name: Some("vm101".into()),
+            ..Default::default()
+        };
+        assert!(selected(&by_name, &b) && !selected(&by_name, &a));
+    }
+}
