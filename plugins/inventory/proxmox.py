@@ -1,0 +1,256 @@
+# -*- coding: utf-8 -*-
+# Copyright: sankofa.proxmox contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""sankofa.proxmox.proxmox: an inventory of Proxmox VE VMs, read by the vm_info binary."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: proxmox
+short_description: Proxmox VE VMs as an inventory, read by the sankofa.proxmox.vm_info binary
+version_added: 0.1.0
+author:
+  - Sankofa Proxmox maintainers (@sankofa)
+description:
+  - Lists the cluster's VMs with the M(sankofa.proxmox.vm_info) program, so authentication,
+    certificate pinning, proxies and retries are the modules' own, and the VMs are read
+    cluster-wide in one listing plus a few reads per VM made O(parallel) at a time.
+  - Groups the VMs by node (C(<prefix>node_<node>)), pool (C(<prefix>pool_<pool>)), tag
+    (C(<prefix>tag_<tag>)) and status (C(<prefix>running), C(<prefix>stopped)); every VM is in
+    C(<prefix>all_qemu).
+  - Each host is named by the VM's name (its vmid when it has none) and gets the vars
+    C(proxmox_vmid), C(proxmox_node), C(proxmox_status), C(proxmox_pool), C(proxmox_tags),
+    C(proxmox_config), C(proxmox_pending), C(proxmox_snapshots) and
+    C(proxmox_agent_addresses); C(ansible_host) is the guest agent's first address, unless
+    O(compose) sets it.
+  - The inventory file's name must end in C(proxmox.yml) or C(proxmox.yaml).
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+options:
+  plugin:
+    description: The name of this plugin; C(sankofa.proxmox.proxmox).
+    type: str
+    required: true
+    choices: [sankofa.proxmox.proxmox]
+  api_host:
+    description: Host name or address of a PVE node.
+    type: str
+    env:
+      - name: PROXMOX_HOST
+  api_port:
+    description: Port of the PVE API.
+    type: int
+    env:
+      - name: PROXMOX_PORT
+  api_user:
+    description: User for ticket login, as C(USER@REALM).
+    type: str
+    env:
+      - name: PROXMOX_USER
+  api_password:
+    description: Password of O(api_user).
+    type: str
+    env:
+      - name: PROXMOX_PASSWORD
+  api_token_id:
+    description: API token id, as C(USER@REALM!TOKENID).
+    type: str
+    env:
+      - name: PROXMOX_TOKEN_ID
+  api_token_secret:
+    description: API token secret.
+    type: str
+    env:
+      - name: PROXMOX_TOKEN_SECRET
+  validate_certs:
+    description: Check the server certificate against public roots (or O(ca_path)).
+    type: bool
+    env:
+      - name: PROXMOX_VALIDATE_CERTS
+  ca_path:
+    description: PEM file of the CA to trust.
+    type: str
+    env:
+      - name: PROXMOX_CA_PATH
+  api_fingerprint:
+    description: SHA-256 fingerprint of the node certificate to pin.
+    type: str
+    env:
+      - name: PROXMOX_FINGERPRINT
+  proxy:
+    description: An HTTP proxy to reach PVE through (as the modules' C(proxy) option).
+    type: str
+  api_timeout:
+    description: How long one HTTP request may take, as a duration (C(30s)).
+    type: str
+    env:
+      - name: PROXMOX_API_TIMEOUT
+  timeout:
+    description: Deadline of the whole listing, as a duration.
+    type: str
+    default: 5m
+  parallel:
+    description: How many VMs are read at once.
+    type: int
+    default: 8
+  tags:
+    description: Only VMs that have all of these tags.
+    type: list
+    elements: str
+    default: []
+  pool:
+    description: Only VMs in this pool.
+    type: str
+  node:
+    description: Only VMs on this node.
+    type: str
+  group_prefix:
+    description: The prefix of the groups this plugin makes.
+    type: str
+    default: proxmox_
+  vm_info_executable:
+    description:
+      - The vm_info program to run; by default the one built for the controller's platform in
+        this collection's C(plugins/bin/).
+    type: str
+    env:
+      - name: SANKOFA_PROXMOX_VM_INFO
+"""
+
+EXAMPLES = r"""
+# inventory/cluster.proxmox.yml
+plugin: sankofa.proxmox.proxmox
+api_host: pve1.example.com
+api_token_id: automation@pve!ansible
+api_fingerprint: "AB:CD:..."
+keyed_groups:
+  - key: proxmox_node
+    prefix: on
+compose:
+  ansible_user: "'ubuntu'"
+"""
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+from ansible.errors import AnsibleError, AnsibleParserError
+from ansible.module_utils.common.text.converters import to_native
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+
+CONNECTION_OPTIONS = (
+    'api_host', 'api_port', 'api_user', 'api_password', 'api_token_id', 'api_token_secret',
+    'validate_certs', 'ca_path', 'api_fingerprint', 'proxy', 'api_timeout',
+)
+
+
+def safe_group(name):
+    """A group name Ansible accepts: anything but letters, digits and _ becomes _."""
+    return re.sub(r'[^A-Za-z0-9_]', '_', name)
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+    """The inventory of sankofa.proxmox."""
+
+    NAME = 'sankofa.proxmox.proxmox'
+
+    def verify_file(self, path):
+        return super().verify_file(path) and path.endswith(('proxmox.yml', 'proxmox.yaml'))
+
+    def _executable(self):
+        given = self.get_option('vm_info_executable')
+        if given:
+            return given
+        from ansible_collections.sankofa.proxmox.plugins.plugin_utils.binary_module import (
+            binary_for, controller_platform)
+        try:
+            return binary_for('vm_info', controller_platform(), 'the controller')
+        except Exception as e:
+            raise AnsibleParserError(to_native(e))
+
+    def _arguments(self):
+        args = {}
+        for name in CONNECTION_OPTIONS + ('timeout', 'parallel', 'tags', 'pool', 'node'):
+            value = self.get_option(name)
+            if value is not None and value != []:
+                args[name] = value
+        return args
+
+    def _read(self):
+        """Runs vm_info and returns its list of VMs; a failed run fails the inventory with its message."""
+        args = self._arguments()
+        with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as f:
+            json.dump(args, f)
+            path = f.name
+        try:
+            # The file (it holds the credentials) is the caller's alone: mkstemp makes it 0600.
+            run = subprocess.run([self._executable(), path], capture_output=True, text=True, check=False)
+        finally:
+            os.unlink(path)
+        try:
+            result = json.loads(run.stdout)
+        except ValueError:
+            raise AnsibleError('sankofa.proxmox.vm_info printed no result (exit %d): %s' % (
+                run.returncode, run.stderr.strip()[-2000:]))
+        if result.get('failed'):
+            raise AnsibleError('sankofa.proxmox.vm_info failed: %s' % result.get('msg'))
+        return result.get('vms', [])
+
+    def _populate(self, vms):
+        prefix = self.get_option('group_prefix')
+        strict = self.get_option('strict')
+        all_group = self.inventory.add_group(safe_group(prefix + 'all_qemu'))
+        for vm in vms:
+            host = vm.get('name') or str(vm['vmid'])
+            self.inventory.add_host(host, group=all_group)
+            hostvars = {
+                'proxmox_vmid': vm['vmid'],
+                'proxmox_node': vm['node'],
+                'proxmox_status': vm.get('status'),
+                'proxmox_pool': vm.get('pool'),
+                'proxmox_tags': vm.get('tags', []),
+                'proxmox_template': vm.get('template', False),
+                'proxmox_config': vm.get('config', {}),
+                'proxmox_pending': vm.get('pending', {}),
+                'proxmox_snapshots': vm.get('snapshots', []),
+                'proxmox_agent_addresses': vm.get('agent_addresses'),
+            }
+            if vm.get('agent_addresses'):
+                hostvars['ansible_host'] = vm['agent_addresses'][0]
+            for key, value in hostvars.items():
+                self.inventory.set_variable(host, key, value)
+            groups = [prefix + 'node_' + vm['node']]
+            if vm.get('pool'):
+                groups.append(prefix + 'pool_' + vm['pool'])
+            groups.extend(prefix + 'tag_' + tag for tag in vm.get('tags', []))
+            if vm.get('status') in ('running', 'stopped'):
+                groups.append(prefix + vm['status'])
+            for group in groups:
+                name = self.inventory.add_group(safe_group(group))
+                self.inventory.add_child(name, host)
+            variables = self.inventory.get_host(host).get_vars()
+            self._set_composite_vars(self.get_option('compose'), variables, host, strict=strict)
+            self._add_host_to_composed_groups(self.get_option('groups'), variables, host, strict=strict)
+            self._add_host_to_keyed_groups(self.get_option('keyed_groups'), variables, host, strict=strict)
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        cache_key = self.get_cache_key(path)
+        use_cache = self.get_option('cache') and cache
+        update_cache = self.get_option('cache') and not cache
+        vms = None
+        if use_cache:
+            try:
+                vms = self._cache[cache_key]
+            except KeyError:
+                update_cache = True
+        if vms is None:
+            vms = self._read()
+        if update_cache:
+            self._cache[cache_key] = vms
+        self._populate(vms)
