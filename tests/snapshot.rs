@@ -173,3 +173,47 @@ fn bad_names_are_refused_before_any_request() {
     }
     assert!(sim.writes().is_empty());
 }
+
+/// The `vm` module's `snapshot_before_change`: one snapshot when something changes, named in
+/// the result, retention applied; none when nothing changes.
+#[test]
+fn vm_snapshot_before_change_takes_one_only_when_something_changes() {
+    let sim = Sim::start(&[], &[]);
+    let vm = |cores: u32| {
+        merge(&[
+            sim.conn(),
+            json!({"node": "pve1", "vmid": 100, "name": "web1", "memory": 512, "cores": cores,
+                   "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}],
+                   "snapshot_before_change": "auto-", "snapshot_retention": 2}),
+        ])
+    };
+    // A new VM: nothing to snapshot.
+    let r = ok(run(vm(1)));
+    assert_eq!(r["changed"], true);
+    assert!(r.get("snapshot").is_none(), "{r}");
+    // Unchanged: no snapshot.
+    let r = ok(run(vm(1)));
+    assert_eq!(r["changed"], false);
+    assert!(r.get("snapshot").is_none(), "{r}");
+    assert!(listed(&sim).is_empty());
+    // A change: one snapshot first, named in the result, with the config before the change.
+    let r = ok(run(vm(2)));
+    assert_eq!(r["changed"], true);
+    let name = r["snapshot"].as_str().unwrap().to_string();
+    assert!(
+        name.starts_with("auto-2") && name.len() == "auto-".len() + 14,
+        "{name}"
+    );
+    assert_eq!(listed(&sim), std::slice::from_ref(&name));
+    assert_eq!(task_types(&r)[0], "qmsnapshot");
+    let snap = sim.get(&format!("/nodes/pve1/qemu/100/snapshot/{name}/config"));
+    assert_eq!(snap["data"]["cores"], 1);
+    // Retention keeps the newest two of the prefix.
+    for cores in [3, 4] {
+        std::thread::sleep(Duration::from_millis(1100));
+        ok(run(vm(cores)));
+    }
+    let now = listed(&sim);
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(!now.contains(&name), "the oldest was kept: {now:?}");
+}

@@ -77,11 +77,35 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         let prediction =
             predict(desired, cur.as_ref(), &first, untaken).map_err(anyhow::Error::msg)?;
         let mut outcome = report::predicted(desired, cur.as_ref(), &first, &prediction);
+        // snapshot_before_change: the name a change would be preceded by (nothing is taken).
+        if let (Some(prefix), Some(_)) = (&desired.snapshot_before_change, &cur)
+            && !first.steps.is_empty()
+            && desired.state != State::Absent
+        {
+            outcome.data.insert(
+                "snapshot".into(),
+                serde_json::json!(super::snapshot_before::predicted(prefix)),
+            );
+        }
         if let (Some(wanted), Some(c)) = (&desired.ha, &cur) {
             let ha = runner.converge_ha(wanted, c, true)?;
             report_ha(&mut outcome, ha, true);
         }
         return Ok(outcome);
+    }
+    // snapshot_before_change: an existing VM about to change is snapshotted first.
+    let mut taken: Option<String> = None;
+    if let (Some(prefix), Some(c)) = (&desired.snapshot_before_change, &cur)
+        && !first.steps.is_empty()
+        && desired.state != State::Absent
+    {
+        let vm = Vm::new(&c.node, c.vmid);
+        taken = Some(super::snapshot_before::take(
+            runner,
+            &vm,
+            prefix,
+            desired.snapshot_retention,
+        )?);
     }
     let mut done_steps: Vec<String> = Vec::new();
     let mut pending = first.clone();
@@ -242,6 +266,11 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     );
     if let Some(ha) = ha {
         report_ha(&mut outcome, ha, false);
+    }
+    if let Some(name) = taken {
+        outcome
+            .data
+            .insert("snapshot".into(), serde_json::json!(name));
     }
     // What the HA stack carried out: the power requests it was handed and then applied.
     if !runner.ha_carried.is_empty() {

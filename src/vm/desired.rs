@@ -56,6 +56,10 @@ pub struct Desired {
     pub target_storage: Option<String>,
     /// `ha`: the VM as an HA resource (see [`super::ha`]).
     pub ha: Option<super::ha::HaWanted>,
+    /// `snapshot_before_change`: the prefix of a snapshot taken before an existing VM is
+    /// changed (see [`super::snapshot_before`]), and `snapshot_retention`.
+    pub snapshot_before_change: Option<String>,
+    pub snapshot_retention: u32,
 }
 
 /// Where a clone comes from, and how it is made (the `clone` option).
@@ -566,5 +570,18 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         migrate,
         target_storage,
         ha: super::ha::wanted(inv, state)?,
+        snapshot_before_change: snapshot_prefix(inv)?,
+        snapshot_retention: given(inv.int("snapshot_retention"), "snapshot_retention")? as u32,
     })
+}
+
+/// `snapshot_before_change`: a prefix that, with the 14 digits of the time, is a snapshot name
+/// PVE takes (`pve-snapshot-name`: a letter first, at most 40 characters).
+fn snapshot_prefix(inv: &Invocation) -> Result<Option<String>, String> {
+    let Some(prefix) = inv.str("snapshot_before_change") else {
+        return Ok(None);
+    };
+    crate::snapshot::spec::snapname("snapshot_before_change", &format!("{prefix}00000000000000"))
+        .map_err(|e| e.replace("00000000000000", ""))?;
+    Ok(Some(prefix.to_string()))
 }

@@ -28,5 +28,6 @@ pub mod plan;
 pub mod predict;
 pub mod report;
 mod shell;
+mod snapshot_before;
 pub mod spec;
 pub mod validate;

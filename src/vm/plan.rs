@@ -660,6 +660,8 @@ mod tests {
             migrate: false,
             target_storage: None,
             ha: None,
+            snapshot_before_change: None,
+            snapshot_retention: 0,
         }
     }
 

@@ -102,6 +102,8 @@ pub fn argument_spec() -> Spec {
         Opt::new("node", Kind::Str),
         Opt::new("migrate", Kind::Bool).default(json!(false)),
         Opt::new("target_storage", Kind::Str),
+        Opt::new("snapshot_before_change", Kind::Str),
+        Opt::new("snapshot_retention", int(0, Some(10_000))).default(json!(0)),
         Opt::new("pool", Kind::Str),
         Opt::new("disks", Kind::ListOfDicts(disk_options())),
         Opt::new("cloudinit_storage", Kind::Str),
