@@ -44,14 +44,12 @@ pub(super) fn take(
         format!("taking snapshot {snapname} of {on} before changing it (snapshot_before_change)");
     let sent = snapshot::create(&runner.session.client, vm, &snapname, false, None)
         .with_context(|| what.clone())?;
-    // The snapshot is a change of the VM, also when a later step fails.
-    let _taken = runner.changes.accepted();
-    match sent {
-        Dispatched::Task(task) => {
-            runner.session.wait(&task, &what)?;
-        }
-        Dispatched::Done => {}
+    if let Dispatched::Task(task) = sent {
+        runner.session.wait(&task, &what)?;
     }
+    // The snapshot is a change of the VM, also when a later step fails (a failed qmsnapshot
+    // removes what it made: no change then).
+    let _taken = runner.changes.accepted();
     if keep > 0 {
         let listed = snapshot::list(&runner.session.client, vm)
             .with_context(|| format!("listing the snapshots of {on}"))?;
