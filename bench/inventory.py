@@ -97,7 +97,8 @@ def run_inventory(ansible_inventory, config, env):
     out = subprocess.run([ansible_inventory, "--list", "-i", path], capture_output=True, text=True, env=env)
     wall = time.time() - start
     if out.returncode != 0:
-        sys.exit(f"{ansible_inventory} failed: {out.stderr[-2000:]}")
+        reasons = [line for line in out.stderr.splitlines() if "Failed to parse" in line]
+        sys.exit(f"{ansible_inventory} failed: {(reasons or [out.stderr[-2000:]])[0]}")
     hosts = len(json.loads(out.stdout).get("_meta", {}).get("hostvars", {}))
     return wall, hosts, start
 
@@ -122,7 +123,7 @@ def main():
         if a.skip_peer:
             return
         peer_env = dict(os.environ, ANSIBLE_HOME=os.path.join(WORK, "peer-home"), ANSIBLE_NOCOLOR="1",
-                        ANSIBLE_INVENTORY_ENABLED="community.proxmox.proxmox")
+                        ANSIBLE_INVENTORY_ENABLED="community.proxmox.proxmox", ANSIBLE_INVENTORY_UNPARSED_FAILED="1", ANSIBLE_VERBOSITY="3", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
         peer_cfg = {"plugin": "community.proxmox.proxmox", "url": f"https://127.0.0.1:{info['port']}",
                     "user": "root@pam", "password": PASSWORD, "validate_certs": False, "want_facts": True,
                     "want_proxmox_nodes_ansible_host": False}
