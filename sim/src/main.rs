@@ -16,6 +16,7 @@ mod download;
 mod drives;
 mod faults;
 mod ha;
+mod ha_state;
 mod handler;
 mod http;
 mod identity;
@@ -35,6 +36,7 @@ mod tasks;
 mod templates;
 mod tls;
 mod upload;
+mod user_cfg;
 mod vms;
 mod write_path;
 
