@@ -14,55 +14,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::ha_state::{HaState, Resource, Service};
 use crate::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu_config::config_of;
 use crate::state::{Sim, epoch};
 use crate::tasks;
-
-/// One resource of `resources.cfg`: the options given, as given.
-#[derive(Clone, Default)]
-pub struct Resource {
-    pub opts: BTreeMap<String, String>,
-}
-
-impl Resource {
-    /// The requested state (read_and_check_resources_config: unset and `enabled` are
-    /// `started`).
-    fn state(&self) -> &str {
-        match self.opts.get("state").map(String::as_str) {
-            None | Some("enabled") => "started",
-            Some(s) => s,
-        }
-    }
-}
-
-/// What the CRM knows of a service (`manager_status` → `service_status`).
-#[derive(Clone)]
-pub struct Service {
-    /// `started`, `request_stop`, `stopped`.
-    pub state: String,
-    pub node: String,
-    pub running: bool,
-    /// The stop timeout of a pending `crm-command stop` (0: a hard stop).
-    pub timeout: Option<u64>,
-    /// The LRM's task for this service, while it runs.
-    pub upid: Option<String>,
-}
-
-/// The HA part of the cluster file system.
-#[derive(Default)]
-pub struct HaState {
-    pub resources: BTreeMap<String, Resource>,
-    pub services: BTreeMap<String, Service>,
-    /// `crm_commands`: queued `stop SID TIMEOUT` lines.
-    pub commands: Vec<(String, u64)>,
-    /// `crm_commands`: queued `migrate SID NODE` lines (`ha-manager migrate`; see
-    /// `migrate/ha_handoff.rs`, which carries them out).
-    pub migrations: Vec<(String, String)>,
-    /// The last CRM/LRM round (`manager_status` timestamp), once the stack runs.
-    pub round: Option<u64>,
-    pub running: bool,
-}
 
 fn is_vmid(name: &str) -> bool {
     name.len() >= 2 && !name.starts_with('0') && name.bytes().all(|b| b.is_ascii_digit())

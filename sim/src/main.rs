@@ -16,6 +16,7 @@ mod download;
 mod drives;
 mod faults;
 mod ha;
+mod ha_state;
 mod handler;
 mod http;
 mod identity;
@@ -36,6 +37,7 @@ mod tasks;
 mod templates;
 mod tls;
 mod upload;
+mod user_cfg;
 mod vms;
 mod write_path;
 

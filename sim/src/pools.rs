@@ -2,27 +2,11 @@
 //! `AccessControl.pm` (`add_vm_to_pool`, `remove_vm_access`, `verify_poolname`): the pools of
 //! `user.cfg`, their VMs and storages, and the VM-to-pool map a VM's `pool` at create fills.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use serde_json::{Value, json};
 
 use crate::handler::{ApiErr, ApiResult, Params};
 use crate::state::Sim;
-
-/// One pool of `user.cfg`.
-#[derive(Default, Clone)]
-pub struct Pool {
-    pub comment: Option<String>,
-    pub vms: BTreeSet<u32>,
-    pub storage: BTreeSet<String>,
-}
-
-/// The pool part of `user.cfg`: the pools and which pool each VM is in (`$usercfg->{vms}`).
-#[derive(Default)]
-pub struct UserCfg {
-    pub pools: BTreeMap<String, Pool>,
-    pub vm_pool: BTreeMap<u32, String>,
-}
+use crate::user_cfg::Pool;
 
 /// AccessControl.pm, verify_poolname (the `pve-poolid` format): up to three levels of
 /// `[A-Za-z0-9.-_]+` joined by `/`.

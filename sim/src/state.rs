@@ -142,9 +142,9 @@ pub struct State {
     /// `migrate/phases.rs`).
     pub migration_locks: std::collections::HashSet<u32>,
     /// The pools of `user.cfg` and which VM is in which (`pools.rs`).
-    pub user_cfg: crate::pools::UserCfg,
+    pub user_cfg: crate::user_cfg::UserCfg,
     /// HA resources, the CRM's service status and its queued commands (`ha.rs`).
-    pub ha: crate::ha::HaState,
+    pub ha: crate::ha_state::HaState,
 }
 
 /// The simulator.

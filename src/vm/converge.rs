@@ -7,7 +7,7 @@ use anyhow::anyhow;
 use serde_json::Value;
 
 use super::desired::State;
-use super::ha::HaOutcome;
+use super::ha_converge::HaOutcome;
 use super::migrate::ClonePlacement;
 use super::plan::{Current, Plan, Step, plan};
 use super::predict::predict;

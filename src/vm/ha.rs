@@ -1,17 +1,14 @@
 //! The `ha` option: the VM as an HA resource (pve-ha-manager's `resources.cfg`, through
-//! `/cluster/ha/resources`), its requested state and group converged once the VM's config and
-//! power state have, and the VM then brought to that state by the HA stack (waited on as a
-//! power step is, see `execute`). The option is checked here ([`wanted`]); what to change is
-//! decided in plain data ([`changes`]).
+//! `/cluster/ha/resources`), its requested state and group. The option is checked here
+//! ([`wanted`], part of [`super::desired::Desired`]); what to change is decided in plain data
+//! ([`changes`]). Pure: it sits beside `desired`/`spec`, and the shell that writes the changes
+//! (`ha_converge`) uses it, never the reverse.
 
-use anyhow::{Context, anyhow};
 use serde_json::{Value, json};
 
-use super::plan::Current;
-use super::shell::Runner;
 use super::spec::State;
 use crate::ansible::protocol::Invocation;
-use crate::pve::api::ha::{self, HaResource};
+use crate::pve::api::ha::HaResource;
 use crate::pve::client::Params;
 
 /// The HA resource the `ha` option asks for.
@@ -116,104 +113,12 @@ pub fn changes(wanted: &HaWanted, current: Option<&HaResource>, running: bool) -
 }
 
 /// The resource as the result reports it (`ha`).
-fn shown(vmid: u32, state: &str, group: Option<&str>) -> Value {
+pub(super) fn shown(vmid: u32, state: &str, group: Option<&str>) -> Value {
     let mut v = json!({"sid": format!("vm:{vmid}"), "state": state});
     if let Some(g) = group {
         v["group"] = json!(g);
     }
     v
-}
-
-/// What converging the HA resource did (or, in check mode, would do).
-pub(super) struct HaOutcome {
-    /// What was changed, for the message (`made it an HA resource (state started)`).
-    pub done: Option<String>,
-    /// The resource before and after, for the result (`ha`) and the diff.
-    pub before: Value,
-    pub after: Value,
-}
-
-impl Runner<'_> {
-    /// Converges the VM's HA resource to the `ha` option; in check mode only says what it
-    /// would change. A requested state that changed is then waited for, as the HA stack
-    /// carries it out.
-    pub(super) fn converge_ha(
-        &mut self,
-        wanted: &HaWanted,
-        cur: &Current,
-        check_mode: bool,
-    ) -> anyhow::Result<HaOutcome> {
-        let id = format!("VM {} on {}", cur.vmid, cur.node);
-        let client = &self.session.client;
-        let current = ha::resource(client, cur.vmid)
-            .with_context(|| format!("reading the HA resource of {id}"))?;
-        let set = changes(wanted, current.as_ref(), cur.running);
-        let before = current.as_ref().map_or(Value::Null, |c| {
-            shown(cur.vmid, c.requested_state(), c.group.as_deref())
-        });
-        let value = |k: &str| set.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
-        let state = value("state").unwrap_or_else(|| {
-            current
-                .as_ref()
-                .map_or("started", |c| c.requested_state())
-                .to_string()
-        });
-        let group = value("group").or_else(|| current.as_ref().and_then(|c| c.group.clone()));
-        let after = shown(cur.vmid, &state, group.as_deref());
-        if set.is_empty() {
-            return Ok(HaOutcome {
-                done: None,
-                before,
-                after,
-            });
-        }
-        let listed = set
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let done = if current.is_some() {
-            format!("set its HA resource's {listed}")
-        } else {
-            format!("made it an HA resource ({listed})")
-        };
-        if check_mode {
-            return Ok(HaOutcome {
-                done: Some(done),
-                before,
-                after,
-            });
-        }
-        let what = if current.is_some() {
-            format!("setting {listed} of the HA resource vm:{}", cur.vmid)
-        } else {
-            format!("making {id} an HA resource ({listed})")
-        };
-        let written = match &current {
-            Some(c) => ha::update(client, cur.vmid, &set, c.digest.as_deref()),
-            None => ha::add(client, cur.vmid, &set),
-        };
-        let _ = self.changes.accepted();
-        if let Err(e) = written {
-            let hint = if e.to_string().contains("migrated to rules") {
-                " (PVE 9 replaced HA groups with rules: leave ha.group out, and give the VM a \
-                 node-affinity rule with POST /cluster/ha/rules)"
-            } else {
-                ""
-            };
-            return Err(anyhow!("{what}: {e}{hint}"));
-        }
-        match value("state").as_deref() {
-            Some("started") if !cur.running => self.reached(cur, true, &what)?,
-            Some("stopped" | "disabled") if cur.running => self.reached(cur, false, &what)?,
-            _ => {}
-        }
-        Ok(HaOutcome {
-            done: Some(done),
-            before,
-            after,
-        })
-    }
 }
 
 #[cfg(test)]

@@ -3,11 +3,12 @@
 //!
 //! Pure parts: [`spec`] (the argument spec), [`desired`] (options → the desired VM, its disks
 //! in `disks`, through [`validate`], [`encode`], `config_keys` and `limits`, PVE's schema
-//! limits), [`plan`] (steps from the VM as it is to the VM as asked), [`predict`] (check mode), [`guest`] (what the guest has not taken), [`report`] (the
-//! result). The shell: [`apply`] (the entry), `converge` (the loop), and the concerns of one
-//! run, each an `impl` of the shared runner: `find`, `locks`, `create`, `execute`,
-//! `migrate` (moving a VM, placing a clone), `followup`, and [`ha`] (the VM as an HA
-//! resource; its option checked and its changes decided in plain data).
+//! limits, and [`ha`], the `ha` option checked and its changes decided in plain data), [`plan`]
+//! (steps from the VM as it is to the VM as asked), [`predict`] (check mode), [`guest`] (what
+//! the guest has not taken), [`report`] (the result). The shell: [`apply`] (the entry),
+//! `converge` (the loop), and the concerns of one run, each an `impl` of the shared runner:
+//! `find`, `locks`, `create`, `execute`, `migrate` (moving a VM, placing a clone), `followup`
+//! and `ha_converge` (the VM as an HA resource). No pure part uses the shell.
 
 pub mod apply;
 mod config_keys;
@@ -21,6 +22,7 @@ mod find;
 mod followup;
 pub mod guest;
 pub mod ha;
+mod ha_converge;
 mod limits;
 mod locks;
 mod migrate;

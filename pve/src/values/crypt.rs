@@ -12,7 +12,7 @@
 
 use ring::digest::{Context, SHA256};
 
-use super::property::ValueError;
+use super::error::ValueError;
 
 /// crypt's base64 alphabet.
 const ALPHABET: &[u8; 64] = b"./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";

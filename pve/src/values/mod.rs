@@ -18,6 +18,7 @@
 //! * [`sshkeys`]: the `urlencoded` key list and `validate_ssh_public_keys` (pve-common
 //!   `src/PVE/Tools.pm`).
 //! * [`crypt`]: `encrypt_pw` (Tools.pm), the SHA-256 crypt PVE stores `cipassword` as.
+//! * [`error`]: [`ValueError`], what every value above reads into.
 //! * [`number`]: `number`/`integer` keys, which PVE answers as strings.
 //! * [`config`]: a config key's value compared by its type, and the rules PVE rewrites values by.
 
@@ -26,6 +27,7 @@ pub mod boot;
 pub mod config;
 pub mod crypt;
 pub mod drive;
+pub mod error;
 pub mod ipconfig;
 pub mod keyed;
 pub mod machine;
@@ -40,12 +42,13 @@ pub mod tags;
 pub use agent::Agent;
 pub use boot::Boot;
 pub use drive::Drive;
+pub use error::ValueError;
 pub use ipconfig::IpConfig;
 pub use keyed::{Cpu, Memory, Vga};
 pub use machine::Machine;
 pub use meta::Meta;
 pub use net::Net;
-pub use property::{PropertyString, ValueError};
+pub use property::PropertyString;
 pub use size::{Size, SizeError};
 pub use sshkeys::{SshKey, SshKeys};
 pub use tags::Tags;

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::property::ValueError;
+use super::error::ValueError;
 
 /// A number as PVE reads it, printed as it was written.
 #[derive(Clone, Debug)]

@@ -10,36 +10,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use super::error::ValueError;
 use super::number::Number;
 use super::size::Size;
-
-/// A value PVE would refuse: what was read (the format's name) and why, in PVE's words where
-/// PVE has them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ValueError {
-    /// The format or value being read (`drive`, `net`, `boot`, `size`, `sshkeys` …).
-    pub format: &'static str,
-    /// Why it is refused.
-    pub message: String,
-}
-
-impl ValueError {
-    /// An error reading `format`.
-    pub fn new(format: &'static str, message: impl Into<String>) -> ValueError {
-        ValueError {
-            format,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for ValueError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} value: {}", self.format, self.message)
-    }
-}
-
-impl std::error::Error for ValueError {}
 
 /// What a key holds, as its schema entry types it.
 #[derive(Clone, Copy, Debug)]

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::property::ValueError;
+use super::error::ValueError;
 
 /// A size in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -23,7 +23,7 @@ use std::str::FromStr;
 
 use crate::encode::{url_decode, url_encode};
 
-use super::property::ValueError;
+use super::error::ValueError;
 
 /// The key types OpenSSH reads, and the shape of their blob.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

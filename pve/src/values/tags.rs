@@ -7,7 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::boot::split_list;
-use super::property::ValueError;
+use super::error::ValueError;
 
 /// `pve_verify_tag` (pve-common `src/PVE/JSONSchema.pm`).
 fn is_tag(tag: &str) -> bool {
