@@ -20,7 +20,11 @@ lines = []
 for line in open(labels, encoding='utf-8'):
     if line.strip() and not line.startswith('#'):
         name, uri, title = line.rstrip('\n').split('\t')
-        lines.append('%s std:label -1 %s %s\n' % (name, uri, title))
+        # `envvar:NAME` rows are environment variables (Sphinx's std:envvar), the rest labels.
+        kind = 'std:label'
+        if name.startswith('envvar:'):
+            kind, name = 'std:envvar', name[len('envvar:'):]
+        lines.append('%s %s -1 %s %s\n' % (name, kind, uri, title))
 with open(inventory, 'wb') as out:
     out.write(b'# Sphinx inventory version 2\n# Project: Ansible\n# Version: devel\n'
               b'# The remainder of this file is compressed using zlib.\n')
