@@ -67,7 +67,7 @@ fn spellings(s: &str) -> Vec<String> {
     all
 }
 
-/// A JSON string's contents with every non-ASCII character escaped as `\uXXXX`, in upper-
+/// A JSON string's contents with every non-ASCII character escaped as `\u` and four hex digits, in upper-
 /// or lower-case hex.
 fn json_ascii(json: &str, upper: bool) -> String {
     let mut out = String::with_capacity(json.len());
