@@ -1058,7 +1058,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="also 2- and 5-minute tasks and imports")
     ap.add_argument("--no-peer", action="store_true")
-    ap.add_argument("--only", default="latency,imports,waits,net,load,clones,noop,e2e,scale",
+    ap.add_argument("--only", default="latency,imports,waits,net,load,clones,noop,e2e,scale,inventory,snapshots",
                     help="comma-separated experiments to run (default: all)")
     ap.add_argument("--wait-runs", type=int, default=10, help="runs per client and import scenario")
     ap.add_argument("--wait-runs-others", type=int, default=None,
@@ -1083,6 +1083,15 @@ def main():
         return
     only = set(args.only.split(","))
     have_peer = not args.no_peer and os.path.exists(os.path.join(PEER_BIN, "ansible"))
+    # The inventory and snapshot experiments are scripts of their own, with their own
+    # reports (bench/results/inventory.md, snapshots.md).
+    for script, no_peer in (("inventory", "--skip-peer"), ("snapshots", "--no-peer")):
+        if script in only:
+            subprocess.run([sys.executable, os.path.join(ROOT, "bench", f"{script}.py")]
+                           + ([] if have_peer else [no_peer]), check=False)
+    only -= {"inventory", "snapshots"}
+    if not only:
+        return
     durations = ([float(x) for x in args.latency_lengths.split(",")] if args.latency_lengths
                  else [0.2, 1, 5, 30]) + ([120, 300] if args.full else [])
     def guarded(name, run, empty):
@@ -1110,7 +1119,7 @@ def main():
     scale = guarded("scale", lambda: scale_experiment(50, have_peer), {})
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
-    everything = set(ap.get_default("only").split(","))
+    everything = set(ap.get_default("only").split(",")) - {"inventory", "snapshots"}
     # Every figure of the run, for tables made from it (the README's): .work/bench/<report>.json.
     name = "latest" if only == everything else (
         args.report or ("waits" if only <= {"waits", "load"} else "-".join(sorted(only))))

@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
 """Inventory of 1,000 VMs on 3 nodes (issue 27's target): sankofa.proxmox.proxmox against
 community.proxmox.proxmox, each through `ansible-inventory --list` on the same pve-sim, with
-the same groups and per-VM data (the peer with want_facts, which reads each VM's config and
-status as ours does). Prints the wall times and requests of each; `--vms N` for another size.
+the same groups and per-VM data (the peer with `want_facts: true`, which reads each VM's
+config, status, snapshots and, where the agent is on, its interfaces), runs interleaved.
+
+A quarter of the VMs run (with the guest agent answering), a tenth have a snapshot, a fifth
+are in a pool. Each run's wall time, its requests by kind and pve-sim's time per request come
+from pve-sim's request log; the two inventories are compared host by host (node, status,
+pool, snapshot names, agent addresses). Writes bench/results/inventory.md (the commit and the
+host's load average with it); `--vms N` for another size, `--runs N` for more runs.
 
 Run after `make build` (the release pve-sim and vm_info) and with the peer's venv that
 bench/run.sh sets up (.work/bench/peer-venv); `--bin-dir target/debug` for a debug build."""
@@ -11,6 +17,8 @@ import argparse
 import json
 import os
 import shutil
+import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -18,7 +26,6 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-import ssl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, ".work", "bench", "inventory")
@@ -27,6 +34,8 @@ PASSWORD = "bench-password"
 NODES = ["pve1", "pve2", "pve3"]
 # pve-sim's certificate is made at its start; the set-up requests need no pinning.
 INSECURE = ssl._create_unverified_context()
+COMMIT = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                        cwd=ROOT).stdout.strip() or "unknown"
 
 
 def start_sim(bin_dir):
@@ -34,7 +43,8 @@ def start_sim(bin_dir):
     os.makedirs(WORK)
     cmd = [os.path.join(bin_dir, "pve-sim"), "--data-dir", os.path.join(WORK, "data"),
            "--listen", "127.0.0.1:0", "--auth-failure-delay", "0s", "--user", f"root@pam:{PASSWORD}",
-           "--nodes", ",".join(NODES), "--time-scale", "0.01", "--stats-interval", "0s", "--workers", "3"]
+           "--nodes", ",".join(NODES), "--time-scale", "0.01", "--stats-interval", "0s", "--workers", "3",
+           "--agent-delay", "0s"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     return proc, json.loads(proc.stdout.readline())
 
@@ -53,7 +63,22 @@ def api(info, method, path, form=None, ticket=None):
         return json.loads(answer.read())["data"]
 
 
+def wait_task(info, ticket, upid):
+    node = upid.split(":")[1]
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        st = api(info, "GET", f"/nodes/{node}/tasks/{urllib.parse.quote(upid)}/status", ticket=ticket)
+        if st["status"] == "stopped":
+            if st.get("exitstatus") != "OK":
+                sys.exit(f"{upid}: {st.get('exitstatus')}")
+            return
+        time.sleep(0.05)
+    sys.exit(f"{upid} never ended")
+
+
 def populate(info, count):
+    """`count` VMs on the 3 nodes; every 4th started, every 10th with a snapshot, every 5th in
+    a pool; all with the agent on."""
     ticket = api(info, "POST", "/access/ticket", {"username": "root@pam", "password": PASSWORD})
     for pool in ("web", "db"):
         api(info, "POST", "/pools", {"poolid": pool}, ticket)
@@ -65,7 +90,12 @@ def populate(info, count):
                     "net0": "virtio,bridge=vmbr0", "agent": 1, "ipconfig0": f"ip=10.{vmid // 250}.{vmid % 250}.2/16"}
             if vmid % 5 == 0:
                 form["pool"] = "web" if vmid % 2 else "db"
-            api(info, "POST", f"/nodes/{node}/qemu", form, ticket)
+            wait_task(info, ticket, api(info, "POST", f"/nodes/{node}/qemu", form, ticket))
+            if vmid % 10 == 0:
+                wait_task(info, ticket, api(info, "POST", f"/nodes/{node}/qemu/{vmid}/snapshot",
+                                            {"snapname": "before", "description": "bench"}, ticket))
+            if vmid % 4 == 0:
+                wait_task(info, ticket, api(info, "POST", f"/nodes/{node}/qemu/{vmid}/status/start", {}, ticket))
 
     ids = list(range(1000, 1000 + count))
     threads = [threading.Thread(target=make, args=(ids[i::8],)) for i in range(8)]
@@ -73,66 +103,263 @@ def populate(info, count):
         t.start()
     for t in threads:
         t.join()
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        listed = api(info, "GET", "/cluster/resources", {"type": "vm"}, ticket)
-        if len([v for v in listed if "lock" not in v]) >= count:
-            return
-        time.sleep(0.5)
-    sys.exit("the VMs were not all created")
+    listed = api(info, "GET", "/cluster/resources", {"type": "vm"}, ticket)
+    if len([v for v in listed if "lock" not in v]) < count:
+        sys.exit("the VMs were not all created")
 
 
-def requests_since(info, start):
-    path = os.path.join(WORK, "data", "requests.jsonl")
-    with open(path) as f:
-        return sum(1 for line in f if json.loads(line).get("ts", 0) >= start)
+def requests_between(start, end):
+    """pve-sim's request log records between two instants."""
+    out = []
+    with open(os.path.join(WORK, "data", "requests.jsonl")) as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if start <= r.get("ts", 0) <= end:
+                out.append(r)
+    return out
 
 
-def run_inventory(ansible_inventory, config, env):
+def kind(path):
+    """A request's kind: its path with the node and vmid taken out."""
+    parts = path.split("?")[0].strip("/").split("/")
+    if len(parts) >= 2 and parts[0] == "nodes":
+        parts[1] = "{node}"
+    if len(parts) >= 4 and parts[2] == "qemu":
+        parts[3] = "{vmid}"
+    return "GET /" + "/".join(parts)
+
+
+def run_inventory(ansible_inventory, config, env, mode):
+    """One `ansible-inventory --list` (every host's vars printed) or `--graph` (the groups
+    only: the parse a playbook pays at its start, without the printing)."""
     d = tempfile.mkdtemp(dir=WORK)
     path = os.path.join(d, "bench.proxmox.yml")
     with open(path, "w") as f:
         json.dump(config, f)
     start = time.time()
-    out = subprocess.run([ansible_inventory, "--list", "-i", path], capture_output=True, text=True, env=env)
-    wall = time.time() - start
+    out = subprocess.run([ansible_inventory, mode, "-i", path], capture_output=True, text=True, env=env)
+    end = time.time()
     if out.returncode != 0:
-        reasons = [line for line in out.stderr.splitlines() if "Failed to parse" in line]
+        reasons = [line for line in out.stderr.splitlines() if "Failed to parse" in line or "ERROR" in line]
         sys.exit(f"{ansible_inventory} failed: {(reasons or [out.stderr[-2000:]])[0]}")
-    hosts = len(json.loads(out.stdout).get("_meta", {}).get("hostvars", {}))
-    return wall, hosts, start
+    warnings = [line for line in out.stderr.splitlines() if "Could not gather" in line]
+    if warnings:
+        sys.exit(f"{ansible_inventory}: {len(warnings)} hosts without facts, first: {warnings[0]}")
+    time.sleep(0.2)  # pve-sim's last log lines
+    reqs = requests_between(start, end)
+    inventory = json.loads(out.stdout) if mode == "--list" else None
+    return {"wall_s": end - start, "inventory": inventory, "requests": len(reqs),
+            "by_kind": count_kinds(reqs), "server_ms": [r.get("ms", 0) for r in reqs],
+            "errors": sum(1 for r in reqs if r.get("status", 200) >= 400)}
+
+
+def count_kinds(reqs):
+    out = {}
+    for r in reqs:
+        k = kind(r["path"]) if r["method"] == "GET" else f"{r['method']} {r['path']}"
+        out[k] = out.get(k, 0) + 1
+    return out
+
+
+def members(inv, group):
+    """The hosts of a group in `ansible-inventory --list` output, children's included."""
+    g = inv.get(group, {})
+    hosts = set(g.get("hosts", []))
+    for child in g.get("children", []):
+        hosts |= members(inv, child)
+    return hosts
+
+
+def plain(value):
+    """A value of `ansible-inventory --list` without Ansible's untrusted-string wrapping
+    (`{"__ansible_unsafe": "…"}`)."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def facts_of(inv, who):
+    """Per host: (node, status, pool, snapshot names, agent addresses), from either plugin."""
+    out = {}
+    pools = {}
+    for group in inv:
+        if group.startswith("proxmox_pool_"):
+            for h in members(inv, group):
+                pools[h] = group[len("proxmox_pool_"):]
+    for host, hv in inv.get("_meta", {}).get("hostvars", {}).items():
+        hv = plain(hv)
+        if "proxmox_vmid" not in hv:
+            continue  # the peer's node hosts
+        if who == "ours":
+            snaps = sorted(s["name"] for s in hv.get("proxmox_snapshots", []))
+            addrs = sorted(hv.get("proxmox_agent_addresses") or [])
+        else:
+            snaps = sorted(hv.get("proxmox_snapshots", []))
+            addrs = sorted(ip.split("/")[0] for iface in hv.get("proxmox_agent_interfaces", [])
+                           if iface.get("name") != "lo" for ip in iface.get("ip-addresses", [])
+                           if ip.split("/")[0] not in ("127.0.0.1", "::1"))
+        out[host] = (hv.get("proxmox_node"), hv.get("proxmox_status"), pools.get(host), snaps, addrs)
+    return out
+
+
+def same_data(ours, theirs):
+    """Hosts whose facts differ between the two inventories, and the first difference."""
+    a, b = facts_of(ours, "ours"), facts_of(theirs, "peer")
+    differ = [h for h in set(a) | set(b) if a.get(h) != b.get(h)]
+    first = sorted(differ)[0] if differ else None
+    return len(a), len(b), differ, (first, a.get(first), b.get(first)) if first else None
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def run_vm_info(bin_dir, info, parallel):
+    """The vm_info binary alone, as the plugin runs it: (wall s, requests it made)."""
+    args = {"api_host": "127.0.0.1", "api_port": info["port"], "api_password": PASSWORD,
+            "api_fingerprint": info["fingerprint"], "parallel": parallel}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, dir=WORK) as f:
+        json.dump(args, f)
+    start = time.time()
+    out = subprocess.run([os.path.join(bin_dir, "vm_info"), f.name], capture_output=True, text=True)
+    wall = time.time() - start
+    os.unlink(f.name)
+    result = json.loads(out.stdout)
+    if result.get("failed"):
+        sys.exit(f"vm_info failed: {result.get('msg')}")
+    return wall, len(result["vms"])
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vms", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=5, help="runs per client, interleaved")
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"))
     ap.add_argument("--skip-peer", action="store_true")
+    ap.add_argument("--parallel-sweep", default="1,2,3,4,6,8,16",
+                    help="vm_info alone at these bounds (comma-separated; empty: none)")
+    ap.add_argument("--report", default=os.path.join(ROOT, "bench", "results", "inventory.md"))
     a = ap.parse_args()
+    load_before = os.getloadavg()
     proc, info = start_sim(a.bin_dir)
+    rows = {}
+    sweep = []
+    check = None
     try:
+        t = time.time()
         populate(info, a.vms)
+        print(f"populated {a.vms} VMs in {time.time() - t:.1f} s", file=sys.stderr)
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".work", "collections"),
-                   ANSIBLE_HOME=os.path.join(ROOT, ".work", "ansible-home"), ANSIBLE_NOCOLOR="1")
+                   ANSIBLE_HOME=os.path.join(ROOT, ".work", "ansible-home"), ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_INVENTORY_UNPARSED_FAILED="1")
+        os.makedirs(os.path.join(ROOT, ".work", "collections", "ansible_collections", "sankofa"), exist_ok=True)
+        link = os.path.join(ROOT, ".work", "collections", "ansible_collections", "sankofa", "proxmox")
+        if not os.path.exists(link):
+            os.symlink(ROOT, link)
         ours_cfg = {"plugin": "sankofa.proxmox.proxmox", "api_host": "127.0.0.1", "api_port": info["port"],
                     "api_password": PASSWORD, "api_fingerprint": info["fingerprint"],
-                    "vm_info_executable": os.path.join(a.bin_dir, "vm_info"), "parallel": 16}
-        wall, hosts, start = run_inventory(os.path.join(ROOT, ".venv", "bin", "ansible-inventory"), ours_cfg, env)
-        print(json.dumps({"who": "sankofa.proxmox", "vms": a.vms, "hosts": hosts, "wall_s": round(wall, 3),
-                          "requests": requests_since(info, start)}))
-        if a.skip_peer:
-            return
-        peer_env = dict(os.environ, ANSIBLE_HOME=os.path.join(WORK, "peer-home"), ANSIBLE_NOCOLOR="1",
-                        ANSIBLE_INVENTORY_ENABLED="community.proxmox.proxmox", ANSIBLE_INVENTORY_UNPARSED_FAILED="1", ANSIBLE_VERBOSITY="3", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+                    "vm_info_executable": os.path.join(a.bin_dir, "vm_info")}
+        # The peer as its documentation shows it with facts; pve-sim's certificate is
+        # self-signed, so `validate_certs: false` (its own option). Its node hosts are left
+        # out (ours lists VMs only); its requests for them are counted all the same.
+        # requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE, when set, override a session's
+        # `verify = False` (psf/requests#3829), which is how the peer applies
+        # `validate_certs: false`: they are left out of its environment.
+        peer_env = {k: v for k, v in os.environ.items() if k not in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
+        peer_env = dict(peer_env, ANSIBLE_HOME=os.path.join(WORK, "peer-home"), ANSIBLE_NOCOLOR="1",
+                        ANSIBLE_INVENTORY_ENABLED="community.proxmox.proxmox", ANSIBLE_INVENTORY_UNPARSED_FAILED="1",
+                        NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
         peer_cfg = {"plugin": "community.proxmox.proxmox", "url": f"https://127.0.0.1:{info['port']}",
                     "user": "root@pam", "password": PASSWORD, "validate_certs": False, "want_facts": True,
                     "want_proxmox_nodes_ansible_host": False}
-        wall, hosts, start = run_inventory(os.path.join(PEER_BIN, "ansible-inventory"), peer_cfg, peer_env)
-        print(json.dumps({"who": "community.proxmox", "vms": a.vms, "hosts": hosts, "wall_s": round(wall, 3),
-                          "requests": requests_since(info, start)}))
+        have_peer = not a.skip_peer and os.path.exists(os.path.join(PEER_BIN, "ansible-inventory"))
+        last = {}
+        for i in range(a.runs):
+            for mode in ("--list", "--graph"):
+                for who in ("ours", "peer") if have_peer else ("ours",):
+                    if who == "ours":
+                        r = run_inventory(os.path.join(ROOT, ".venv", "bin", "ansible-inventory"), ours_cfg, env, mode)
+                    else:
+                        r = run_inventory(os.path.join(PEER_BIN, "ansible-inventory"), peer_cfg, peer_env, mode)
+                    inventory = r.pop("inventory")
+                    if inventory is not None:
+                        last[who] = inventory
+                    rows.setdefault((mode, who), []).append(r)
+                    print(json.dumps({"who": who, "mode": mode, "run": i, "wall_s": round(r["wall_s"], 3),
+                                      "requests": r["requests"], "errors": r["errors"]}), file=sys.stderr)
+        if have_peer:
+            check = same_data(last["ours"], last["peer"])
+        for p in [int(x) for x in a.parallel_sweep.split(",") if x]:
+            walls = [run_vm_info(a.bin_dir, info, p)[0] for _ in range(3)]
+            sweep.append((p, statistics.median(walls)))
+            print(f"vm_info parallel {p}: {sweep[-1][1]:.3f} s", file=sys.stderr)
     finally:
         proc.terminate()
         proc.wait()
+    load_after = os.getloadavg()
+    write_report(a, rows, sweep, check, load_before, load_after)
+
+
+def write_report(a, rows, sweep, check, load_before, load_after):
+    def fmt_load(avg):
+        return " / ".join(f"{x:.2f}" for x in avg)
+
+    lines = [f"# Inventory of {a.vms} VMs on 3 nodes", "",
+             f"Commit `{COMMIT}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; host load average "
+             f"(1/5/15 min) {fmt_load(load_before)} before, {fmt_load(load_after)} after; {os.cpu_count()} CPUs. "
+             "`bench/inventory.py` (pve-sim release build, 3 workers as pveproxy, TLS; "
+             f"{a.vms // 4} VMs running with the guest agent answering, {a.vms // 10} with a snapshot, "
+             f"{a.vms // 5} in a pool). Wall: the whole `ansible-inventory --list`, "
+             "runs interleaved (ours, peer, ours, …).", "",
+             "| `ansible-inventory` | inventory | runs | wall s median (min–max) | requests per run | "
+             "pve-sim ms per request, p50 / p95 |",
+             "|---|---|---|---|---|---|"]
+    names = {"ours": "sankofa.proxmox.proxmox (default options)",
+             "peer": "community.proxmox.proxmox (`want_facts: true`)"}
+    medians = {}
+    for (mode, who), rs in rows.items():
+        walls = [r["wall_s"] for r in rs]
+        medians[(mode, who)] = statistics.median(walls)
+        ms = [x for r in rs for x in r["server_ms"]]
+        lines.append(f"| `{mode}` | {names[who]} | {len(rs)} | {statistics.median(walls):.2f} "
+                     f"({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(r['requests'] for r in rs):.0f} "
+                     f"| {pct(ms, 50):.2f} / {pct(ms, 95):.2f} |")
+    for mode in ("--list", "--graph"):
+        if (mode, "ours") in medians and (mode, "peer") in medians:
+            ratio = medians[(mode, "ours")] / medians[(mode, "peer")]
+            lines += ["", f"`{mode}`: ours over the peer's (medians) **{ratio:.3f}** "
+                      "(target: at most 0.1, and at most 2 s)."]
+    if check:
+        n_ours, n_peer, differ, first = check
+        lines += ["", f"Same hosts and data (node, status, pool group, snapshot names, agent addresses): "
+                  f"{n_ours} hosts ours, {n_peer} the peer's, {len(differ)} differing"
+                  + (f"; first: `{first}`" if first else "") + "."]
+    lines += ["", "Requests per run by kind (the last `--list` run of each):", "",
+              "| request | ours | peer |", "|---|---|---|"]
+    last = {who: rows[("--list", who)][-1]["by_kind"] for who in ("ours", "peer") if ("--list", who) in rows}
+    for k in sorted(set().union(*last.values())):
+        cells = [str(last[who].get(k, 0)) if who in last else "-" for who in ("ours", "peer")]
+        lines.append(f"| `{k}` | " + " | ".join(cells) + " |")
+    if sweep:
+        lines += ["", "The vm_info binary alone (what the plugin runs), median of 3, by its `parallel` bound:", "",
+                  "| parallel | wall s |", "|---|---|"]
+        lines += [f"| {p} | {w:.3f} |" for p, w in sweep]
+    os.makedirs(os.path.dirname(a.report), exist_ok=True)
+    with open(a.report, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

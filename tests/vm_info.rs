@@ -124,5 +124,34 @@ fn finds_vms_by_vmid_tag_and_pool_and_reports_their_facts() {
     }
     // A VM without an agent has none; nothing was written by any run.
     assert_eq!(all["vms"][1]["agent_addresses"], Value::Null);
+    assert_eq!(all["vms"][1]["status"], "stopped");
+    // One VM list for the node, config+pending and snapshots per VM, and the agent of the
+    // one running VM that has it on.
+    assert_eq!(all["vm_requests"], 1 + 2 * 3 + 1, "{all}");
     assert_eq!(sim.writes().len(), before);
+}
+
+/// The power state is the node's, as live as `status/current`, not `/cluster/resources`'
+/// (pvestatd's, here an hour old).
+#[test]
+fn the_power_state_is_live_where_the_cluster_listing_lags() {
+    let sim = Sim::start(&[], &["--stats-interval", "1h"]);
+    make_vm(&sim, "100", &[("name", "web1")]);
+    make_vm(&sim, "101", &[("name", "db1")]);
+    wait(
+        &sim,
+        sim.write("POST", "/nodes/pve1/qemu/100/status/start", &[]),
+    );
+    let listed = sim.get("/cluster/resources?type=vm");
+    let listed_status = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["vmid"] == 100)
+        .map(|v| v["status"].clone());
+    assert_ne!(listed_status, Some(json!("running")), "{listed}");
+    let all = ok(run_vm_info(sim.conn()));
+    assert_eq!(vmids(&all), [100, 101]);
+    assert_eq!(all["vms"][0]["status"], "running");
+    assert_eq!(all["vms"][1]["status"], "stopped");
 }

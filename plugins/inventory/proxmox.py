@@ -203,6 +203,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def _populate(self, vms):
         prefix = self.get_option('group_prefix')
         strict = self.get_option('strict')
+        compose = self.get_option('compose')
+        composed_groups = self.get_option('groups')
+        keyed_groups = self.get_option('keyed_groups')
+        # A host's merged vars are built only for the Constructable options that read them.
+        constructed = bool(compose or composed_groups or keyed_groups)
         all_group = self.inventory.add_group(safe_group(prefix + 'all_qemu'))
         for vm in vms:
             host = vm.get('name') or str(vm['vmid'])
@@ -232,10 +237,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             for group in groups:
                 name = self.inventory.add_group(safe_group(group))
                 self.inventory.add_child(name, host)
-            variables = self.inventory.get_host(host).get_vars()
-            self._set_composite_vars(self.get_option('compose'), variables, host, strict=strict)
-            self._add_host_to_composed_groups(self.get_option('groups'), variables, host, strict=strict)
-            self._add_host_to_keyed_groups(self.get_option('keyed_groups'), variables, host, strict=strict)
+            if constructed:
+                variables = self.inventory.get_host(host).get_vars()
+                self._set_composite_vars(compose, variables, host, strict=strict)
+                self._add_host_to_composed_groups(composed_groups, variables, host, strict=strict)
+                self._add_host_to_keyed_groups(keyed_groups, variables, host, strict=strict)
 
     def parse(self, inventory, loader, path, cache=True):
         super().parse(inventory, loader, path, cache)

@@ -495,6 +495,12 @@ impl Api {
                 check_node()?;
                 Ok(vms::vm_list(sim, node))
             }
+            // pve-container API2/LXC.pm vmlist: the node's containers (PVE::LXC::vmstatus);
+            // pve-sim runs none, so the list is empty (community.proxmox's inventory reads it).
+            ("GET", ["lxc"]) => {
+                check_node()?;
+                Ok(json!([]))
+            }
             ("POST", ["qemu"]) => {
                 schema::check(&api_schema::create_vm(), params)?;
                 check_node()?;

@@ -627,3 +627,19 @@ fn parallel_linked_clones_on_a_shared_storage_and_clones_to_another_node() {
     );
     assert_eq!(r, "can't clone VM to node 'pve2' (VM uses local storage)");
 }
+
+/// community.proxmox's inventory lists each node's containers beside its VMs: pve-container
+/// API2/LXC.pm vmlist, empty on pve-sim (it runs no containers), refused for a node that is
+/// not in the cluster as the VM list is.
+#[test]
+fn each_node_lists_its_containers_as_the_inventory_peer_reads_them() {
+    let sim = Sim::plain(&["--nodes", "pve1,pve2"], &[]);
+    let s = Session::login(&sim);
+    vm(&s, "100", &[]);
+    assert_eq!(s.data("GET", "/nodes/pve2/lxc", &[]), json!([]));
+    assert_eq!(s.data("GET", "/nodes/pve1/lxc", &[]), json!([]));
+    let (code, reason, _) = s.call("GET", "/nodes/pve9/qemu", &[]);
+    assert_ne!(code, 200);
+    let (r, _) = fails(&s, code, "GET", "/nodes/pve9/lxc", &[]);
+    assert_eq!(r, reason);
+}

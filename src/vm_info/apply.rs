@@ -1,7 +1,16 @@
-//! The shell of the `vm_info` module: one cluster listing selects the VMs, then each VM's
-//! config (current and pending), power state, snapshots and guest agent addresses are read by
-//! a bounded set of threads, each with its own client of the same run.
+//! The shell of the `vm_info` module: one cluster listing selects the VMs, one listing per
+//! node gives their power state, then each VM's config (current and pending, in one read),
+//! snapshots and guest agent addresses are read by a bounded set of threads, each with its
+//! own client of the same run.
+//!
+//! Requests: 1 + nodes + 2 per VM (+ 1 per running VM with the agent on). PVE has no
+//! cluster-wide read of configs or snapshots, so those two stay per VM; the power state comes
+//! from the node's `GET /nodes/{node}/qemu` (qemu-server API2/Qemu.pm `vmlist`, which is
+//! QemuServer.pm `vmstatus` over every VM of the node: `status` from the live process list,
+//! as `status/current` reads it for one VM), not from `/cluster/resources`, whose status is
+//! pvestatd's, up to 10 s old.
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -14,6 +23,7 @@ use crate::pve::answers::VmResource;
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::api::{cluster, snapshot};
 use crate::pve::client::Client;
+use crate::pve::paths::Node;
 use crate::runner::{Session, failure};
 use crate::snapshot::apply::snapshots_json;
 
@@ -61,8 +71,27 @@ fn agent_addresses(client: &Client, vm: &Vm) -> Option<Vec<String>> {
     Some(out)
 }
 
-/// One VM's facts, read with `client`.
-fn read_vm(client: &Client, listed: &VmResource) -> anyhow::Result<Value> {
+/// The power state of every VM on `node`, by vmid, from the node's VM list (live, as
+/// `status/current`; see the module's note).
+fn node_states(client: &Client, node: &str) -> anyhow::Result<HashMap<u64, String>> {
+    let answer = client
+        .get(&Node::new(node).qemu(), &Vec::new())
+        .with_context(|| format!("listing the VMs of node {node}"))?;
+    let mut out = HashMap::new();
+    for vm in answer.as_array().into_iter().flatten() {
+        let vmid = vm["vmid"]
+            .as_u64()
+            .or_else(|| vm["vmid"].as_str().and_then(|v| v.parse().ok()));
+        if let (Some(vmid), Some(status)) = (vmid, vm["status"].as_str()) {
+            out.insert(vmid, status.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// One VM's facts, read with `client`; `status` is its node's answer (`None`: the node no
+/// longer lists it).
+fn read_vm(client: &Client, listed: &VmResource, status: Option<&str>) -> anyhow::Result<Value> {
     let vmid = u32::try_from(listed.vmid).context("a vmid beyond PVE's range")?;
     let vm = Vm::new(&listed.node, vmid);
     let on = format!("VM {vmid} on {}", listed.node);
@@ -85,10 +114,9 @@ fn read_vm(client: &Client, listed: &VmResource) -> anyhow::Result<Value> {
             pending_delete.push(item.key);
         }
     }
-    let status = qemu::status(client, &vm)
-        .with_context(|| format!("reading the status of {on}"))?
-        .map(|s| s.status)
-        .unwrap_or_default();
+    // A VM its node no longer lists was removed (or moved) after the cluster listing; its
+    // config read above would then have failed, so this is the rare race in between.
+    let status = status.unwrap_or_default().to_string();
     let snapshots =
         snapshot::list(client, &vm).with_context(|| format!("listing the snapshots of {on}"))?;
     let agent_on = config
@@ -118,20 +146,48 @@ fn facts(session: &Session, selection: &Selection) -> anyhow::Result<Outcome> {
     let mut listed = cluster::vm_resources(&session.client).context("listing the cluster's VMs")?;
     listed.retain(|vm| selected(selection, vm));
     listed.sort_by_key(|vm| vm.vmid);
+    let requests = AtomicUsize::new(0);
+    let nodes: BTreeSet<&str> = listed.iter().map(|vm| vm.node.as_str()).collect();
+    let mut states = HashMap::new();
+    let per_node: Vec<anyhow::Result<HashMap<u64, String>>> = std::thread::scope(|scope| {
+        let reads: Vec<_> = nodes
+            .iter()
+            .map(|node| {
+                let client = session.client.worker();
+                let requests = &requests;
+                scope.spawn(move || {
+                    let answer = node_states(&client, node);
+                    requests.fetch_add(client.requests() as usize, Ordering::SeqCst);
+                    answer
+                })
+            })
+            .collect();
+        reads
+            .into_iter()
+            .map(|read| {
+                read.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a node's VM list failed")))
+            })
+            .collect()
+    });
+    for answer in per_node {
+        states.extend(answer?);
+    }
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<anyhow::Result<Value>>>> =
         Mutex::new((0..listed.len()).map(|_| None).collect());
     let threads = selection.parallel.min(listed.len()).max(1);
-    let requests = AtomicUsize::new(0);
     std::thread::scope(|scope| {
         for _ in 0..threads {
             let client = session.client.worker();
-            let (next, results, listed, requests) = (&next, &results, &listed, &requests);
+            let (next, results, listed, requests, states) =
+                (&next, &results, &listed, &requests, &states);
             scope.spawn(move || {
                 loop {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(vm) = listed.get(i) else { break };
-                    let answer = read_vm(&client, vm);
+                    let status = states.get(&vm.vmid).map(String::as_str);
+                    let answer = read_vm(&client, vm, status);
                     results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(answer);
                 }
                 requests.fetch_add(client.requests() as usize, Ordering::SeqCst);
