@@ -6,7 +6,8 @@ wait's usual latency, our `vm` module's start (`qmstart`) of the same length.
 
 End noticed: from the task's end in pve-sim's task log to the first answer about it after
 that end (bench.py's `noticed`); task requests: every status and log read of the task.
-Runs interleaved (ours, peer, ours, …), each task its own VM's (a 1 GiB LVM-thin disk).
+Runs interleaved (ours, peer, ours, …), each task its own VM's (a 1 GiB LVM-thin disk),
+task lengths ±30% around the nominal one.
 Writes bench/results/snapshots.md; `--runs N` per client, operation and length,
 `--lengths` task lengths in s. Run after `make build`, with the venvs bench/run.sh sets up
 (`bench/run.sh --only snapshots` calls this file)."""
@@ -48,7 +49,10 @@ def experiment(lengths, runs, have_peer):
     """Rows: (length, operation, client, [(latency ms, task requests)])."""
     rows = []
     for length in lengths:
-        extra = ["--nodes", "pve1"] + [f"--task-duration={t}={length}s" for t in ("qmsnapshot", "qmrollback", "qmstart")]
+        # ±30% jitter, as bench.py's latency experiment: real task lengths do not line up
+        # with a client's fixed poll interval (the peer's 1 s).
+        extra = ["--nodes", "pve1", "--task-jitter", "0.3"] + [
+            f"--task-duration={t}={length}s" for t in ("qmsnapshot", "qmrollback", "qmstart")]
         sim = bench.Sim(f"snapshots-{length}", extra)
         got = {}
         try:
@@ -99,7 +103,8 @@ def write_report(rows, runs, load_before, load_after):
              f"(1/5/15 min) {fmt_load(load_before)} before, {fmt_load(load_after)} after; {os.cpu_count()} CPUs. "
              f"`bench/snapshots.py`, {runs} runs per row asked for (n: the tasks measured). End noticed: from the "
              "task's end in pve-sim's task log to the first answer about the task after it; "
-             "`start (vm)` is the vm module's wait on a qmstart of the same length, the wait's usual latency.", "",
+             "`start (vm)` is the vm module's wait on a qmstart of the same length, the wait's usual latency. "
+             "Task lengths vary by ±30% around the nominal one (`--task-jitter 0.3`).", "",
              "| task s | operation | client | n | end noticed ms | task requests (median, max) |",
              "|---|---|---|---|---|---|"]
     for length, op, who, ms in rows:
