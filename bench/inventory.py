@@ -148,10 +148,11 @@ def run_inventory(ansible_inventory, config, env, mode):
     warnings = [line for line in out.stderr.splitlines() if "Could not gather" in line]
     if warnings:
         sys.exit(f"{ansible_inventory}: {len(warnings)} hosts without facts, first: {warnings[0]}")
+    load = os.getloadavg()[0]
     time.sleep(0.2)  # pve-sim's last log lines
     reqs = requests_between(start, end)
     inventory = json.loads(out.stdout) if mode == "--list" else None
-    return {"wall_s": end - start, "inventory": inventory, "requests": len(reqs),
+    return {"wall_s": end - start, "inventory": inventory, "requests": len(reqs), "load": load,
             "by_kind": count_kinds(reqs), "server_ms": [r.get("ms", 0) for r in reqs],
             "errors": sum(1 for r in reqs if r.get("status", 200) >= 400)}
 
@@ -297,7 +298,7 @@ def main():
                     if inventory is not None:
                         last[who] = inventory
                     rows.setdefault((mode, who), []).append(r)
-                    print(json.dumps({"who": who, "mode": mode, "run": i, "wall_s": round(r["wall_s"], 3),
+                    print(json.dumps({"who": who, "mode": mode, "run": i, "wall_s": round(r["wall_s"], 3), "load": r["load"],
                                       "requests": r["requests"], "errors": r["errors"]}), file=sys.stderr)
         if have_peer:
             check = same_data(last["ours"], last["peer"])
@@ -321,11 +322,13 @@ def write_report(a, rows, sweep, check, load_before, load_after):
              f"(1/5/15 min) {fmt_load(load_before)} before, {fmt_load(load_after)} after; {os.cpu_count()} CPUs. "
              "`bench/inventory.py` (pve-sim release build, 3 workers as pveproxy, TLS; "
              f"{a.vms // 4} VMs running with the guest agent answering, {a.vms // 10} with a snapshot, "
-             f"{a.vms // 5} in a pool). Wall: the whole `ansible-inventory --list`, "
-             "runs interleaved (ours, peer, ours, …).", "",
+             f"{a.vms // 5} in a pool). Wall: the whole `ansible-inventory --list` (every host's vars "
+             "printed) or `--graph` (the groups only: the parse a playbook pays at its start), "
+             "runs interleaved (ours, peer, ours, …); the host's 1-minute load average at each run's end "
+             "beside it (other work shares the host).", "",
              "| `ansible-inventory` | inventory | runs | wall s median (min–max) | requests per run | "
-             "pve-sim ms per request, p50 / p95 |",
-             "|---|---|---|---|---|---|"]
+             "pve-sim ms per request, p50 / p95 | 1-min load at the runs (min–max) |",
+             "|---|---|---|---|---|---|---|"]
     names = {"ours": "sankofa.proxmox.proxmox (default options)",
              "peer": "community.proxmox.proxmox (`want_facts: true`)"}
     medians = {}
@@ -335,7 +338,8 @@ def write_report(a, rows, sweep, check, load_before, load_after):
         ms = [x for r in rs for x in r["server_ms"]]
         lines.append(f"| `{mode}` | {names[who]} | {len(rs)} | {statistics.median(walls):.2f} "
                      f"({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(r['requests'] for r in rs):.0f} "
-                     f"| {pct(ms, 50):.2f} / {pct(ms, 95):.2f} |")
+                     f"| {pct(ms, 50):.2f} / {pct(ms, 95):.2f} "
+                     f"| {min(r['load'] for r in rs):.1f}–{max(r['load'] for r in rs):.1f} |")
     for mode in ("--list", "--graph"):
         if (mode, "ours") in medians and (mode, "peer") in medians:
             ratio = medians[(mode, "ours")] / medians[(mode, "peer")]
@@ -346,6 +350,13 @@ def write_report(a, rows, sweep, check, load_before, load_after):
         lines += ["", f"Same hosts and data (node, status, pool group, snapshot names, agent addresses): "
                   f"{n_ours} hosts ours, {n_peer} the peer's, {len(differ)} differing"
                   + (f"; first: `{first}`" if first else "") + "."]
+    for who in ("ours", "peer"):
+        if ("--list", who) in rows:
+            lines += ["", f"{names[who]}: {rows[('--list', who)][-1]['errors']} requests per run answered with an "
+                      "error (the peer reads the agent of every VM with `agent: 1`, stopped ones too; PVE answers "
+                      "500 and, as pve-http-server does after any error, closes the connection)."
+                      if who == "peer" else
+                      f"{names[who]}: {rows[('--list', who)][-1]['errors']} requests per run answered with an error."]
     lines += ["", "Requests per run by kind (the last `--list` run of each):", "",
               "| request | ours | peer |", "|---|---|---|"]
     last = {who: rows[("--list", who)][-1]["by_kind"] for who in ("ours", "peer") if ("--list", who) in rows}
@@ -353,7 +364,9 @@ def write_report(a, rows, sweep, check, load_before, load_after):
         cells = [str(last[who].get(k, 0)) if who in last else "-" for who in ("ours", "peer")]
         lines.append(f"| `{k}` | " + " | ".join(cells) + " |")
     if sweep:
-        lines += ["", "The vm_info binary alone (what the plugin runs), median of 3, by its `parallel` bound:", "",
+        lines += ["", "The vm_info binary alone (what the plugin runs), median of 3, by its `parallel` bound "
+                  "(default 8: pveproxy answers 3 requests at once, and a few more in flight hide the round "
+                  "trips of a real network; on this loopback the bound matters little):", "",
                   "| parallel | wall s |", "|---|---|"]
         lines += [f"| {p} | {w:.3f} |" for p, w in sweep]
     os.makedirs(os.path.dirname(a.report), exist_ok=True)
