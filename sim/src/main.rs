@@ -26,12 +26,14 @@ mod pending;
 mod pools;
 mod qemu_config;
 mod schema;
+mod snapshot_state;
 mod snapshots;
 mod spec;
 mod state;
 mod storage;
 mod storage_api;
 mod storage_cfg;
+mod storage_state;
 mod task_api;
 mod tasks;
 mod templates;
@@ -108,7 +110,7 @@ fn run() -> Result<(), String> {
     let admin_addr = admin.local_addr().map_err(|e| e.to_string())?;
     let sim =
         Arc::new(Sim::new(opts.clone(), fingerprint.clone()).map_err(|e| format!("logs: {e}"))?);
-    storage_cfg::init(&sim);
+    storage_state::init(&sim);
     if let Some(path) = &opts.scenario {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--scenario {}: {e}", path.display()))?;

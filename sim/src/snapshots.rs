@@ -41,9 +41,6 @@ use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::tasks::{self, LOCK_CONFIG_TIMEOUT, Outcome, TaskCtx};
 
-/// A VM's snapshot sections, by name: each one's keys as the config file has them.
-pub type Snapshots = BTreeMap<String, BTreeMap<String, String>>;
-
 /// pve-common JSONSchema.pm `$CONFIGID_RE` (`[a-z][a-z0-9_-]+`, case-insensitive), the
 /// format of `pve-snapshot-name`.
 fn is_config_id(id: &str) -> bool {

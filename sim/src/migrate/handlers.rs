@@ -186,7 +186,7 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
         let mut why = serde_json::Map::new();
         let mut unavailable: Vec<&String> = drive_storages
             .iter()
-            .filter(|sid| crate::storage_cfg::check_enabled(sid, other).is_err())
+            .filter(|sid| crate::storage_state::check_enabled(sid, other).is_err())
             .collect();
         unavailable.sort();
         unavailable.dedup();

@@ -176,7 +176,7 @@ pub(super) fn storage_enabled(
     node: &str,
 ) -> Result<&'static storage::StorageDef, String> {
     let def = storage_def(sid)?;
-    crate::storage_cfg::check_enabled(sid, node)?;
+    crate::storage_state::check_enabled(sid, node)?;
     Ok(def)
 }
 
