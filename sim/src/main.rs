@@ -16,6 +16,7 @@ mod download;
 mod drives;
 mod faults;
 mod ha;
+mod ha_rounds;
 mod ha_state;
 mod handler;
 mod http;
@@ -111,6 +112,7 @@ fn run() -> Result<(), String> {
     let sim =
         Arc::new(Sim::new(opts.clone(), fingerprint.clone()).map_err(|e| format!("logs: {e}"))?);
     storage_state::init(&sim);
+    ha_rounds::spawn(&sim);
     if let Some(path) = &opts.scenario {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--scenario {}: {e}", path.display()))?;
