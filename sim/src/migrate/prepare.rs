@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::handlers::StorageMap;
+use super::options::StorageMap;
 use super::phases::Migration;
 use crate::api_schema;
 use crate::pending::Pending;
