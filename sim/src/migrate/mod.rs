@@ -22,7 +22,8 @@
 //!
 //! The model is cut by concern: [`handlers`] (the two API calls and their refusals),
 //! [`options`] (the storage map, the migration network and the options a task runs with),
-//! [`prepare`] (QemuMigrate's checks of local resources, clones and storages), [`phases`]
+//! [`prepare`] (QemuMigrate's checks of local resources, clones and storages, and the
+//! [`local_volumes`] it finds to move), [`phases`]
 //! (the `qmigrate` worker, its phases, locks and config moves), [`disk_copy`] (the offline
 //! `storage_migrate` copies and the online drive mirrors), [`ha_handoff`] (an HA-managed VM
 //! handed to the HA stack), [`ha_lrm`] (the HA stack's round running its migrations) and
@@ -32,6 +33,7 @@ mod disk_copy;
 mod ha_handoff;
 mod ha_lrm;
 mod handlers;
+mod local_volumes;
 mod options;
 mod phases;
 /// The migration lock, which a snapshot rollback and delete take too (`snapshots.rs`).
