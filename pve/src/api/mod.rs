@@ -14,7 +14,10 @@ pub mod ha;
 pub mod qemu;
 pub mod snapshot;
 pub mod storage;
+mod task_type;
 pub mod tasks;
+
+pub use task_type::TaskType;
 
 use crate::client::{Client, Method, Params};
 use crate::error::ApiError;
@@ -47,49 +50,6 @@ pub enum Dispatched {
     Task(Task),
     /// PVE answered `null`: the work finished within the request.
     Done,
-}
-
-/// The tasks PVE names in UPIDs, for the requests that start them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TaskType {
-    Create,
-    Clone,
-    Config,
-    Resize,
-    Start,
-    Stop,
-    Shutdown,
-    Reboot,
-    Destroy,
-    Template,
-    Download,
-    Migrate,
-    Snapshot,
-    Rollback,
-    DeleteSnapshot,
-}
-
-impl TaskType {
-    /// The type as UPIDs and task lists spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskType::Create => "qmcreate",
-            TaskType::Clone => "qmclone",
-            TaskType::Config => "qmconfig",
-            TaskType::Resize => "resize",
-            TaskType::Start => "qmstart",
-            TaskType::Stop => "qmstop",
-            TaskType::Shutdown => "qmshutdown",
-            TaskType::Reboot => "qmreboot",
-            TaskType::Destroy => "qmdestroy",
-            TaskType::Template => "qmtemplate",
-            TaskType::Download => "download",
-            TaskType::Migrate => "qmigrate",
-            TaskType::Snapshot => "qmsnapshot",
-            TaskType::Rollback => "qmrollback",
-            TaskType::DeleteSnapshot => "qmdelsnapshot",
-        }
-    }
 }
 
 /// How a lost answer to a dispatch is recovered: the task it may have started is looked for.
