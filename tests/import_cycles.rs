@@ -349,9 +349,7 @@ fn graph(sources: &BTreeMap<String, String>, root: &str) -> Result<Graph, String
             .ok_or_else(|| format!("module {} has no file {file}", path.join("::")))?;
         let this = parse(source);
         let dir = match file.rsplit_once('/') {
-            Some((dir, name)) if matches!(name, "mod.rs" | "lib.rs" | "main.rs") => {
-                format!("{dir}/")
-            }
+            Some((dir, "mod.rs" | "lib.rs" | "main.rs")) => format!("{dir}/"),
             None if matches!(file.as_str(), "mod.rs" | "lib.rs" | "main.rs") => String::new(),
             _ => format!("{}/", file.trim_end_matches(".rs")),
         };
@@ -535,8 +533,8 @@ fn shortest_cycle(next: &[Vec<usize>], start: usize) -> Vec<usize> {
                 path.reverse();
                 return path;
             }
-            if !came_from.contains_key(&to) {
-                came_from.insert(to, node);
+            if let std::collections::btree_map::Entry::Vacant(slot) = came_from.entry(to) {
+                slot.insert(node);
                 queue.push_back(to);
             }
         }
