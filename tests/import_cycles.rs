@@ -10,7 +10,8 @@
 //! { … }`) belong to that file, so their `super::` is the file itself.
 //!
 //! The checker reads the source with a small lexer of its own (std only): it does not need
-//! the compiler's resolution, only the paths a file names, at file granularity.
+//! the compiler's resolution, only the paths a file names, at file granularity. A method
+//! called on a type whose `impl` block is in another file names no path, so it is no import.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
@@ -18,6 +19,7 @@ use std::path::Path;
 /// A module's path inside its crate (`["migrate", "phases"]`; the root is empty).
 type ModPath = Vec<String>;
 
+/// What the checker needs of Rust's tokens.
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
     Ident(String),
@@ -70,8 +72,8 @@ fn lex(source: &str) -> Vec<(Token, usize)> {
             // r"…", r#"…"#, br"…": no escapes; ends at a quote followed by as many hashes.
             at = chars[at..]
                 .iter()
-                .position(|&c| c == '"')
-                .map_or(chars.len(), |p| at + p + 1);
+                .position(|&quote| quote == '"')
+                .map_or(chars.len(), |offset| at + offset + 1);
             while at < chars.len() {
                 let closes =
                     chars[at] == '"' && (1..=hashes).all(|offset| peek(at + offset) == '#');
@@ -139,23 +141,21 @@ fn lex(source: &str) -> Vec<(Token, usize)> {
     tokens
 }
 
-/// How many `#` a raw string starting at `at` has, if one starts there.
+/// How many `#` a raw string starting at `at` (a token's start) has, if one starts there.
 fn raw_string_start(chars: &[char], at: usize) -> Option<usize> {
     let mut index = at;
     if chars.get(index) == Some(&'b') {
         index += 1;
     }
-    if chars.get(index) != Some(&'r') || (index > 0 && index == at && is_ident(chars, at)) {
+    if chars.get(index) != Some(&'r') {
         return None;
     }
     index += 1;
-    let hashes = chars[index..].iter().take_while(|&&c| c == '#').count();
+    let hashes = chars[index..]
+        .iter()
+        .take_while(|&&hash| hash == '#')
+        .count();
     (chars.get(index + hashes) == Some(&'"')).then_some(hashes)
-}
-
-/// Whether the character before `at` continues an identifier (so `r` there is not a prefix).
-fn is_ident(chars: &[char], at: usize) -> bool {
-    chars[at - 1].is_alphanumeric() || chars[at - 1] == '_'
 }
 
 /// A path a file names, as written, in the module (file plus inline modules) it is written in.
@@ -359,7 +359,10 @@ fn graph(sources: &BTreeMap<String, String>, root: &str) -> Result<Graph, String
             child.push(name.clone());
             let base = format!(
                 "{dir}{}{name}",
-                scope.iter().map(|s| format!("{s}/")).collect::<String>()
+                scope
+                    .iter()
+                    .map(|inline| format!("{inline}/"))
+                    .collect::<String>()
             );
             let candidates = [format!("{base}.rs"), format!("{base}/mod.rs")];
             let found = candidates.iter().find(|name| sources.contains_key(*name));
@@ -392,7 +395,10 @@ fn graph(sources: &BTreeMap<String, String>, root: &str) -> Result<Graph, String
                 "crate" => ModPath::new(),
                 "self" => scope.clone(),
                 "super" => {
-                    let ups = segments.iter().take_while(|s| *s == "super").count();
+                    let ups = segments
+                        .iter()
+                        .take_while(|segment| *segment == "super")
+                        .count();
                     let kept = scope.len().checked_sub(ups)?;
                     let mut base = scope[..kept].to_vec();
                     base.extend(segments[ups..].iter().cloned());
@@ -461,7 +467,11 @@ fn graph(sources: &BTreeMap<String, String>, root: &str) -> Result<Graph, String
 /// the uses among them (with the line and path of each), and a shortest cycle through each.
 fn cycles(graph: &Graph) -> Vec<String> {
     let nodes: Vec<&String> = graph.files.values().collect();
-    let index: BTreeMap<&String, usize> = nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let index: BTreeMap<&String, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(position, name)| (*name, position))
+        .collect();
     let mut next: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     for (from, to) in graph.edges.keys() {
         next[index[from]].push(index[to]);
@@ -495,7 +505,7 @@ fn cycles(graph: &Graph) -> Vec<String> {
         if set.len() < 2 {
             continue;
         }
-        let mut names: Vec<&str> = set.iter().map(|&i| nodes[i].as_str()).collect();
+        let mut names: Vec<&str> = set.iter().map(|&node| nodes[node].as_str()).collect();
         names.sort();
         let mut report = format!("import cycle among {}: {}\n", names.len(), names.join(", "));
         for ((from, to), (line, path)) in &graph.edges {
@@ -509,7 +519,7 @@ fn cycles(graph: &Graph) -> Vec<String> {
             let mut key = cycle.clone();
             key.sort();
             if shown.insert(key) {
-                let mut files: Vec<&str> = cycle.iter().map(|&i| nodes[i].as_str()).collect();
+                let mut files: Vec<&str> = cycle.iter().map(|&node| nodes[node].as_str()).collect();
                 files.push(nodes[node].as_str());
                 report += &format!("  cycle: {}\n", files.join(" -> "));
             }
@@ -547,8 +557,8 @@ fn read_crate(dir: &Path, skip: &[&str]) -> BTreeMap<String, String> {
     let mut sources = BTreeMap::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(current) = pending.pop() {
-        for entry in
-            std::fs::read_dir(&current).unwrap_or_else(|e| panic!("{}: {e}", current.display()))
+        for entry in std::fs::read_dir(&current)
+            .unwrap_or_else(|error| panic!("{}: {error}", current.display()))
         {
             let path = entry.expect("a directory entry").path();
             let relative = path
@@ -563,7 +573,7 @@ fn read_crate(dir: &Path, skip: &[&str]) -> BTreeMap<String, String> {
                 pending.push(path);
             } else if relative.ends_with(".rs") {
                 let text = std::fs::read_to_string(&path)
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
                 sources.insert(relative, text);
             }
         }
@@ -574,7 +584,7 @@ fn read_crate(dir: &Path, skip: &[&str]) -> BTreeMap<String, String> {
 fn workspace_crate(dir: &str, root: &str, skip: &[&str]) -> (BTreeMap<String, String>, Graph) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let sources = read_crate(&path, skip);
-    let graph = graph(&sources, root).unwrap_or_else(|e| panic!("{dir}: {e}"));
+    let graph = graph(&sources, root).unwrap_or_else(|error| panic!("{dir}: {error}"));
     (sources, graph)
 }
 
@@ -730,4 +740,44 @@ fn comments_strings_and_a_files_own_tests_are_not_uses() {
     let graph = graph_of(&sources);
     assert_eq!(graph.edges.len(), 1, "{:?}", graph.edges);
     assert!(cycles(&graph).is_empty());
+}
+
+#[test]
+fn grouped_renamed_and_bare_imports_are_followed() {
+    let sources = in_memory(&[
+        (
+            "main.rs",
+            "mod alpha;\nmod beta;\nmod gamma;\nfn main() {}\n",
+        ),
+        (
+            "alpha.rs",
+            "use crate::{beta::{self as other}, gamma};\nfn f() { other::g(); }\n",
+        ),
+        ("beta.rs", "pub fn g() {}\n"),
+        (
+            "gamma.rs",
+            "use crate::alpha as first;\nfn h() { first::f(); }\n",
+        ),
+    ]);
+    let graph = graph(&sources, "main.rs").expect("the example reads");
+    let edges: Vec<(&str, &str)> = graph
+        .edges
+        .keys()
+        .map(|(from, to)| (from.as_str(), to.as_str()))
+        .collect();
+    assert_eq!(
+        edges,
+        [
+            ("alpha.rs", "beta.rs"),
+            ("alpha.rs", "gamma.rs"),
+            ("gamma.rs", "alpha.rs")
+        ]
+    );
+    let found = cycles(&graph);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("cycle: alpha.rs -> gamma.rs -> alpha.rs"),
+        "{}",
+        found[0]
+    );
 }
