@@ -1,9 +1,10 @@
 //! Exactly once through outages (issue 23), against a forwarder of our own that plays
-//! pveproxy in front of pve-sim (`support::forwarder`): answers lost after PVE acted, pveproxy
-//! down, hanging and resetting, another user's VM taking the vmid, a node clock that is not
-//! ours, a node that does not answer, a create killed mid-import, every catchable signal, an
-//! exit status beyond 32 bits. Each test asserts what a user would check: how many creates
-//! reached PVE, how many VMs there are, what the result says, what was written.
+//! pveproxy in front of pve-sim (`support::forwarder`): answers to creates and clones lost
+//! after PVE acted, pveproxy down, hanging and resetting, another user's VM taking the vmid, a
+//! parallel clone of the same template by the same user, a node clock that is not ours, a
+//! node that does not answer, a create killed mid-import, every catchable signal, an exit
+//! status beyond 32 bits. Each test asserts what a user would check: how many creates or
+//! clones reached PVE, how many VMs there are, what the result says, what was written.
 
 mod support;
 
