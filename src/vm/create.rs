@@ -17,7 +17,7 @@ use anyhow::{Context, anyhow};
 
 use super::desired::CloneSource;
 use super::shell::{Done, Runner};
-use crate::pve::api::made::{MadeBefore, Maker};
+use crate::pve::api::made::{Looking, MadeBefore, Maker};
 use crate::pve::api::qemu::{self, CloneRequest, Vm};
 use crate::pve::api::{Dispatched, cluster};
 use crate::pve::error::{ApiError, task_found_vmid_taken, task_met_storage_lock};
@@ -108,8 +108,10 @@ impl Runner<'_> {
                 return (what, Err(e), Err(listing));
             }
         };
+        let mut looking = Looking::default();
+        let look = || before.look(client, &mut looking);
         let result = match making {
-            Making::Create { config, pool } => qemu::create(client, config, *pool, &before),
+            Making::Create { config, pool } => qemu::create(client, &new, config, *pool, look),
             Making::Clone {
                 source,
                 src,
@@ -126,7 +128,7 @@ impl Runner<'_> {
                     snapname: source.snapname.as_deref(),
                     pool: self.desired.pool.as_deref(),
                 };
-                qemu::clone(client, &Vm::new(src_node, *src), &request, &before)
+                qemu::clone(client, &Vm::new(src_node, *src), &request, look)
             }
         };
         (what, result, Ok(before))

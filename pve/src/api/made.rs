@@ -116,11 +116,6 @@ impl MadeBefore {
         Ok(before)
     }
 
-    /// The VM to be made.
-    pub fn new_vm(&self) -> &Vm {
-        &self.new
-    }
-
     fn task_type(&self) -> TaskType {
         match self.maker {
             Maker::Create => TaskType::Create,

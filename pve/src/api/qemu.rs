@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 
-use super::made::{Looking, MadeBefore};
 use super::{Dispatched, Recover, Task, TaskType, dispatch, flag, tasks};
 use crate::answers::{NodeVm, PendingKey, VmConfig, VmStatus, lenient, lenient_list};
 use crate::client::{Client, Method, Params};
@@ -128,44 +127,42 @@ pub fn creator(client: &Client, vm: &Vm) -> Option<Upid> {
 
 /// `POST /nodes/{node}/qemu` (`qmcreate`): creates the VM with this config (imports
 /// included: then the task copies and reports progress), in `pool` if given. Sent at most
-/// once ([`ops::dispatch_once`]): after a lost answer, only looked for, by `before` (listed
-/// for the new VM with [`super::made::Maker::Create`]).
+/// once ([`ops::dispatch_once`]): after a lost answer, only looked for by `look` (the look of
+/// `made::MadeBefore` listed for the new VM before the create).
 pub fn create(
     client: &Client,
+    vm: &Vm,
     config: &[(String, String)],
     pool: Option<&str>,
-    before: &MadeBefore,
+    look: impl FnMut() -> ops::Look,
 ) -> Result<Dispatched, ApiError> {
-    let vm = before.new_vm();
     let mut params: Params = vec![("vmid".into(), vm.vmid.to_string())];
     params.extend(config.iter().cloned());
     if let Some(pool) = pool {
         params.push(("pool".into(), pool.to_string()));
     }
     let path = Node::new(&vm.node).qemu();
-    dispatch_made(client, &path, &params, imports(config), before)
+    dispatch_made(client, &path, &params, imports(config), look)
 }
 
-/// A create or clone sent at most once ([`ops::dispatch_once`]), looked for by `before`
-/// after a lost answer.
+/// A create or clone sent at most once ([`ops::dispatch_once`]), looked for by `look` after
+/// a lost answer.
 fn dispatch_made(
     client: &Client,
     path: &str,
     params: &Params,
     reports_progress: bool,
-    before: &MadeBefore,
+    look: impl FnMut() -> ops::Look,
 ) -> Result<Dispatched, ApiError> {
-    let mut looking = Looking::default();
-    let sent = ops::dispatch_once(client, Method::Post, path, params, || {
-        before.look(client, &mut looking)
-    })?;
-    Ok(match sent {
-        ops::Dispatched::Task(upid) => Dispatched::Task(Task {
-            upid,
-            reports_progress,
-        }),
-        ops::Dispatched::Done => Dispatched::Done,
-    })
+    Ok(
+        match ops::dispatch_once(client, Method::Post, path, params, look)? {
+            ops::Dispatched::Task(upid) => Dispatched::Task(Task {
+                upid,
+                reports_progress,
+            }),
+            ops::Dispatched::Done => Dispatched::Done,
+        },
+    )
 }
 
 /// What a clone makes (`POST …/{vmid}/clone`).
@@ -186,15 +183,15 @@ pub struct CloneRequest<'a> {
 
 /// `POST …/{vmid}/clone` (`qmclone`, its UPID carrying the source's id). A full clone copies
 /// every disk and reports progress as an import does. Sent at most once
-/// ([`ops::dispatch_once`]), as a create is: after a lost answer, only looked for, by
-/// `before` (listed with [`super::made::Maker::Clone`] of `source`, for the new VM): parallel clones of
-/// one template share the source's id in their UPIDs, so the run's is the new one of its
-/// user whose log names `request.newid` (see [`super::made`]).
+/// ([`ops::dispatch_once`]), as a create is: after a lost answer, only looked for by `look`
+/// (the look of `made::MadeBefore` listed for a clone of `source` to the new VM): parallel
+/// clones of one template share the source's id in their UPIDs, so the run's is the new one
+/// of its user whose log names `request.newid` (see the `made` module).
 pub fn clone(
     client: &Client,
     source: &Vm,
     request: &CloneRequest,
-    before: &MadeBefore,
+    look: impl FnMut() -> ops::Look,
 ) -> Result<Dispatched, ApiError> {
     let mut params: Params = vec![("newid".into(), request.newid.to_string())];
     let optional = [
@@ -212,7 +209,7 @@ pub fn clone(
     );
     let copies = request.full.unwrap_or(!request.source_is_template);
     let path = source.path().clone_vm();
-    dispatch_made(client, &path, &params, copies, before)
+    dispatch_made(client, &path, &params, copies, look)
 }
 
 /// Where and how a VM moves (`POST …/migrate`).
