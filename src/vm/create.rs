@@ -98,13 +98,14 @@ impl Runner<'_> {
         let before = match MadeBefore::list(client, &new, maker) {
             Ok(before) => before,
             Err(e) => {
-                let verb = match making {
-                    Making::Create { .. } => "create",
-                    Making::Clone { .. } => "clone",
+                let listing = match making {
+                    Making::Create { .. } => format!(
+                        "listing the tasks of VM {vmid} on {node} before sending the create"
+                    ),
+                    Making::Clone { src, src_node, .. } => format!(
+                        "listing the clone tasks of VM {src} on {src_node} before sending the clone"
+                    ),
                 };
-                let listing = format!(
-                    "listing the tasks PVE ran for VM {vmid} on {node} before sending the {verb}"
-                );
                 return (what, Err(e), Err(listing));
             }
         };
