@@ -719,3 +719,61 @@ fn another_users_clone_that_takes_the_new_id_is_never_written() {
     assert_eq!(cfg["name"], "alices", "{cfg}");
     assert_eq!(cfg["cores"].to_string().trim_matches('"'), "1", "{cfg}");
 }
+
+/// Between the run's look and its clone (vmid 500 given), another user's create takes vmid
+/// 500, and PVE refuses the clone (`config file already exists`). The VM is not this run's:
+/// the run fails naming it, who created it and when, and writes nothing to it (it used to
+/// read it again and converge it).
+#[test]
+fn another_users_vm_that_takes_a_clones_given_vmid_is_never_written() {
+    let sim = Sim::start(&[], &["--plain-http", "--user", "alice@pve:Alice-Pw-7"]);
+    let fwd = Forwarder::start(&sim);
+    template(&fwd);
+    let port = sim.port();
+    fwd.rule(
+        Rule::new(
+            Some("POST"),
+            CLONE,
+            Action::Before(Box::new(move || {
+                act_as(
+                    port,
+                    "alice@pve",
+                    "Alice-Pw-7",
+                    "POST",
+                    CREATE,
+                    &[("vmid", "500"), ("name", "alices"), ("cores", "1")],
+                )
+                .unwrap();
+            })),
+        )
+        .times(1),
+    );
+    let args = merge(&[
+        fwd.conn(),
+        json!({"vmid": 500, "name": "ours", "cores": 4, "clone": {"vmid": 900}}),
+    ]);
+    let f = failed_via(&fwd, run(args));
+    let m = msg(&f);
+    assert!(m.contains("VM 500"), "{m}");
+    assert!(m.contains("config file already exists"), "{m}");
+    assert!(m.contains("alice@pve"), "{m}");
+    assert!(m.contains("UTC"), "no time in: {m}");
+    assert_eq!(f["changed"], false, "{f}");
+    assert_eq!(sim.task_count("qmclone"), 0);
+    let touched: Vec<String> = fwd
+        .seen()
+        .iter()
+        .filter(|s| s.method != "GET" && s.path.contains("/500"))
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+    // Her create ends as she made it (PVE writes the name last).
+    let t = std::time::Instant::now();
+    let mut cfg = sim.get("/nodes/pve1/qemu/500/config")["data"].clone();
+    while cfg.get("lock").is_some() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+        cfg = sim.get("/nodes/pve1/qemu/500/config")["data"].clone();
+    }
+    assert_eq!(cfg["name"], "alices", "{cfg}");
+    assert_eq!(cfg["cores"].to_string().trim_matches('"'), "1", "{cfg}");
+}

@@ -148,18 +148,19 @@ impl Runner<'_> {
                 (Err(e), Err(listing)) => {
                     return Err(anyhow::Error::new(e).context(listing).context(what));
                 }
-                // PVE says the given vmid is taken by a create: this run's VM only if PVE's
-                // record proves it (a create refused before it acted, sent again, may meet the
-                // first one); else someone else's, and nothing is written to it. (A clone's
-                // is re-planned below.)
-                (Err(e), Ok(before))
-                    if e.is_already_exists()
-                        && self.desired.vmid.is_some()
-                        && matches!(making, Making::Create { .. }) =>
-                {
+                // PVE says the given vmid is taken: this run's VM only if PVE's record proves
+                // it (a request refused before it acted, sent again, may meet the first one);
+                // else someone else's (made between the run's look and its request), and
+                // nothing is written to it.
+                (Err(e), Ok(before)) if e.is_already_exists() && self.desired.vmid.is_some() => {
                     let progress = match making {
                         Making::Create { config, .. } => qemu::imports(config),
-                        Making::Clone { .. } => false,
+                        // A full clone copies every disk (PVE's default from a plain VM).
+                        Making::Clone {
+                            source,
+                            is_template,
+                            ..
+                        } => source.full.unwrap_or(!is_template),
                     };
                     match before.own_task(&self.session.client, progress) {
                         Ok(Some(task)) => Ok(Dispatched::Task(task)),
@@ -237,11 +238,6 @@ impl Runner<'_> {
                 Err(e) if e.is_already_exists() && self.desired.vmid.is_none() => {
                     attempt += 1;
                     self.before_next_id(attempt, &format!("{what}: {e}"))?;
-                }
-                // A clone whose given vmid exists now: read it again and re-plan. (A create's
-                // is handled above: that VM is not this run's.)
-                Err(e) if e.is_already_exists() && matches!(making, Making::Clone { .. }) => {
-                    return Ok(Done::Stale);
                 }
                 Err(e) => return Err(anyhow::Error::new(e).context(what)),
             }
