@@ -1,9 +1,10 @@
 //! Exactly once through outages (issue 23), against a forwarder of our own that plays
-//! pveproxy in front of pve-sim (`support::forwarder`): answers lost after PVE acted, pveproxy
-//! down, hanging and resetting, another user's VM taking the vmid, a node clock that is not
-//! ours, a node that does not answer, a create killed mid-import, every catchable signal, an
-//! exit status beyond 32 bits. Each test asserts what a user would check: how many creates
-//! reached PVE, how many VMs there are, what the result says, what was written.
+//! pveproxy in front of pve-sim (`support::forwarder`): answers to creates and clones lost
+//! after PVE acted, pveproxy down, hanging and resetting, another user's VM taking the vmid, a
+//! parallel clone of the same template by the same user, a node clock that is not ours, a
+//! node that does not answer, a create killed mid-import, every catchable signal, an exit
+//! status beyond 32 bits. Each test asserts what a user would check: how many creates or
+//! clones reached PVE, how many VMs there are, what the result says, what was written.
 
 mod support;
 
@@ -512,4 +513,267 @@ fn a_warnings_count_beyond_32_bits_is_a_success() {
         r["warnings"].as_array().is_some_and(|w| !w.is_empty()),
         "{r}"
     );
+}
+
+const CLONE: &str = "/nodes/pve1/qemu/900/clone";
+
+/// Template 900 on pve1, a 1 GiB disk to link clones to (made before any fault is set).
+fn template(fwd: &Forwarder) {
+    ok(run(merge(&[
+        fwd.conn(),
+        json!({"node": "pve1", "vmid": 900, "name": "tpl", "cores": 1, "template": true,
+               "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}]}),
+    ])));
+}
+
+/// A linked clone of template 900 by name alone (the vmid from `nextid`), through `fwd`.
+fn clone_by_name(fwd: &Forwarder, name: &str, extra: Value) -> Value {
+    merge(&[
+        fwd.conn(),
+        json!({"name": name, "clone": {"vmid": 900}, "timeout": "90s"}),
+        extra,
+    ])
+}
+
+/// Every VM on pve1 as (vmid, name), by vmid.
+fn sorted_vms(sim: &Sim) -> Vec<(u64, String)> {
+    let mut all = vms(sim, "pve1");
+    all.sort();
+    all
+}
+
+/// The new vmid a clone task's log names (its worker's first line, qemu-server clone_vm).
+fn named_by_log(sim: &Sim, upid: &str) -> String {
+    let log = sim.get(&format!("/nodes/pve1/tasks/{}/log", percent_encode(upid)))["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|line| line["t"].as_str().unwrap_or("").to_string())
+        .collect::<Vec<_>>();
+    log.iter()
+        .find_map(|line| line.strip_prefix("creating a clone of VM 900 with ID "))
+        .unwrap_or_else(|| panic!("no line naming the new id in {log:?}"))
+        .to_string()
+}
+
+/// Issue 23's clone gap: the clone's answer is lost after PVE started it, then pveproxy is
+/// down for 8 s. With an automatic vmid, sending it again would meet `config file already
+/// exists` and clone to the next free id, a second VM. The run sends it once, finds its task
+/// when pveproxy is back, and reports the one VM it made.
+#[test]
+fn a_lost_clone_answer_then_an_outage_clones_one_vm() {
+    let sim = Sim::start(&[], &["--plain-http"]);
+    let fwd = Forwarder::start(&sim);
+    template(&fwd);
+    fwd.rule(
+        Rule::new(Some("POST"), CLONE, Action::LoseAnswer)
+            .times(1)
+            .then_down(Duration::from_secs(8)),
+    );
+    let r = ok_via(&fwd, run(clone_by_name(&fwd, "lost-clone", json!({}))));
+    assert_eq!(fwd.count("POST", CLONE), 1, "{}", trace(&fwd));
+    assert_eq!(carried(&sim, "POST", CLONE), 1);
+    assert_eq!(sim.task_count("qmclone"), 1);
+    assert_eq!(
+        sorted_vms(&sim),
+        vec![(100, "lost-clone".to_string()), (900, "tpl".to_string())]
+    );
+    assert_eq!(r["changed"], true, "{r}");
+    assert_eq!(r["vmid"], 100, "{r}");
+    assert_eq!(task_types(&r)[0], "qmclone", "{r}");
+    assert_eq!(r["config"]["name"], "lost-clone", "{r}");
+    let upid = r["tasks"][0]["upid"].as_str().unwrap();
+    assert_eq!(named_by_log(&sim, upid), "100", "{upid}");
+}
+
+/// The clone never reached PVE: the connection closes after it was received and nothing was
+/// passed on. The run does not send it again (nor to another id): it looks, finds neither
+/// a task nor a VM, and fails saying a re-run clones it, having changed nothing.
+#[test]
+fn a_clone_lost_before_pve_saw_it_is_not_sent_again() {
+    let sim = Sim::start(&[], &["--plain-http"]);
+    let fwd = Forwarder::start(&sim);
+    template(&fwd);
+    fwd.rule(Rule::new(Some("POST"), CLONE, Action::CloseUnsent).times(1));
+    let f = failed_via(
+        &fwd,
+        run(clone_by_name(
+            &fwd,
+            "unsent-clone",
+            json!({"timeout": "40s"}),
+        )),
+    );
+    assert_eq!(fwd.count("POST", CLONE), 1, "{}", trace(&fwd));
+    assert_eq!(carried(&sim, "POST", CLONE), 0);
+    assert_eq!(sim.task_count("qmclone"), 0);
+    assert_eq!(sorted_vms(&sim), vec![(900, "tpl".to_string())]);
+    assert_eq!(f["changed"], false, "{f}");
+    let m = msg(&f);
+    assert!(m.contains("VM 900") && m.contains("VM 100"), "{m}");
+    assert!(m.contains("not sent again"), "{m}");
+    assert!(m.contains("a re-run clones the VM"), "{m}");
+}
+
+/// While the clone's answer is lost (and pveproxy down for 8 s), the same user clones the
+/// same template to VM 555: two new `qmclone` tasks of that user, both with the template's id
+/// in their UPIDs, theirs the newer. The run's is recognised by its log's line naming the
+/// run's new id, and the run reports its own task and VM, not the other.
+#[test]
+fn a_parallel_clone_of_the_same_template_by_the_same_user_is_not_taken_for_ours() {
+    let sim = Sim::start(&[], &["--plain-http"]);
+    let fwd = Forwarder::start(&sim);
+    template(&fwd);
+    fwd.rule(
+        Rule::new(Some("POST"), CLONE, Action::LoseAnswer)
+            .times(1)
+            .then_down(Duration::from_secs(8)),
+    );
+    let args = clone_by_name(&fwd, "ours", json!({}));
+    let module = std::thread::spawn(move || run(args));
+    let t = std::time::Instant::now();
+    while sim.task_count("qmclone") == 0 && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        sim.task_count("qmclone"),
+        1,
+        "the run's clone never started"
+    );
+    let theirs = act_as(
+        sim.port(),
+        "root@pam",
+        support::PASSWORD,
+        "POST",
+        CLONE,
+        &[("newid", "555"), ("name", "theirs")],
+    )
+    .unwrap();
+    let theirs = theirs.as_str().unwrap().to_string();
+    let r = ok_via(&fwd, module.join().unwrap());
+    assert_eq!(fwd.count("POST", CLONE), 1, "{}", trace(&fwd));
+    assert_eq!(sim.task_count("qmclone"), 2);
+    assert_eq!(
+        sorted_vms(&sim),
+        vec![
+            (100, "ours".to_string()),
+            (555, "theirs".to_string()),
+            (900, "tpl".to_string())
+        ]
+    );
+    assert_eq!(r["vmid"], 100, "{r}");
+    assert_eq!(r["changed"], true, "{r}");
+    let upid = r["tasks"][0]["upid"].as_str().unwrap();
+    assert_ne!(
+        upid, theirs,
+        "the other clone's task was taken for the run's"
+    );
+    assert_eq!(named_by_log(&sim, upid), "100", "{upid}");
+    assert_eq!(named_by_log(&sim, &theirs), "555", "{theirs}");
+    // Both tasks are the same user's, with the template's id: only the log tells them apart.
+    for u in [upid, theirs.as_str()] {
+        assert!(u.contains(":qmclone:900:root@pam:"), "{u}");
+    }
+}
+
+/// The clone never reached PVE, and meanwhile another user clones the template to the vmid
+/// the run was given by `nextid`. That VM is not this run's: the run fails naming it, its
+/// maker and when, and writes nothing to it.
+#[test]
+fn another_users_clone_that_takes_the_new_id_is_never_written() {
+    let sim = Sim::start(&[], &["--plain-http", "--user", "alice@pve:Alice-Pw-7"]);
+    let fwd = Forwarder::start(&sim);
+    template(&fwd);
+    fwd.rule(Rule::new(Some("POST"), CLONE, Action::CloseUnsent).times(1));
+    let args = clone_by_name(&fwd, "ours", json!({"cores": 3, "timeout": "40s"}));
+    let module = std::thread::spawn(move || run(args));
+    let t = std::time::Instant::now();
+    while fwd.count("POST", CLONE) == 0 && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let hers = act_as(
+        sim.port(),
+        "alice@pve",
+        "Alice-Pw-7",
+        "POST",
+        CLONE,
+        &[("newid", "100"), ("name", "alices")],
+    )
+    .unwrap();
+    let f = failed_via(&fwd, module.join().unwrap());
+    let m = msg(&f);
+    assert!(m.contains("VM 100"), "{m}");
+    assert!(m.contains("alice@pve"), "{m}");
+    assert!(m.contains("cloned from VM 900"), "{m}");
+    assert!(m.contains(hers.as_str().unwrap()), "{m}");
+    assert!(m.contains("UTC"), "no time in: {m}");
+    assert_eq!(f["changed"], false, "{f}");
+    assert_eq!(fwd.count("POST", CLONE), 1, "{}", trace(&fwd));
+    let touched: Vec<String> = fwd
+        .seen()
+        .iter()
+        .filter(|s| s.method != "GET" && s.path.contains("/100"))
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+    let cfg = &sim.get("/nodes/pve1/qemu/100/config")["data"];
+    assert_eq!(cfg["name"], "alices", "{cfg}");
+    assert_eq!(cfg["cores"].to_string().trim_matches('"'), "1", "{cfg}");
+}
+
+/// Between the run's look and its clone (vmid 500 given), another user's create takes vmid
+/// 500, and PVE refuses the clone (`config file already exists`). The VM is not this run's:
+/// the run fails naming it, who created it and when, and writes nothing to it (it used to
+/// read it again and converge it).
+#[test]
+fn another_users_vm_that_takes_a_clones_given_vmid_is_never_written() {
+    let sim = Sim::start(&[], &["--plain-http", "--user", "alice@pve:Alice-Pw-7"]);
+    let fwd = Forwarder::start(&sim);
+    template(&fwd);
+    let port = sim.port();
+    fwd.rule(
+        Rule::new(
+            Some("POST"),
+            CLONE,
+            Action::Before(Box::new(move || {
+                act_as(
+                    port,
+                    "alice@pve",
+                    "Alice-Pw-7",
+                    "POST",
+                    CREATE,
+                    &[("vmid", "500"), ("name", "alices"), ("cores", "1")],
+                )
+                .unwrap();
+            })),
+        )
+        .times(1),
+    );
+    let args = merge(&[
+        fwd.conn(),
+        json!({"vmid": 500, "name": "ours", "cores": 4, "clone": {"vmid": 900}}),
+    ]);
+    let f = failed_via(&fwd, run(args));
+    let m = msg(&f);
+    assert!(m.contains("VM 500"), "{m}");
+    assert!(m.contains("config file already exists"), "{m}");
+    assert!(m.contains("alice@pve"), "{m}");
+    assert!(m.contains("UTC"), "no time in: {m}");
+    assert_eq!(f["changed"], false, "{f}");
+    assert_eq!(sim.task_count("qmclone"), 0);
+    let touched: Vec<String> = fwd
+        .seen()
+        .iter()
+        .filter(|s| s.method != "GET" && s.path.contains("/500"))
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert!(touched.is_empty(), "{touched:?}");
+    // Her create ends as she made it (PVE writes the name last).
+    let t = std::time::Instant::now();
+    let mut cfg = sim.get("/nodes/pve1/qemu/500/config")["data"].clone();
+    while cfg.get("lock").is_some() && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+        cfg = sim.get("/nodes/pve1/qemu/500/config")["data"].clone();
+    }
+    assert_eq!(cfg["name"], "alices", "{cfg}");
+    assert_eq!(cfg["cores"].to_string().trim_matches('"'), "1", "{cfg}");
 }

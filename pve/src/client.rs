@@ -135,6 +135,16 @@ impl Method {
 /// Request parameters, in order.
 pub type Params = Vec<(String, String)>;
 
+/// An error's text without the link to rustls's manual that rustls appends to some of its
+/// messages ("peer closed connection without sending TLS close_notify: https://docs.rs/…"):
+/// the user needs what happened, not a library's how-to page.
+fn without_manual_link(text: &str) -> String {
+    match text.find(": https://docs.rs/rustls") {
+        Some(at) => text[..at].to_string(),
+        None => text.to_string(),
+    }
+}
+
 fn transport_error(
     e: ureq::Error,
     base: &str,
@@ -143,7 +153,7 @@ fn transport_error(
 ) -> ApiError {
     use std::io::ErrorKind as K;
     use ureq::Error as E;
-    let text = e.to_string();
+    let text = without_manual_link(&e.to_string());
     // Through a proxy, a failed connection is a failed connection to the proxy, and a
     // refused CONNECT is the proxy's answer: neither heals by trying again.
     if let Some(p) = proxy {
@@ -626,5 +636,33 @@ impl Client {
             message,
             errors,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// rustls's "closed without close_notify" error, as ureq hands it over, reaches the user
+    /// as what happened, without the link to rustls's manual.
+    #[test]
+    fn a_cut_tls_answer_is_reported_without_rustls_manual_link() {
+        let cut = std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "peer closed connection without sending TLS close_notify: \
+             https://docs.rs/rustls/latest/rustls/manual/_03_howto/index.html#unexpected-eof",
+        );
+        let error = transport_error(
+            ureq::Error::Io(cut),
+            "https://pve1:8006",
+            None,
+            &Hints::default(),
+        );
+        let shown = error.to_string();
+        assert!(
+            shown.contains("without sending TLS close_notify"),
+            "{shown}"
+        );
+        assert!(!shown.contains("https://docs.rs"), "{shown}");
     }
 }

@@ -6,9 +6,10 @@
 //!   lost after PVE may have acted (a dropped connection, a 596), `recover` looks for the task
 //!   it started instead, so a UPID-returning request is never carried out twice.
 //!
-//! * [`dispatch_once`]: the same for a request that makes something new (a VM), which is
-//!   never sent again once PVE may have seen it: after a lost answer it only looks, until it
-//!   finds the task or PVE's record shows the request was not carried out.
+//! * [`dispatch_once`]: the same for a request that makes something new (a VM, by a create
+//!   or a clone), which is never sent again once PVE may have seen it: after a lost answer it
+//!   only looks, until it finds the task or PVE's record shows the request was not carried
+//!   out (the look is the caller's: [`super::api::made`]).
 //!
 //! When the deadline ends tries that all failed on the way, the error says so
 //! ([`ApiError::Unanswered`]: who did not answer, how often, for how long, what the last try

@@ -21,6 +21,7 @@
 //! and spread over the window the end can fall in.
 
 mod pace;
+mod policy;
 mod progress;
 #[cfg(test)]
 mod tests;
@@ -28,6 +29,7 @@ mod tests;
 use std::time::Duration;
 
 use pace::Pace;
+pub use policy::Policy;
 use progress::{CopyWatch, Recorded};
 pub use progress::{progress_in, transfer_part};
 
@@ -59,83 +61,6 @@ impl Exit {
 
     pub fn is_success(&self) -> bool {
         !matches!(self, Exit::Failed(_))
-    }
-}
-
-/// Tunables of the wait.
-#[derive(Clone, Debug)]
-pub struct Policy {
-    /// Give up after this long (wall clock, from the start of the wait).
-    pub timeout: Duration,
-    /// The first interval.
-    pub first: Duration,
-    /// Growth factor of the interval while nothing predicts the end.
-    pub growth: f64,
-    /// The longest interval without a progress-based prediction. Detection latency is about
-    /// half of it on average; 150 ms keeps it under 100 ms at a cost of under 7 polls a second.
-    pub cap: Duration,
-    /// Looks at the server are spaced at least this many times what the server spends on a
-    /// task request beyond the quickest answer of the session (see `pace`): 50 keeps a waiting
-    /// module under 2 % of one pveproxy worker, so when `pveproxy` is busy (answers slower
-    /// than they were), waiting clients back off instead of adding load, while a far server
-    /// (a long round trip, answers slow from the first) is looked at as often as a near one.
-    pub busy_factor: f64,
-    /// The interval near a predicted end and while a copied task finishes.
-    pub dense: Duration,
-    /// A wait with progress may send this many requests more than one per period elapsed (a
-    /// second and a request, as a one-second poll spends).
-    pub allowance: u32,
-    /// The longest sleep a prediction may ask for.
-    pub long_cap: Duration,
-    /// The task is expected to copy and report progress (an import): before its first
-    /// progress line it is polled at one request a period after [`EARLY_LOOKS`] quick ones,
-    /// so a copy that is slow to begin costs no more than a one-second poll, and its early
-    /// looks count against the budget from dispatch.
-    pub expect_progress: bool,
-    /// How long a fresh task may answer `no such task` before that is an error.
-    pub invisible_grace: Duration,
-    /// First and largest back-off after a transient error.
-    pub retry_first: Duration,
-    pub retry_cap: Duration,
-}
-
-impl Policy {
-    /// The default policy with this deadline.
-    pub fn with_timeout(timeout: Duration) -> Policy {
-        Policy {
-            timeout,
-            first: Duration::from_millis(50),
-            growth: 1.5,
-            cap: Duration::from_millis(150),
-            long_cap: Duration::from_secs(30),
-            expect_progress: false,
-            busy_factor: 50.0,
-            dense: Duration::from_millis(130),
-            allowance: 1,
-            invisible_grace: Duration::from_secs(10),
-            retry_first: Duration::from_millis(200),
-            retry_cap: Duration::from_secs(5),
-        }
-    }
-
-    /// The same policy, expecting (or not) a copy that reports progress.
-    pub fn expecting_progress(self, expect_progress: bool) -> Policy {
-        Policy {
-            expect_progress,
-            ..self
-        }
-    }
-
-    /// The same policy with another cap (the `poll_interval` option). A cap above the default
-    /// one (fewer requests asked for) slows the dense looks with it; at or below it, they keep
-    /// their own interval, no longer than the cap.
-    pub fn with_cap(self, cap: Duration) -> Policy {
-        let dense = if cap > self.cap {
-            self.dense.max(cap)
-        } else {
-            self.dense.min(cap)
-        };
-        Policy { cap, dense, ..self }
     }
 }
 

@@ -514,7 +514,7 @@ impl Api {
                     Ok(vmid.parse().unwrap_or(0))
                 };
                 if let Some(answer) =
-                    crate::snapshots::route(sim, m, tail, params, auth, check_node)
+                    crate::snapshot_api::route(sim, m, tail, params, auth, check_node)
                 {
                     return answer;
                 }

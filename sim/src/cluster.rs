@@ -53,7 +53,7 @@ pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
         for n in &sim.opts.nodes {
             for s in storage::all()
                 .into_iter()
-                .filter(|s| crate::storage_cfg::on_node(s.id, n))
+                .filter(|s| crate::storage_state::on_node(s.id, n))
             {
                 out.push(json!({"id": format!("storage/{n}/{}", s.id), "type": "storage", "storage": s.id, "node": n,
                     "status": "available", "plugintype": s.kind, "content": s.content.join(","), "shared": s.shared as u8,

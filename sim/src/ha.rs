@@ -3,21 +3,19 @@
 //! (`API2/HA/Status.pm`, status/current), the `hastart`/`hastop` workers qemu-server forks for
 //! an HA-managed VM instead of starting or stopping it (`API2/Qemu.pm` vm_start, vm_stop,
 //! vm_shutdown: `ha-manager set vm:N --state started`, `ha-manager crm-command stop vm:N T`),
-//! and the CRM/LRM loop that carries the requests out with real `qmstart`, `qmshutdown` and
-//! `qmstop` tasks (Manager.pm, LRM.pm; Resources/PVEVM.pm start and shutdown). The loop works
-//! in rounds of 10 s (CRM.pm and LRM.pm: `my $max_time = 10`, `sleep_until($startime +
-//! $max_time)`), scaled by `--time-scale`: a request is carried out in the round after it.
+//! and what the CRM/LRM loop needs to start. The loop itself, which carries the requests out
+//! with real `qmstart`, `qmshutdown` and `qmstop` tasks, is `ha_rounds.rs`: it uses the VMs'
+//! power handlers, which use this module, so it lives above both.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::ha_state::{HaState, Resource, Service};
 use crate::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu_config::config_of;
-use crate::state::{Sim, epoch};
+use crate::state::Sim;
 use crate::tasks;
 
 fn is_vmid(name: &str) -> bool {
@@ -334,122 +332,15 @@ pub fn power_request(
     Ok(Some(upid))
 }
 
-/// Starts the CRM/LRM rounds once there is something to manage.
+/// Starts the CRM/LRM rounds once there is something to manage: the daemons
+/// (`ha_rounds.rs`) wait for this, then work in rounds.
 pub(crate) fn ensure_loop(sim: &Arc<Sim>) {
-    {
-        let mut st = sim.lock();
-        if st.ha.running {
-            return;
-        }
-        st.ha.running = true;
+    let mut st = sim.lock();
+    if st.ha.running {
+        return;
     }
-    let sim = sim.clone();
-    std::thread::spawn(move || {
-        loop {
-            // A round never takes less than 20 ms, even at `--time-scale 0`.
-            let round_time = sim.scaled(Duration::from_secs(10));
-            std::thread::sleep(round_time.max(Duration::from_millis(20)));
-            round(&sim);
-        }
-    });
-}
-
-/// One CRM and LRM round: the queued commands applied (Manager.pm: `stop` sets the service
-/// to `request_stop` and the resource to `stopped`), then each service driven to its
-/// requested state by a task of the VM's node (PVEVM.pm: start → vm_start; shutdown with a
-/// timeout → vm_shutdown with forceStop, without → vm_stop), as root@pam in the `ha`
-/// environment (no HA hand-over).
-fn round(sim: &Arc<Sim>) {
-    let mut work: Vec<(String, u32, String, &'static str, Option<u64>)> = Vec::new();
-    {
-        let mut guard = sim.lock();
-        let st = &mut *guard;
-        st.ha.round = Some(epoch() as u64);
-        let mut stops = BTreeMap::new();
-        for (sid, timeout) in std::mem::take(&mut st.ha.commands) {
-            if let Some(r) = st.ha.resources.get_mut(&sid) {
-                r.opts.insert("state".into(), "stopped".into());
-                stops.insert(sid, timeout);
-            }
-        }
-        let finished = |upid: &Option<String>| {
-            upid.as_ref()
-                .is_none_or(|u| st.tasks.iter().any(|t| &t.upid == u && !t.running()))
-        };
-        let mut next = BTreeMap::new();
-        for (sid, r) in &st.ha.resources {
-            let Some(vmid) = sid.strip_prefix("vm:").and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
-            let Some(vm) = st.vms.get(&vmid) else {
-                continue;
-            };
-            let mut s = st.ha.services.get(sid).cloned().unwrap_or(Service {
-                state: if vm.running { "started" } else { "stopped" }.into(),
-                node: vm.node.clone(),
-                running: vm.running,
-                timeout: None,
-                upid: None,
-            });
-            s.node = vm.node.clone();
-            s.running = vm.running;
-            if let Some(t) = stops.get(sid) {
-                s.timeout = Some(*t);
-            }
-            let idle = finished(&s.upid);
-            if idle {
-                s.upid = None;
-            }
-            match r.state() {
-                "ignored" => {}
-                "started" => {
-                    s.state = "started".into();
-                    if !vm.running && idle {
-                        work.push((sid.clone(), vmid, vm.node.clone(), "start", None));
-                    }
-                }
-                _ => {
-                    if vm.running {
-                        s.state = "request_stop".into();
-                        if idle {
-                            let t = s.timeout.unwrap_or(60);
-                            let action = if t == 0 { "stop" } else { "shutdown" };
-                            work.push((sid.clone(), vmid, vm.node.clone(), action, Some(t)));
-                        }
-                    } else {
-                        s.state = "stopped".into();
-                        s.timeout = None;
-                    }
-                }
-            }
-            next.insert(sid.clone(), s);
-        }
-        st.ha.services = next;
-    }
-    let root = Auth {
-        id: "root@pam".into(),
-        root_ticket: true,
-        readonly: false,
-    };
-    // The migrations asked for since the last round (Manager.pm update_crm_commands and
-    // next_state_started/stopped: state `migrate`; LRM.pm: the resource agent's migrate).
-    let moving = crate::migrate::ha_round(sim);
-    for (sid, vmid, node, action, timeout) in work {
-        if moving.contains(&sid) {
-            continue;
-        }
-        let mut params = Params::new();
-        if let Some(t) = timeout.filter(|t| *t > 0) {
-            params.insert("timeout".into(), t.to_string());
-            params.insert("forceStop".into(), "1".into());
-        }
-        if let Ok(upid) = crate::vms::power(sim, &node, vmid, action, &params, &root)
-            && let Some(u) = upid.as_str()
-            && let Some(s) = sim.lock().ha.services.get_mut(&sid)
-        {
-            s.upid = Some(u.to_string());
-        }
-    }
+    st.ha.running = true;
+    sim.cv.notify_all();
 }
 
 /// Tools.pm get_verbose_service_state.

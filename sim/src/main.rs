@@ -16,6 +16,7 @@ mod download;
 mod drives;
 mod faults;
 mod ha;
+mod ha_rounds;
 mod ha_state;
 mod handler;
 mod http;
@@ -26,12 +27,16 @@ mod pending;
 mod pools;
 mod qemu_config;
 mod schema;
+mod snapshot_api;
+mod snapshot_state;
+mod snapshot_volumes;
 mod snapshots;
 mod spec;
 mod state;
 mod storage;
 mod storage_api;
 mod storage_cfg;
+mod storage_state;
 mod task_api;
 mod tasks;
 mod templates;
@@ -108,7 +113,8 @@ fn run() -> Result<(), String> {
     let admin_addr = admin.local_addr().map_err(|e| e.to_string())?;
     let sim =
         Arc::new(Sim::new(opts.clone(), fingerprint.clone()).map_err(|e| format!("logs: {e}"))?);
-    storage_cfg::init(&sim);
+    storage_state::init(&sim);
+    ha_rounds::spawn(&sim);
     if let Some(path) = &opts.scenario {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--scenario {}: {e}", path.display()))?;

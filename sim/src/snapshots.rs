@@ -22,201 +22,25 @@
 //!
 //! The volumes are real files: a qcow2 one gets `qemu-img snapshot -c/-a/-d` (pve-storage
 //! Plugin.pm), a raw LVM-thin one a sparse copy beside it (`snap_<lv>_<snap>`, as
-//! LvmThinPlugin.pm's `lvcreate -s` names it). pve-sim's `digest` covers the main section and
-//! the pending one, not the snapshot sections.
+//! LvmThinPlugin.pm's `lvcreate -s` names it); that storage side is `snapshot_volumes.rs`,
+//! the routes and their parameters `snapshot_api.rs`. pve-sim's `digest` covers the main
+//! section and the pending one, not the snapshot sections.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::api_schema;
 use crate::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu_config::{check_lock, config_of, digest, no_conf};
-use crate::schema::{self, Param, Ty, opt, req};
+use crate::snapshot_volumes::{VolumeOp, has_snapshot_feature, volume_op, volume_path, volumes};
 use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::tasks::{self, LOCK_CONFIG_TIMEOUT, Outcome, TaskCtx};
 
-/// A VM's snapshot sections, by name: each one's keys as the config file has them.
-pub type Snapshots = BTreeMap<String, BTreeMap<String, String>>;
-
-/// pve-common JSONSchema.pm `$CONFIGID_RE` (`[a-z][a-z0-9_-]+`, case-insensitive), the
-/// format of `pve-snapshot-name`.
-fn is_config_id(id: &str) -> bool {
-    let b = id.as_bytes();
-    b.len() >= 2
-        && b[0].is_ascii_alphabetic()
-        && b[1..]
-            .iter()
-            .all(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-')
-}
-
-/// pve-common's `pve-snapshot-name` standard option, checked by [`check`]: a `pve-configid`
-/// of at most 40 characters.
-fn snapname_param() -> Param {
-    req("snapname", Ty::Str)
-}
-
-/// Checks a snapshot name as `pve-configid` does (JSONSchema.pm pve_verify_configid).
-pub fn check_snapname(id: &str) -> Result<(), String> {
-    if is_config_id(id) {
-        Ok(())
-    } else {
-        Err(format!("invalid configuration ID '{id}'"))
-    }
-}
-
-/// `schema::check` with `snapname` checked as JSONSchema.pm check_prop does: the format
-/// first (`invalid format - …`), then `maxLength`.
-fn check(spec: &[Param], params: &Params) -> Result<(), ApiErr> {
-    let mut errors = schema::check(spec, params).err().unwrap_or_default();
-    if let Some(name) = params.get("snapname") {
-        let problem = match check_snapname(name) {
-            Err(e) => Some(format!("invalid format - {e}")),
-            Ok(()) if name.chars().count() > 40 => {
-                Some("value may only be 40 characters long".to_string())
-            }
-            Ok(()) => None,
-        };
-        if let Some(p) = problem {
-            errors.entry("snapname".into()).or_insert(p);
-        }
-    }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiErr::params(errors))
-    }
-}
-
-/// The routes below `/nodes/{node}/qemu/{vmid}/snapshot` (`tail` is the path after `{vmid}`),
-/// each checked against its parameters and the node known, or `None` for another path.
-pub fn route(
-    sim: &Arc<Sim>,
-    method: &str,
-    tail: &[&str],
-    params: &mut Params,
-    auth: &Auth,
-    check_node: impl Fn() -> Result<(), ApiErr>,
-) -> Option<ApiResult> {
-    let node = params.get("node").cloned().unwrap_or_default();
-    let vmid: u32 = params.get("vmid").and_then(|v| v.parse().ok()).unwrap_or(0);
-    if let ["snapshot", name, ..] = tail {
-        if params.get("snapname").is_some_and(|old| old != name) {
-            return Some(Err(ApiErr::param(
-                "snapname",
-                "duplicate parameter (already defined in URI) with conflicting values!",
-            )));
-        }
-        params.insert("snapname".into(), name.to_string());
-    }
-    let checked = |spec: Vec<Param>, params: &Params| -> Result<(), ApiErr> {
-        check(&spec, params)?;
-        check_node()
-    };
-    let name = params.get("snapname").cloned().unwrap_or_default();
-    let result = match (method, tail) {
-        ("GET", ["snapshot"]) => checked(list_spec(), params).and_then(|_| list(sim, &node, vmid)),
-        ("POST", ["snapshot"]) => {
-            checked(create_spec(), params).and_then(|_| create(sim, &node, vmid, params, auth))
-        }
-        ("GET", ["snapshot", _]) => checked(one_spec(), params).map(|_| cmd_index()),
-        ("GET", ["snapshot", _, "config"]) => {
-            checked(one_spec(), params).and_then(|_| get_config(sim, &node, vmid, &name))
-        }
-        ("PUT", ["snapshot", _, "config"]) => checked(update_spec(), params)
-            .and_then(|_| update_config(sim, &node, vmid, &name, params)),
-        ("POST", ["snapshot", _, "rollback"]) => checked(rollback_spec(), params)
-            .and_then(|_| rollback(sim, &node, vmid, &name, params, auth)),
-        ("DELETE", ["snapshot", _]) => checked(delete_spec(), params)
-            .and_then(|_| delete(sim, &node, vmid, &name, params, auth)),
-        _ => return None,
-    };
-    Some(result)
-}
-
-fn path_params(extra: Vec<Param>) -> Vec<Param> {
-    api_schema::vm_path(extra)
-}
-
-/// `GET …/snapshot` (snapshot_list).
-pub fn list_spec() -> Vec<Param> {
-    path_params(vec![])
-}
-
-/// `POST …/snapshot` (snapshot).
-pub fn create_spec() -> Vec<Param> {
-    path_params(vec![
-        snapname_param(),
-        opt("vmstate", Ty::Bool),
-        opt("description", Ty::Str),
-    ])
-}
-
-/// `GET …/snapshot/{snapname}` (snapshot_cmd_idx) and `GET …/snapshot/{snapname}/config`.
-pub fn one_spec() -> Vec<Param> {
-    path_params(vec![snapname_param()])
-}
-
-/// `PUT …/snapshot/{snapname}/config` (update_snapshot_config).
-pub fn update_spec() -> Vec<Param> {
-    path_params(vec![snapname_param(), opt("description", Ty::Str)])
-}
-
-/// `POST …/snapshot/{snapname}/rollback` (rollback).
-pub fn rollback_spec() -> Vec<Param> {
-    path_params(vec![snapname_param(), opt("start", Ty::Bool)])
-}
-
-/// `DELETE …/snapshot/{snapname}` (delsnapshot).
-pub fn delete_spec() -> Vec<Param> {
-    path_params(vec![snapname_param(), opt("force", Ty::Bool)])
-}
-
 fn flag(params: &Params, key: &str) -> bool {
     params.get(key).is_some_and(|v| v == "1")
-}
-
-/// The drives of a config section that hold a volume: (key, volid), CD-ROMs left out
-/// (Drive.pm drive_is_cdrom: `media=cdrom`, the cloud-init drive included).
-fn volumes(conf: &BTreeMap<String, String>) -> Vec<(String, String)> {
-    conf.iter()
-        .filter(|(k, _)| api_schema::is_drive_key(k))
-        .filter_map(|(k, v)| {
-            let file = v.split(',').next().unwrap_or("");
-            let cdrom = v.split(',').any(|p| p == "media=cdrom");
-            (!cdrom && file != "none" && !file.is_empty()).then(|| (k.clone(), file.to_string()))
-        })
-        .collect()
-}
-
-/// pve-storage `volume_has_feature($cfg, 'snapshot', $volid)` for a current volume: the
-/// directory-like plugins (Plugin.pm) snapshot qcow2 (and qed) files only; LVM-thin and RBD
-/// snapshot any volume but a template's base volume; plain LVM only qcow2 (volume chains),
-/// which pve-sim's raw LVM volumes are not; an absolute path cannot be snapshotted.
-fn can_snapshot(volid: &str) -> bool {
-    let Some((sid, name)) = volid.split_once(':') else {
-        return false;
-    };
-    let Some(def) = storage::storage(sid) else {
-        return false;
-    };
-    let own = name.rsplit('/').next().unwrap_or(name);
-    let format = own.rsplit_once('.').map(|(_, ext)| ext).unwrap_or("raw");
-    match def.kind {
-        "lvmthin" | "rbd" => !own.starts_with("base-"),
-        "lvm" => false,
-        _ => matches!(format, "qcow2" | "qed"),
-    }
-}
-
-/// QemuConfig.pm `has_feature('snapshot', $conf)`: every volume but CD-ROMs can snapshot.
-fn has_snapshot_feature(conf: &BTreeMap<String, String>) -> bool {
-    volumes(conf).iter().all(|(_, volid)| can_snapshot(volid))
 }
 
 /// AbstractConfig.pm `__snapshot_copy_config`: every key but the snapshot bookkeeping, the
@@ -255,83 +79,6 @@ fn add_unused(sim: &Sim, node: &str, conf: &mut BTreeMap<String, String>, volid:
     }
     if let Some(n) = (0..256).find(|n| !conf.contains_key(&format!("unused{n}"))) {
         conf.insert(format!("unused{n}"), volid.to_string());
-    }
-}
-
-/// The file behind a volume on this node.
-fn volume_path(sim: &Sim, node: &str, volid: &str) -> Result<PathBuf, String> {
-    storage::parse_volume(&sim.opts.data_dir, node, volid).map(|v| v.path)
-}
-
-fn is_qcow2(path: &Path) -> bool {
-    use std::io::Read;
-    let mut magic = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
-        && magic == *b"QFI\xfb"
-}
-
-/// Where a raw volume's snapshot is kept: `snap_<volume>_<snap>` beside it (LvmThinPlugin.pm,
-/// `snap_${volname}_$snap`).
-fn snap_copy(path: &Path, snap: &str) -> PathBuf {
-    let stem = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    path.with_file_name(format!("snap_{stem}_{snap}.raw"))
-}
-
-fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("{what}: unable to run: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// What is done to one volume's snapshot.
-#[derive(Clone, Copy)]
-enum VolumeOp {
-    Create,
-    Rollback,
-    Delete,
-}
-
-/// pve-storage `volume_snapshot`, `volume_snapshot_rollback`, `volume_snapshot_delete` on a
-/// volume's file: `qemu-img snapshot` for a qcow2 file, a sparse copy for a raw one.
-fn volume_op(path: &Path, snap: &str, op: VolumeOp) -> Result<(), String> {
-    if is_qcow2(path) {
-        let flag = match op {
-            VolumeOp::Create => "-c",
-            VolumeOp::Rollback => "-a",
-            VolumeOp::Delete => "-d",
-        };
-        return run(
-            Command::new("qemu-img")
-                .args(["snapshot", flag, snap])
-                .arg(path),
-            "qemu-img snapshot",
-        );
-    }
-    let copy = snap_copy(path, snap);
-    let cp = |from: &Path, to: &Path| {
-        run(
-            Command::new("cp").arg("--sparse=always").arg(from).arg(to),
-            "lvcreate snapshot",
-        )
-    };
-    match op {
-        VolumeOp::Create => cp(path, &copy),
-        VolumeOp::Rollback => cp(&copy, path),
-        VolumeOp::Delete => std::fs::remove_file(&copy)
-            .map_err(|e| format!("lvremove '{}' error: {e}", copy.display())),
     }
 }
 
@@ -919,26 +666,6 @@ fn snapshot_delete(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn which_volumes_can_snapshot() {
-        assert!(can_snapshot("local:100/vm-100-disk-0.qcow2"));
-        assert!(!can_snapshot("local:100/vm-100-disk-0.raw"));
-        assert!(can_snapshot("local-lvm:vm-100-disk-0"));
-        assert!(!can_snapshot("local-lvm:base-100-disk-0"));
-        assert!(can_snapshot("local-lvm:base-100-disk-0/vm-101-disk-0"));
-        assert!(!can_snapshot("/dev/sdb"));
-    }
-
-    #[test]
-    fn snapshot_names_are_config_ids() {
-        assert!(check_snapname("before-upgrade_1").is_ok());
-        assert_eq!(
-            check_snapname("1st").unwrap_err(),
-            "invalid configuration ID '1st'"
-        );
-        assert!(check_snapname("a").is_err());
-    }
 
     #[test]
     fn a_snapshot_copies_all_but_the_bookkeeping() {

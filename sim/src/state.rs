@@ -120,8 +120,8 @@ pub struct Vm {
     pub running: bool,
     pub started: Option<Instant>,
     pub pid: u32,
-    /// The `[snapname]` sections (`snapshots.rs`).
-    pub snapshots: crate::snapshots::Snapshots,
+    /// The `[snapname]` sections (`snapshot_state.rs`; their handlers are `snapshots.rs`).
+    pub snapshots: crate::snapshot_state::Snapshots,
 }
 
 /// Everything mutable, behind one mutex.

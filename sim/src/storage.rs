@@ -8,67 +8,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+/// The storages as `storage.cfg` defines them, kept in the leaf `storage_state` (which
+/// `storage_cfg`, the API handlers, uses too); named here as well, as the volumes' storages.
+pub use crate::storage_state::{StorageDef, all, storage};
 use crate::tasks::{INTERRUPT, TaskCtx};
-
-/// A storage as `storage.cfg` would define it.
-pub struct StorageDef {
-    pub id: &'static str,
-    pub kind: &'static str,
-    pub content: &'static [&'static str],
-    /// The allocation unit: LVM rounds a new or grown volume up to whole physical extents
-    /// (4 MiB by default; pve-storage LVMThinPlugin.pm, alloc_image and volume_resize call
-    /// `lvcreate -V` / `lvextend -L`, which round up). 1 for file storages.
-    pub extent: u64,
-    /// The same volumes on every node (`shared` in `storage.cfg`; see `storage_cfg.rs`).
-    pub shared: bool,
-}
-
-impl StorageDef {
-    /// Volumes named as block devices (`vm-N-disk-K`, raw), as LVM and RBD name them; the
-    /// others are files in `images/N/`.
-    pub fn block(&self) -> bool {
-        matches!(self.kind, "lvmthin" | "lvm" | "rbd")
-    }
-
-    /// File storages keep a volume's format (qcow2, vmdk); block storages only raw.
-    pub fn file_based(&self) -> bool {
-        !self.block()
-    }
-}
 
 /// The size a volume of `bytes` really gets on storage `sid`.
 pub fn allocated_size(sid: &str, bytes: u64) -> u64 {
     let e = storage(sid).map_or(1, |s| s.extent.max(1));
     bytes.div_ceil(e).saturating_mul(e)
-}
-
-/// The storages every node has.
-pub const STORAGES: &[StorageDef] = &[
-    StorageDef {
-        id: "local",
-        kind: "dir",
-        content: &["images", "iso", "import", "vztmpl", "snippets"],
-        extent: 1,
-        shared: false,
-    },
-    StorageDef {
-        id: "local-lvm",
-        kind: "lvmthin",
-        content: &["images", "rootdir"],
-        extent: 4 << 20,
-        shared: false,
-    },
-];
-
-pub fn storage(id: &str) -> Option<&'static StorageDef> {
-    all().into_iter().find(|s| s.id == id)
-}
-
-/// Every storage of `storage.cfg`: the node's own and those added with `POST /storage`.
-pub fn all() -> Vec<&'static StorageDef> {
-    let mut v: Vec<&'static StorageDef> = STORAGES.iter().collect();
-    v.extend(crate::storage_cfg::added());
-    v
 }
 
 /// The directory behind a storage on a node (one for all nodes when it is shared).
@@ -214,8 +162,8 @@ pub fn alloc_name(
     // pve-storage Storage.pm vdisk_alloc: activate_storage checks the storage is enabled on
     // the node, then alloc_image runs under cluster_lock_storage (the cluster-wide
     // `storage-X` lock on a shared storage).
-    crate::storage_cfg::check_enabled(sid, node)?;
-    crate::storage_cfg::cluster_lock_storage(sid, || {
+    crate::storage_state::check_enabled(sid, node)?;
+    crate::storage_state::cluster_lock_storage(sid, || {
         for k in 0..1000 {
             let name = if def.block() {
                 format!("vm-{vmid}-disk-{k}")

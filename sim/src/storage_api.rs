@@ -13,11 +13,11 @@ use crate::tasks;
 /// `GET /nodes/{node}/storage`.
 pub fn storage_list(sim: &Sim, node: &str, params: &Params) -> Value {
     let content = params.get("content");
-    json!(storage::all().into_iter().filter(|s| crate::storage_cfg::on_node(s.id, node)).filter(|s| content.is_none_or(|c| c.split(',').all(|c| s.content.contains(&c))))
+    json!(storage::all().into_iter().filter(|s| crate::storage_state::on_node(s.id, node)).filter(|s| content.is_none_or(|c| c.split(',').all(|c| s.content.contains(&c))))
         .filter(|s| params.get("storage").is_none_or(|id| id == s.id))
         .map(|s| {
             let used: u64 = storage::list_content(&sim.opts.data_dir, node, s.id, None, None).iter().map(|v| v["used"].as_u64().unwrap_or(0)).sum();
-            json!({"storage": s.id, "type": s.kind, "content": s.content.join(","), "active": crate::storage_cfg::check_enabled(s.id, node).is_ok() as u8, "enabled": crate::storage_cfg::check_enabled(s.id, node).is_ok() as u8, "shared": s.shared as u8,
+            json!({"storage": s.id, "type": s.kind, "content": s.content.join(","), "active": crate::storage_state::check_enabled(s.id, node).is_ok() as u8, "enabled": crate::storage_state::check_enabled(s.id, node).is_ok() as u8, "shared": s.shared as u8,
                    "total": 107374182400u64, "used": used, "avail": 107374182400u64 - used.min(107374182400u64),
                    "used_fraction": used as f64 / 107374182400.0})
         }).collect::<Vec<_>>())

@@ -4,18 +4,15 @@
 //! `shared` (declared so, or of a type in `@SHARED_STORAGE`, Storage/Plugin.pm parse_config)
 //! holds the same volumes on every node, and allocating on it takes the cluster-wide storage
 //! lock (Storage/Plugin.pm cluster_lock_storage → PVE::Cluster cfs_lock_storage, 10 s), which
-//! fails with `cfs-lock 'storage-X' error: got lock request timeout` when contended.
+//! fails with `cfs-lock 'storage-X' error: got lock request timeout` when contended. These
+//! are the API handlers; `storage.cfg` itself and the lock are data in `storage_state.rs`.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, RwLock};
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::handler::{ApiErr, ApiResult, Params};
-use crate::state::Sim;
-use crate::storage::{self, StorageDef};
+use crate::storage_state::{self, StorageDef, section};
 
 /// The storage types `POST /storage` takes here (PVE has more: iSCSI, ZFS, PBS, …).
 pub const TYPES: &[&str] = &["dir", "nfs", "cifs", "rbd", "lvm", "lvmthin"];
@@ -57,61 +54,9 @@ fn content_types(kind: &str) -> (&'static [&'static str], &'static str) {
     }
 }
 
-/// A storage added through the API: its definition (what volumes look like) and its
-/// section in `storage.cfg`.
-struct Added {
-    def: &'static StorageDef,
-    cfg: BTreeMap<String, String>,
-}
-
-static ADDED: RwLock<Vec<Added>> = RwLock::new(Vec::new());
-
-/// The storages added with `POST /storage`, in the order they were added.
-pub fn added() -> Vec<&'static StorageDef> {
-    ADDED
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .map(|a| a.def)
-        .collect()
-}
-
-/// A storage's section of `storage.cfg` as `$api_storage_config` gives it.
-fn section(sid: &str) -> Option<BTreeMap<String, String>> {
-    if let Some(a) = ADDED
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .find(|a| a.def.id == sid)
-    {
-        return Some(a.cfg.clone());
-    }
-    // A fresh install's storage.cfg (pve-manager's installer writes these two).
-    let pairs: &[(&str, &str)] = match sid {
-        "local" => &[
-            ("type", "dir"),
-            ("path", "/var/lib/vz"),
-            ("content", "images,import,iso,snippets,vztmpl"),
-        ],
-        "local-lvm" => &[
-            ("type", "lvmthin"),
-            ("thinpool", "data"),
-            ("vgname", "pve"),
-            ("content", "images,rootdir"),
-        ],
-        _ => return None,
-    };
-    Some(
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    )
-}
-
 fn cfg_digest() -> String {
     let mut text = String::new();
-    for s in storage::all() {
+    for s in storage_state::all() {
         if let Some(c) = section(s.id) {
             text.push_str(&format!("{}: {}\n", c["type"], s.id));
             for (k, v) in c.iter().filter(|(k, _)| *k != "type") {
@@ -143,7 +88,7 @@ fn api_storage_config(sid: &str) -> Option<Value> {
 /// `GET /storage` (Config.pm, index), `type` filtering.
 pub fn index(params: &Params) -> Value {
     json!(
-        storage::all()
+        storage_state::all()
             .iter()
             .filter_map(|s| api_storage_config(s.id))
             .filter(|c| params.get("type").is_none_or(|t| c["type"] == json!(t)))
@@ -233,150 +178,29 @@ pub fn create(params: &Params) -> ApiResult {
     if SHARED_TYPES.contains(&kind.as_str()) {
         cfg.insert("shared".into(), "1".into());
     }
-    let mut added = ADDED.write().unwrap_or_else(|e| e.into_inner());
-    let builtin = storage::STORAGES.iter().any(|s| s.id == sid);
-    if builtin || added.iter().any(|a| a.def.id == sid) {
+    let kind_static: &'static str = TYPES.iter().find(|t| **t == kind).copied().unwrap_or("dir");
+    // Added storages live as long as the simulator (storage.cfg entries are never freed
+    // here: there is no DELETE /storage).
+    let defined = storage_state::define(&sid, || {
+        let def: &'static StorageDef = Box::leak(Box::new(StorageDef {
+            id: Box::leak(sid.clone().into_boxed_str()),
+            kind: kind_static,
+            content: Box::leak(types.into_boxed_slice()),
+            extent: if matches!(kind.as_str(), "lvm" | "lvmthin") {
+                4 << 20
+            } else {
+                1
+            },
+            shared,
+        }));
+        (def, cfg)
+    });
+    if defined.is_none() {
         return Err(ApiErr::die(format!(
             "create storage failed: storage ID '{sid}' already defined"
         )));
     }
-    let kind_static: &'static str = TYPES.iter().find(|t| **t == kind).copied().unwrap_or("dir");
-    // Added storages live as long as the simulator (storage.cfg entries are never freed
-    // here: there is no DELETE /storage).
-    let def: &'static StorageDef = Box::leak(Box::new(StorageDef {
-        id: Box::leak(sid.clone().into_boxed_str()),
-        kind: kind_static,
-        content: Box::leak(types.into_boxed_slice()),
-        extent: if matches!(kind.as_str(), "lvm" | "lvmthin") {
-            4 << 20
-        } else {
-            1
-        },
-        shared,
-    }));
-    added.push(Added { def, cfg });
     Ok(json!({"storage": sid, "type": kind}))
-}
-
-/// Storage.pm storage_check_node: a storage with `nodes` is there only on those.
-pub fn on_node(sid: &str, node: &str) -> bool {
-    section(sid)
-        .and_then(|c| c.get("nodes").cloned())
-        .is_none_or(|n| n.split([',', ';', ' ']).any(|x| x == node))
-}
-
-/// Storage.pm storage_check_enabled (through activate_storage, as vdisk_alloc calls it).
-pub fn check_enabled(sid: &str, node: &str) -> Result<(), String> {
-    if section(sid).is_some_and(|c| c.get("disable").is_some_and(|d| d == "1")) {
-        return Err(format!("storage '{sid}' is disabled"));
-    }
-    if !on_node(sid, node) {
-        return Err(format!("storage '{sid}' is not available on node '{node}'"));
-    }
-    Ok(())
-}
-
-/// The cluster-wide storage locks (`/etc/pve/priv/lock/storage-X`): who holds each.
-struct Locks {
-    held: Mutex<BTreeMap<String, Instant>>,
-    cv: Condvar,
-}
-
-static LOCKS: Locks = Locks {
-    held: Mutex::new(BTreeMap::new()),
-    cv: Condvar::new(),
-};
-
-/// How long an allocation holds a shared storage's lock (alloc_image: the RBD or NFS round
-/// trips), in microseconds; set from the simulator's timings by [`init`].
-static ALLOC_HOLD_US: AtomicU64 = AtomicU64::new(100_000);
-
-/// PVE::Cluster cfs_lock's acquire timeout (`$timeout = 10 if !$timeout`).
-const CFS_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Takes the simulator's timings: an allocation holds the lock for `--task-duration
-/// cfs-alloc=…` (100 ms by default), scaled by `--time-scale`.
-pub fn init(sim: &Sim) {
-    let d = sim
-        .opts
-        .durations
-        .get("cfs-alloc")
-        .copied()
-        .unwrap_or(Duration::from_millis(100));
-    ALLOC_HOLD_US.store(sim.scaled(d).as_micros() as u64, Ordering::Relaxed);
-}
-
-fn acquire(sid: &str) -> Result<(), String> {
-    let lockid = format!("storage-{sid}");
-    let deadline = Instant::now() + CFS_LOCK_TIMEOUT;
-    let mut held = LOCKS.held.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let now = Instant::now();
-        // A holder past its end (an admin hold) has let go.
-        if held.get(&lockid).is_some_and(|until| *until <= now) {
-            held.remove(&lockid);
-        }
-        if let std::collections::btree_map::Entry::Vacant(slot) = held.entry(lockid.clone()) {
-            // cfs locks expire after 120 s (pmxcfs); a holder that died lets go then.
-            slot.insert(now + Duration::from_secs(120));
-            return Ok(());
-        }
-        if now >= deadline {
-            return Err(format!(
-                "cfs-lock '{lockid}' error: got lock request timeout"
-            ));
-        }
-        let wait = (deadline - now).min(Duration::from_millis(50));
-        held = LOCKS
-            .cv
-            .wait_timeout(held, wait)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
-}
-
-fn release(sid: &str) {
-    LOCKS
-        .held
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&format!("storage-{sid}"));
-    LOCKS.cv.notify_all();
-}
-
-/// Storage/Plugin.pm cluster_lock_storage for an allocation: on a shared storage, `f` runs
-/// under the cluster-wide lock, which it holds for the allocation's time; a local storage
-/// uses a node-local file lock, which pve-sim does not contend.
-pub fn cluster_lock_storage<T>(
-    sid: &str,
-    f: impl FnOnce() -> Result<T, String>,
-) -> Result<T, String> {
-    if !storage::storage(sid).is_some_and(|s| s.shared) {
-        return f();
-    }
-    acquire(sid)?;
-    let res = f();
-    std::thread::sleep(Duration::from_micros(ALLOC_HOLD_US.load(Ordering::Relaxed)));
-    release(sid);
-    res
-}
-
-/// The admin endpoint's `POST /storage-lock` `{"storage": "X", "ms": N}`: another node holds
-/// the storage's cluster lock for N ms (from now; waits its turn if held).
-pub fn admin_hold(v: &Value) -> Result<Value, String> {
-    let sid = v["storage"]
-        .as_str()
-        .ok_or("storage-lock needs 'storage'")?;
-    if !storage::storage(sid).is_some_and(|s| s.shared) {
-        return Err(format!("storage '{sid}' is not a shared storage"));
-    }
-    let ms = v["ms"].as_u64().unwrap_or(5000);
-    acquire(sid)?;
-    LOCKS.held.lock().unwrap_or_else(|e| e.into_inner()).insert(
-        format!("storage-{sid}"),
-        Instant::now() + Duration::from_millis(ms),
-    );
-    Ok(json!(ms))
 }
 
 #[cfg(test)]

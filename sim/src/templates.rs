@@ -7,12 +7,15 @@
 //!   and the config gets `template: 1`.
 //! * `POST …/clone` forks `qmclone` (its id is the source's): the source is locked shared when
 //!   it is not running (parallel clones of one template proceed), exclusively with a 1 s
-//!   timeout when it runs; the new VM's config exists from the start with `lock: clone`; a
-//!   linked clone (the default from a template) makes thin snapshots of the base volumes
-//!   (`base-N-disk-K/vm-M-disk-J`), refused for a volume that is not a base; a full clone
-//!   copies every disk with `qemu-img convert`, logging PVE's progress lines; the cloud-init
-//!   drive and the TPM state are always copied; every NIC gets a new MAC address. A failed
-//!   clone frees what it made and removes the new config.
+//!   timeout when it runs; the API refuses a new id whose config exists before forking
+//!   (`unable to create VM N: config file already exists`), and the worker checks again under
+//!   the new id's lock; its first line is `creating a clone of VM S with ID N`; the new VM's
+//!   config exists from then on with `lock: clone`; a linked clone (the default from a
+//!   template) makes thin snapshots of the base volumes (`base-N-disk-K/vm-M-disk-J`),
+//!   refused for a volume that is not a base; a full clone copies every disk with `qemu-img
+//!   convert`, logging PVE's progress lines; the cloud-init drive and the TPM state are
+//!   always copied; every NIC gets a new MAC address. A failed clone frees what it made and
+//!   removes the new config.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -218,6 +221,11 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                 if exclusive != was_running {
                     return Err("unexpected state change".into());
                 }
+                // `$clonefn`'s first line, once the checks passed under the new id's lock and
+                // before the temporary config is written: the one line that names the new id
+                // in a task whose UPID carries the source's (clients tell parallel clones of
+                // one template apart by it).
+                ctx.log(format!("creating a clone of VM {vmid} with ID {newid}"));
                 // The new config exists at once, locked (`file_set_contents(…, "lock: clone")`).
                 {
                     let mut st = sim.lock();

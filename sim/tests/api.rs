@@ -1291,6 +1291,56 @@ fn templates_and_clones() {
     assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
 }
 
+/// qemu-server API2/Qemu.pm clone_vm: the `qmclone` UPID carries the source's vmid, so the
+/// worker's first line, `creating a clone of VM $vmid with ID $newid` (`$clonefn`), is what
+/// names the new id; the API refuses a new id whose config exists before forking anything
+/// (`$load_and_check`), in PVE's words.
+#[test]
+fn a_clone_names_its_new_id_first_and_an_existing_id_is_refused_unforked() {
+    let sim = Sim::plain(&[], &[]);
+    let s = Session::login(&sim);
+    quick_vm(&s, "100", &[("scsi0", "local-lvm:1")]);
+    let u = s.data("POST", "/nodes/pve1/qemu/100/template", &[]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    // Two clones of the template at once: one id in their UPIDs, each log names its own.
+    let upids: Vec<String> = ["101", "102"]
+        .iter()
+        .map(|id| {
+            s.data("POST", "/nodes/pve1/qemu/100/clone", &[("newid", id)])
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for (upid, id) in upids.iter().zip(["101", "102"]) {
+        assert!(is_upid(upid, "pve1", "qmclone", "100"), "{upid}");
+        assert_eq!(s.wait(upid)["exitstatus"], "OK", "{upid}");
+        let log = s.log(upid);
+        assert_eq!(
+            log.first().map(String::as_str),
+            Some(format!("creating a clone of VM 100 with ID {id}").as_str()),
+            "{log:?}"
+        );
+    }
+    let clones = |s: &Session| {
+        s.data(
+            "GET",
+            "/nodes/pve1/tasks",
+            &[("source", "all"), ("typefilter", "qmclone")],
+        )
+        .as_array()
+        .unwrap()
+        .len()
+    };
+    assert_eq!(clones(&s), 2);
+    let (status, reason, _) = s.call("POST", "/nodes/pve1/qemu/100/clone", &[("newid", "101")]);
+    assert_eq!(
+        (status, reason.as_str()),
+        (500, "unable to create VM 101: config file already exists")
+    );
+    assert_eq!(clones(&s), 2, "a refused clone forks no task");
+}
+
 /// A template on a directory storage: its qcow2 disk becomes `N/base-N-disk-K.qcow2`, and a
 /// linked clone `N/base-N-disk-K.qcow2/M/vm-M-disk-J.qcow2`, a qcow2 backed by the base.
 #[test]

@@ -3,11 +3,13 @@
 //! once, its task waited on, and a name race with a parallel run resolved (see
 //! [`Runner::claim_name`]).
 //!
-//! A create is sent at most once per run (`qemu::create`, through `ops::dispatch_once`):
-//! after a lost answer the run only looks for its task, and recognises it by what PVE
-//! records (`qemu::CreatesBefore`), never by a clock. A VM that PVE says exists and that its
-//! record does not prove this run's is someone else's: the run fails naming who made it and
-//! when, and writes nothing to it.
+//! A create or a clone is sent at most once per run (`qemu::create`, `qemu::clone`, through
+//! `ops::dispatch_once`): after a lost answer the run only looks for its task, and
+//! recognises it by what PVE records (`made::MadeBefore`: for a clone, the new `qmclone` of
+//! this user whose log names the new vmid), never by a clock; so a lost answer never makes
+//! the id loop clone to the next free id. A VM that PVE says exists and that its record does
+//! not prove this run's is someone else's: the run fails naming who made it and when, and
+//! writes nothing to it.
 
 use std::time::Instant;
 
@@ -15,7 +17,8 @@ use anyhow::{Context, anyhow};
 
 use super::desired::CloneSource;
 use super::shell::{Done, Runner};
-use crate::pve::api::qemu::{self, CloneRequest, CreatesBefore, Vm};
+use crate::pve::api::made::{Looking, MadeBefore, Maker};
+use crate::pve::api::qemu::{self, CloneRequest, Vm};
 use crate::pve::api::{Dispatched, cluster};
 use crate::pve::error::{ApiError, task_found_vmid_taken, task_met_storage_lock};
 use crate::pve::retry::{Awaiting, pause};
@@ -67,9 +70,9 @@ impl Runner<'_> {
         )
     }
 
-    /// Sends the request that makes VM `vmid` on `node`; returns it with what it is doing
-    /// and, for a create, what PVE listed of the VM's creates before it (or what failed
-    /// while listing them, before anything was sent).
+    /// Sends the request that makes VM `vmid` on `node`; returns what it is doing, the
+    /// result, and what PVE listed of the tasks that make it before it was sent (or what
+    /// failed while listing them, before anything was sent).
     fn send_making(
         &self,
         making: &Making,
@@ -78,26 +81,38 @@ impl Runner<'_> {
     ) -> (
         String,
         Result<Dispatched, ApiError>,
-        Option<Result<CreatesBefore, String>>,
+        Result<MadeBefore, String>,
     ) {
         let client = &self.session.client;
         let new = Vm::new(node, vmid);
-        match making {
-            Making::Create { config, pool } => {
-                let what = format!("creating VM {vmid} on {node}");
-                // What PVE lists before the create: a task not in it can only be newer.
-                let before = match CreatesBefore::list(client, &new) {
-                    Ok(before) => before,
-                    Err(e) => {
-                        let listing = format!(
-                            "listing the tasks of VM {vmid} on {node} before sending the create"
-                        );
-                        return (what, Err(e), Some(Err(listing)));
-                    }
+        let (what, maker) = match making {
+            Making::Create { .. } => (format!("creating VM {vmid} on {node}"), Maker::Create),
+            Making::Clone { src, src_node, .. } => (
+                format!("cloning VM {src} on {src_node} to VM {vmid}"),
+                Maker::Clone {
+                    source: Vm::new(src_node, *src),
+                },
+            ),
+        };
+        // What PVE lists before the request: a task not in it can only be newer.
+        let before = match MadeBefore::list(client, &new, maker) {
+            Ok(before) => before,
+            Err(e) => {
+                let listing = match making {
+                    Making::Create { .. } => format!(
+                        "listing the tasks of VM {vmid} on {node} before sending the create"
+                    ),
+                    Making::Clone { src, src_node, .. } => format!(
+                        "listing the clone tasks of VM {src} on {src_node} before sending the clone"
+                    ),
                 };
-                let result = qemu::create(client, &new, config, *pool, &before);
-                (what, result, Some(Ok(before)))
+                return (what, Err(e), Err(listing));
             }
+        };
+        let mut looking = Looking::default();
+        let look = || before.look(client, &mut looking);
+        let result = match making {
+            Making::Create { config, pool } => qemu::create(client, &new, config, *pool, look),
             Making::Clone {
                 source,
                 src,
@@ -114,13 +129,10 @@ impl Runner<'_> {
                     snapname: source.snapname.as_deref(),
                     pool: self.desired.pool.as_deref(),
                 };
-                (
-                    format!("cloning VM {src} on {src_node} to VM {vmid}"),
-                    qemu::clone(client, &Vm::new(src_node, *src), &request),
-                    None,
-                )
+                qemu::clone(client, &Vm::new(src_node, *src), &request, look)
             }
-        }
+        };
+        (what, result, Ok(before))
     }
 
     /// The one id-allocation loop of a create and a clone.
@@ -133,27 +145,30 @@ impl Runner<'_> {
             };
             let (what, result, before) = self.send_making(making, vmid, node);
             let result = match (result, before) {
-                (Err(e), Some(Err(listing))) => {
+                (Err(e), Err(listing)) => {
                     return Err(anyhow::Error::new(e).context(listing).context(what));
                 }
                 // PVE says the given vmid is taken: this run's VM only if PVE's record proves
-                // it (a create refused before it acted, sent again, may meet the first one);
-                // else someone else's, and nothing is written to it.
-                (Err(e), Some(Ok(before)))
-                    if e.is_already_exists() && self.desired.vmid.is_some() =>
-                {
-                    let new = Vm::new(node, vmid);
-                    let config = match making {
-                        Making::Create { config, .. } => *config,
-                        Making::Clone { .. } => &[],
+                // it (a request refused before it acted, sent again, may meet the first one);
+                // else someone else's (made between the run's look and its request), and
+                // nothing is written to it.
+                (Err(e), Ok(before)) if e.is_already_exists() && self.desired.vmid.is_some() => {
+                    let progress = match making {
+                        Making::Create { config, .. } => qemu::imports(config),
+                        // A full clone copies every disk (PVE's default from a plain VM).
+                        Making::Clone {
+                            source,
+                            is_template,
+                            ..
+                        } => source.full.unwrap_or(!is_template),
                     };
-                    match before.own_task(&self.session.client, &new, config) {
+                    match before.own_task(&self.session.client, progress) {
                         Ok(Some(task)) => Ok(Dispatched::Task(task)),
                         _ => {
                             return Err(anyhow!(
                                 "{what}: PVE answered {e}: {}; nothing was written to it. \
                                  Give another vmid, or run again to converge the VM that is there",
-                                before.made_by(&self.session.client, &new)
+                                before.made_by(&self.session.client)
                             ));
                         }
                     }
@@ -223,11 +238,6 @@ impl Runner<'_> {
                 Err(e) if e.is_already_exists() && self.desired.vmid.is_none() => {
                     attempt += 1;
                     self.before_next_id(attempt, &format!("{what}: {e}"))?;
-                }
-                // A clone whose given vmid exists now: read it again and re-plan. (A create's
-                // is handled above: that VM is not this run's.)
-                Err(e) if e.is_already_exists() && matches!(making, Making::Clone { .. }) => {
-                    return Ok(Done::Stale);
                 }
                 Err(e) => return Err(anyhow::Error::new(e).context(what)),
             }

@@ -1,7 +1,8 @@
 //! One function per PVE call the modules make, grouped as PVE groups them: [`cluster`]
 //! (pve-manager API2/Cluster.pm), [`ha`] (pve-ha-manager API2/HA), [`access`] (pve-access-control), [`tasks`] (a node's
 //! tasks, pve-manager API2/Tasks.pm), [`qemu`] (qemu-server API2/Qemu.pm) and [`storage`]
-//! (pve-storage API2/Storage). This is where a request is built: each function knows its
+//! (pve-storage API2/Storage), with [`made`] (which task made a new VM, by PVE's record, for
+//! a create or a clone sent at most once). This is where a request is built: each function knows its
 //! method and path ([`crate::paths`]), its body keys, its retry class (a read, or a
 //! dispatch with the query that recovers a lost answer, [`crate::ops`]) and, when it starts
 //! a task, the task's type and whether its log reports progress.
@@ -11,10 +12,14 @@
 pub mod access;
 pub mod cluster;
 pub mod ha;
+pub mod made;
 pub mod qemu;
 pub mod snapshot;
 pub mod storage;
+mod task_type;
 pub mod tasks;
+
+pub use task_type::TaskType;
 
 use crate::client::{Client, Method, Params};
 use crate::error::ApiError;
@@ -47,49 +52,6 @@ pub enum Dispatched {
     Task(Task),
     /// PVE answered `null`: the work finished within the request.
     Done,
-}
-
-/// The tasks PVE names in UPIDs, for the requests that start them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TaskType {
-    Create,
-    Clone,
-    Config,
-    Resize,
-    Start,
-    Stop,
-    Shutdown,
-    Reboot,
-    Destroy,
-    Template,
-    Download,
-    Migrate,
-    Snapshot,
-    Rollback,
-    DeleteSnapshot,
-}
-
-impl TaskType {
-    /// The type as UPIDs and task lists spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskType::Create => "qmcreate",
-            TaskType::Clone => "qmclone",
-            TaskType::Config => "qmconfig",
-            TaskType::Resize => "resize",
-            TaskType::Start => "qmstart",
-            TaskType::Stop => "qmstop",
-            TaskType::Shutdown => "qmshutdown",
-            TaskType::Reboot => "qmreboot",
-            TaskType::Destroy => "qmdestroy",
-            TaskType::Template => "qmtemplate",
-            TaskType::Download => "download",
-            TaskType::Migrate => "qmigrate",
-            TaskType::Snapshot => "qmsnapshot",
-            TaskType::Rollback => "qmrollback",
-            TaskType::DeleteSnapshot => "qmdelsnapshot",
-        }
-    }
 }
 
 /// How a lost answer to a dispatch is recovered: the task it may have started is looked for.

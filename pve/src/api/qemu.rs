@@ -1,8 +1,6 @@
 //! A node's VMs (qemu-server API2/Qemu.pm, API2/Qemu/Agent.pm): listing and reading them,
 //! and every request that changes one, each starting its task (`qmcreate`, `qmconfig`, …).
 
-use std::time::{Duration, Instant};
-
 use serde_json::Value;
 
 use super::{Dispatched, Recover, Task, TaskType, dispatch, flag, tasks};
@@ -43,7 +41,7 @@ impl Vm {
 
 /// Whether config values import a disk (`import-from=`): the task then copies it and its
 /// log reports progress.
-fn imports(config: &[(String, String)]) -> bool {
+pub fn imports(config: &[(String, String)]) -> bool {
     config.iter().any(|(_, v)| v.contains("import-from="))
 }
 
@@ -127,135 +125,16 @@ pub fn creator(client: &Client, vm: &Vm) -> Option<Upid> {
         .max_by_key(|upid| upid.starttime)
 }
 
-/// The create tasks (`qmcreate`) PVE listed for a VM just before this run sent its own
-/// create: the run's own task is then the one PVE lists afterwards that is not among them,
-/// on the VM's node, for its vmid, by the run's user. So a task is recognised by what PVE
-/// records, never by comparing clocks (the node's may differ from this machine's), and never
-/// is another user's task, or an earlier run's, taken for this run's.
-pub struct CreatesBefore {
-    upids: Vec<String>,
-}
-
-/// How long PVE's record may show nothing of a create whose answer was lost before the run
-/// concludes PVE never got it: qemu-server writes the config (`lock: create`) and forks the
-/// task before it answers, so once PVE answers again, this long with neither is an answer.
-const LOOK_GRACE: Duration = Duration::from_secs(10);
-
-impl CreatesBefore {
-    /// Lists them (a read).
-    pub fn list(client: &Client, vm: &Vm) -> Result<CreatesBefore, ApiError> {
-        Ok(CreatesBefore {
-            upids: tasks::of_vm(client, &vm.node, vm.vmid, TaskType::Create)?
-                .into_iter()
-                .map(|upid| upid.text)
-                .collect(),
-        })
-    }
-
-    /// Whether `upid` is this run's create of `vm`, by PVE's record.
-    fn is_own(&self, upid: &Upid, vm: &Vm, user: &str) -> bool {
-        upid.node == vm.node
-            && upid.user == user
-            && upid.task_type == TaskType::Create.as_str()
-            && upid.id == vm.vmid.to_string()
-            && !self.upids.contains(&upid.text)
-    }
-
-    /// This run's create of `vm`, if PVE lists it (a read).
-    fn own(&self, client: &Client, vm: &Vm) -> Result<Option<Upid>, ApiError> {
-        Ok(tasks::of_vm(client, &vm.node, vm.vmid, TaskType::Create)?
-            .into_iter()
-            .find(|upid| self.is_own(upid, vm, client.user())))
-    }
-
-    /// This run's create of `vm` with this `config`, if PVE lists it (a read): the task to
-    /// wait on when PVE answered that the vmid is taken after a create was sent again
-    /// (refused before it acted the first time).
-    pub fn own_task(
-        &self,
-        client: &Client,
-        vm: &Vm,
-        config: &[(String, String)],
-    ) -> Result<Option<Task>, ApiError> {
-        Ok(self.own(client, vm)?.map(|upid| Task {
-            upid,
-            reports_progress: imports(config),
-        }))
-    }
-
-    /// Who made `vm` and when, by PVE's record, for a message: the newest create of it that
-    /// is not this run's (its user, and its start on the node's clock), or, when no such task
-    /// is visible to this user, the `ctime` PVE wrote into its config.
-    pub fn made_by(&self, client: &Client, vm: &Vm) -> String {
-        let (node, vmid) = (&vm.node, vm.vmid);
-        let user = client.user();
-        let theirs = tasks::of_vm(client, node, vmid, TaskType::Create)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|upid| !self.is_own(upid, vm, user))
-            .max_by_key(|upid| upid.starttime);
-        if let Some(upid) = theirs {
-            return format!(
-                "VM {vmid} on {node} was created by {} at {} (the node's clock; task {upid}), so it is not this run's VM",
-                upid.user,
-                crate::upid::utc(upid.starttime),
-            );
-        }
-        let ctime = config(client, vm).ok().flatten().and_then(|c| c.ctime());
-        format!(
-            "VM {vmid} on {node} was created{} by another user or run: its create task is not visible \
-             to {user} (other users' tasks need Sys.Audit on /nodes/{node}), so it is not this run's VM",
-            ctime
-                .map(|t| format!(
-                    " at {} (the node's clock, from its config)",
-                    crate::upid::utc(t)
-                ))
-                .unwrap_or_default()
-        )
-    }
-
-    /// One look for this run's create after its answer was lost ([`ops::dispatch_once`]):
-    /// its task by PVE's record; after [`LOOK_GRACE`] of answers showing neither it nor the
-    /// VM, PVE never got the create; a VM there without it is someone else's.
-    fn look(&self, client: &Client, vm: &Vm, quiet_since: &mut Option<Instant>) -> ops::Look {
-        let (node, vmid, user) = (&vm.node, vm.vmid, client.user());
-        match self.own(client, vm) {
-            Ok(Some(upid)) => return ops::Look::Found(upid),
-            Ok(None) => {}
-            Err(e) => return ops::Look::Again(format!("listing the tasks on {node}: {e}")),
-        }
-        let since = *quiet_since.get_or_insert_with(Instant::now);
-        if since.elapsed() < LOOK_GRACE {
-            return ops::Look::Again(format!(
-                "{node} lists no task of {user} creating VM {vmid} yet"
-            ));
-        }
-        match config(client, vm) {
-            Ok(None) => ops::Look::NotDone(format!(
-                "for {}s after that, PVE showed neither a task of {user} creating VM {vmid} on {node} \
-                 nor a VM {vmid}: PVE most likely never got the create, and nothing changed (a re-run \
-                 creates the VM, or finds it if PVE made it after all)",
-                LOOK_GRACE.as_secs()
-            )),
-            Ok(Some(_)) => ops::Look::NotDone(format!(
-                "VM {vmid} exists, but PVE lists no task of {user} that created it since this run's \
-                 create: {}; nothing was written to it",
-                self.made_by(client, vm)
-            )),
-            Err(e) => ops::Look::Again(format!("reading the config of VM {vmid} on {node}: {e}")),
-        }
-    }
-}
-
 /// `POST /nodes/{node}/qemu` (`qmcreate`): creates the VM with this config (imports
 /// included: then the task copies and reports progress), in `pool` if given. Sent at most
-/// once ([`ops::dispatch_once`]): after a lost answer, only looked for, by `before`.
+/// once ([`ops::dispatch_once`]): after a lost answer, only looked for by `look` (the look of
+/// `made::MadeBefore` listed for the new VM before the create).
 pub fn create(
     client: &Client,
     vm: &Vm,
     config: &[(String, String)],
     pool: Option<&str>,
-    before: &CreatesBefore,
+    look: impl FnMut() -> ops::Look,
 ) -> Result<Dispatched, ApiError> {
     let mut params: Params = vec![("vmid".into(), vm.vmid.to_string())];
     params.extend(config.iter().cloned());
@@ -263,17 +142,27 @@ pub fn create(
         params.push(("pool".into(), pool.to_string()));
     }
     let path = Node::new(&vm.node).qemu();
-    let mut quiet_since = None;
-    let sent = ops::dispatch_once(client, Method::Post, &path, &params, || {
-        before.look(client, vm, &mut quiet_since)
-    })?;
-    Ok(match sent {
-        ops::Dispatched::Task(upid) => Dispatched::Task(Task {
-            upid,
-            reports_progress: imports(config),
-        }),
-        ops::Dispatched::Done => Dispatched::Done,
-    })
+    dispatch_made(client, &path, &params, imports(config), look)
+}
+
+/// A create or clone sent at most once ([`ops::dispatch_once`]), looked for by `look` after
+/// a lost answer.
+fn dispatch_made(
+    client: &Client,
+    path: &str,
+    params: &Params,
+    reports_progress: bool,
+    look: impl FnMut() -> ops::Look,
+) -> Result<Dispatched, ApiError> {
+    Ok(
+        match ops::dispatch_once(client, Method::Post, path, params, look)? {
+            ops::Dispatched::Task(upid) => Dispatched::Task(Task {
+                upid,
+                reports_progress,
+            }),
+            ops::Dispatched::Done => Dispatched::Done,
+        },
+    )
 }
 
 /// What a clone makes (`POST …/{vmid}/clone`).
@@ -293,10 +182,17 @@ pub struct CloneRequest<'a> {
 }
 
 /// `POST …/{vmid}/clone` (`qmclone`, its UPID carrying the source's id). A full clone copies
-/// every disk and reports progress as an import does. Parallel clones of one template share
-/// the source's id in their UPIDs, so a lost answer cannot be matched to its task: it is not
-/// looked for.
-pub fn clone(client: &Client, source: &Vm, request: &CloneRequest) -> Result<Dispatched, ApiError> {
+/// every disk and reports progress as an import does. Sent at most once
+/// ([`ops::dispatch_once`]), as a create is: after a lost answer, only looked for by `look`
+/// (the look of `made::MadeBefore` listed for a clone of `source` to the new VM): parallel
+/// clones of one template share the source's id in their UPIDs, so the run's is the new one
+/// of its user whose log names `request.newid` (see the `made` module).
+pub fn clone(
+    client: &Client,
+    source: &Vm,
+    request: &CloneRequest,
+    look: impl FnMut() -> ops::Look,
+) -> Result<Dispatched, ApiError> {
     let mut params: Params = vec![("newid".into(), request.newid.to_string())];
     let optional = [
         ("name", request.name.map(str::to_string)),
@@ -313,7 +209,7 @@ pub fn clone(client: &Client, source: &Vm, request: &CloneRequest) -> Result<Dis
     );
     let copies = request.full.unwrap_or(!request.source_is_template);
     let path = source.path().clone_vm();
-    dispatch(client, Method::Post, &path, &params, copies, Recover::Never)
+    dispatch_made(client, &path, &params, copies, look)
 }
 
 /// Where and how a VM moves (`POST …/migrate`).

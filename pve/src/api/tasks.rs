@@ -9,7 +9,7 @@ use crate::ops;
 use crate::paths::{self, Node};
 use crate::upid::Upid;
 
-use super::TaskType;
+use super::task_type::TaskType;
 
 /// `GET /nodes/{node}/tasks?source=active`: the tasks still running, for a VM and/or of a
 /// type (the task that holds a lock, or the one a lost answer started). Sent once.

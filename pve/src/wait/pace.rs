@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::Policy;
+use super::policy::Policy;
 
 /// How many of the latest task requests the current request time is read from.
 const RECENT: usize = 4;

@@ -8,8 +8,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::local_volumes::{LocalVolume, Reference};
 use super::phases::Migration;
-use super::prepare::{LocalVolume, Reference, storage_def};
+use super::prepare::storage_def;
 use super::pve_format::{dd_line, render_duration};
 use crate::api_schema;
 use crate::schema;

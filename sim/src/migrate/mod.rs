@@ -21,19 +21,25 @@
 //! `--import-rate` gives them; the memory transfer takes the `qmigrate` task duration.
 //!
 //! The model is cut by concern: [`handlers`] (the two API calls and their refusals),
-//! [`prepare`] (QemuMigrate's checks of local resources, clones and storages), [`phases`]
+//! [`options`] (the storage map, the migration network and the options a task runs with),
+//! [`prepare`] (QemuMigrate's checks of local resources, clones and storages, and the
+//! [`local_volumes`] it finds to move), [`phases`]
 //! (the `qmigrate` worker, its phases, locks and config moves), [`disk_copy`] (the offline
-//! `storage_migrate` copies and the online drive mirrors), [`ha_handoff`] (migrations of
-//! HA-managed VMs) and [`pve_format`] (the sizes, durations and dd lines the task log shows).
+//! `storage_migrate` copies and the online drive mirrors), [`ha_handoff`] (an HA-managed VM
+//! handed to the HA stack), [`ha_lrm`] (the HA stack's round running its migrations) and
+//! [`pve_format`] (the sizes, durations and dd lines the task log shows).
 
 mod disk_copy;
 mod ha_handoff;
+mod ha_lrm;
 mod handlers;
+mod local_volumes;
+mod options;
 mod phases;
 /// The migration lock, which a snapshot rollback and delete take too (`snapshots.rs`).
 pub(crate) use phases::migration_locked;
 mod prepare;
 mod pve_format;
 
-pub use ha_handoff::ha_round;
+pub use ha_lrm::ha_round;
 pub use handlers::{migrate, migrate_spec, precondition, precondition_spec};

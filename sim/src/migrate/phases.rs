@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::handlers::{Opts, in_network};
-use super::prepare::LocalVolume;
+use super::local_volumes::LocalVolume;
+use super::options::{Opts, in_network};
 use super::pve_format::{pve_format_size, round_powerof2, stamp};
 use crate::api_schema;
 use crate::handler::wait_until;

@@ -5,7 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use super::handlers::StorageMap;
+use super::local_volumes::{LocalVolume, Reference};
+use super::options::StorageMap;
 use super::phases::Migration;
 use crate::api_schema;
 use crate::pending::Pending;
@@ -176,7 +177,7 @@ pub(super) fn storage_enabled(
     node: &str,
 ) -> Result<&'static storage::StorageDef, String> {
     let def = storage_def(sid)?;
-    crate::storage_cfg::check_enabled(sid, node)?;
+    crate::storage_state::check_enabled(sid, node)?;
     Ok(def)
 }
 
@@ -214,31 +215,6 @@ pub(super) fn check_storage_availability(
         }
     }
     Ok(())
-}
-
-/// How a scanned local volume is referenced (QemuMigrate.pm, scan_local_volumes: `ref`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Reference {
-    /// A local file or device (an absolute path).
-    Config,
-    Attached,
-    Unused,
-    Pending,
-    /// The cloud-init drive or the TPM state.
-    Generated,
-}
-
-/// A local volume to move (`$self->{local_volumes}->{$volid}`).
-#[derive(Clone, Debug)]
-pub(super) struct LocalVolume {
-    pub(super) reference: Reference,
-    pub(super) targetsid: String,
-    pub(super) size: u64,
-    pub(super) format: String,
-    pub(super) is_cloudinit: bool,
-    pub(super) drivename: Option<String>,
-    /// Mirrored while the VM runs (`migration_mode: online`), else copied first.
-    pub(super) online: bool,
 }
 
 impl Migration<'_> {
