@@ -70,16 +70,20 @@ pub fn url_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A value as a message may quote it: at most 64 characters, then how long it was, so a huge
+/// A value as a message may quote it: [`bounded`] and in double quotes.
+pub fn quote(text: impl AsRef<str>) -> String {
+    format!("{:?}", bounded(text.as_ref()))
+}
+
+/// A value as a message may show it: at most 64 characters, then how long it was, so a huge
 /// or binary value from a server or a setting never floods a message.
-pub fn quote(s: impl AsRef<str>) -> String {
+pub fn bounded(text: &str) -> String {
     const MAX: usize = 64;
-    let s = s.as_ref();
-    if s.chars().count() <= MAX {
-        return format!("{s:?}");
+    if text.chars().count() <= MAX {
+        return text.to_string();
     }
-    let head: String = s.chars().take(MAX).collect();
-    format!("{:?}", format!("{head}… ({} bytes)", s.len()))
+    let head: String = text.chars().take(MAX).collect();
+    format!("{head}… ({} bytes)", text.len())
 }
 
 #[cfg(test)]
@@ -108,6 +112,13 @@ mod tests {
         );
         assert!(enc.contains("%20") && !enc.contains('+'));
         assert_eq!(url_decode(&enc), keys);
+    }
+
+    #[test]
+    fn quoted_values_are_bounded() {
+        assert_eq!(quote("a\"b"), r#""a\"b""#);
+        let long = "x".repeat(100);
+        assert_eq!(quote(&long), format!("\"{}… (100 bytes)\"", "x".repeat(64)));
     }
 
     #[test]

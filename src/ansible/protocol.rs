@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::spec::{Env, Kind, ProcessEnv, Spec, parse_duration, validate};
 use super::text::bounded;
+use crate::pve::encode::url_encode;
 
 /// The `_ansible_*` keys a module acts on.
 #[derive(Clone, Debug, Default)]
@@ -33,9 +34,11 @@ static PRINTED: AtomicBool = AtomicBool::new(false);
 
 /// Every spelling of a secret that may come back in a message: as is, percent-encoded
 /// (upper- and lower-case hex), form-encoded (`+` for spaces), and JSON-escaped (a server
-/// error that echoes the request as JSON, or quotes the header).
+/// error that echoes the request as JSON, or quotes the header). The percent-encoded spelling
+/// is the PVE client's own (`pve::encode::url_encode`, what a form body or `sshkeys` carries),
+/// so a secret is masked in exactly the spelling it was sent in.
 fn spellings(s: &str) -> Vec<String> {
-    let pct = percent_encode(s);
+    let pct = url_encode(s);
     let lower = {
         let mut out = String::with_capacity(pct.len());
         let mut hex_left = 0;
@@ -395,22 +398,6 @@ pub fn run_module(spec: &Spec, body: impl FnOnce(&Invocation) -> Result<Outcome,
     std::process::exit(if failed { 1 } else { 0 });
 }
 
-/// The percent-encoded spelling of a value, as a secret may appear in a request body or a URL
-/// that ends up in a message: `encodeURIComponent`'s set, which is how the PVE client encodes
-/// form bodies (kept here, not borrowed from it: the Ansible layer does not depend on the PVE
-/// client).
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,9 +493,9 @@ mod tests {
         register_secret(secret);
         for echoed in [
             secret.to_string(),
-            percent_encode(secret),
-            percent_encode(secret).to_ascii_lowercase(),
-            percent_encode(secret).replace("%20", "+"),
+            url_encode(secret),
+            url_encode(secret).to_ascii_lowercase(),
+            url_encode(secret).replace("%20", "+"),
             serde_json::to_string(secret).unwrap(),
             r#""pa ss/w\u00f6rd\"+&=%""#.to_string(),
             r#""pa ss/w\u00F6rd\"+&=%""#.to_string(),
