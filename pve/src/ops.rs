@@ -51,22 +51,22 @@ impl Trouble {
         }
     }
 
-    fn note(&mut self, e: &ApiError) {
+    fn note(&mut self, err: &ApiError) {
         if self.tries == 0 {
             self.since = Instant::now();
         }
         self.tries += 1;
-        self.last = Some(e.clone());
+        self.last = Some(err.clone());
     }
 
     /// The error that ends the tries of `method path`: when the deadline ended them after
     /// failures on the way, those failures ([`ApiError::Unanswered`]), else `e` itself.
-    fn explain(self, method: Method, path: &str, e: ApiError) -> ApiError {
-        let at_deadline = matches!(e, ApiError::DeadlineReached { .. });
+    fn explain(self, method: Method, path: &str, err: ApiError) -> ApiError {
+        let at_deadline = matches!(err, ApiError::DeadlineReached { .. });
         let (tries, last) = match (at_deadline, self.last) {
             (true, Some(last)) => (self.tries, last),
-            (false, Some(_)) if e.is_transient() => (self.tries + 1, e),
-            _ => return e,
+            (false, Some(_)) if err.is_transient() => (self.tries + 1, err),
+            _ => return err,
         };
         ApiError::Unanswered {
             what: format!("{} {path}", method.as_str()),

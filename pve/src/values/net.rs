@@ -167,8 +167,8 @@ impl fmt::Display for Net {
 mod tests {
     use super::*;
 
-    fn net(s: &str) -> Net {
-        s.parse().unwrap()
+    fn net(text: &str) -> Net {
+        text.parse().unwrap()
     }
 
     #[test]
