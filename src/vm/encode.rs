@@ -21,8 +21,8 @@ pub fn pve_bool(value: bool) -> String {
 }
 
 /// Builds a NIC value as `print_net` prints it: `virtio[=MAC],bridge=…,…`.
-pub fn net_value(i: usize, nic: &Map<String, Value>) -> Result<String, String> {
-    let option = |key: &str| format!("net[{i}].{key}");
+pub fn net_value(index: usize, nic: &Map<String, Value>) -> Result<String, String> {
+    let option = |key: &str| format!("net[{index}].{key}");
     let bad = |key: &str, e: ValueError| format!("{}: {}", option(key), e.message);
     let model = nic["model"].as_str().unwrap_or("virtio");
     let mut net = Net::new(model).map_err(|e| bad("model", e))?;
@@ -59,11 +59,11 @@ pub fn net_value(i: usize, nic: &Map<String, Value>) -> Result<String, String> {
 
 /// Builds an `ipconfigN` value as PVE prints it (`gw=…,gw6=…,ip=…,ip6=…`), checked as
 /// `parse_ipconfig` checks it.
-pub fn ipconfig_value(i: usize, item: &Map<String, Value>) -> Result<String, String> {
+pub fn ipconfig_value(index: usize, item: &Map<String, Value>) -> Result<String, String> {
     let mut config = IpConfig::new();
     for key in ["gw", "gw6", "ip", "ip6"] {
         if let Some(value) = item[key].as_str() {
-            let value = plain(&format!("ipconfig[{i}].{key}"), value)?;
+            let value = plain(&format!("ipconfig[{index}].{key}"), value)?;
             let valid = match key {
                 "ip" => value == "dhcp" || cidr(&value, false),
                 "ip6" => value == "dhcp" || value == "auto" || cidr(&value, true),
@@ -71,21 +71,21 @@ pub fn ipconfig_value(i: usize, item: &Map<String, Value>) -> Result<String, Str
             };
             if !valid || config.set(key, &value).is_err() {
                 return Err(format!(
-                    "ipconfig[{i}].{key} is not valid: {value} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)",
+                    "ipconfig[{index}].{key} is not valid: {value} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)",
                     value = quote(&value)
                 ));
             }
         }
     }
     if item["gw"].is_string() && !item["ip"].is_string() {
-        return Err(format!("ipconfig[{i}].gw needs ipconfig[{i}].ip"));
+        return Err(format!("ipconfig[{index}].gw needs ipconfig[{index}].ip"));
     }
     if config.get("ip").is_none() && config.get("ip6").is_none() {
-        return Err(format!("ipconfig[{i}] needs at least one of ip, ip6"));
+        return Err(format!("ipconfig[{index}] needs at least one of ip, ip6"));
     }
     config
         .check()
-        .map_err(|e| format!("ipconfig[{i}]: {}", e.message))?;
+        .map_err(|e| format!("ipconfig[{index}]: {}", e.message))?;
     Ok(config.to_string())
 }
 

@@ -141,10 +141,13 @@ impl Step {
             Step::Update { set } => {
                 let keys: Vec<&str> = set
                     .iter()
-                    .filter(|(k, _)| k != "delete")
-                    .map(|(k, _)| k.as_str())
+                    .filter(|(key, _)| key != "delete")
+                    .map(|(key, _)| key.as_str())
                     .collect();
-                let deleted = set.iter().find(|(k, _)| k == "delete").map(|(_, v)| v);
+                let deleted = set
+                    .iter()
+                    .find(|(key, _)| key == "delete")
+                    .map(|(_, value)| value);
                 match (keys.is_empty(), deleted) {
                     (_, None) => format!("update {}", keys.join(", ")),
                     (true, Some(deleted)) => format!("delete {deleted}"),
@@ -325,9 +328,9 @@ fn sendable(key: &str, value: &str, guest: Guest) -> Result<String, String> {
 fn stored_drive(cur: &Current, slot: &str, have: &str) -> Result<Drive, String> {
     Drive::parse_stored(slot, have)
         .or_else(|_| Drive::parse_stored_any(have))
-        .map_err(|e| {
+        .map_err(|err| {
             format!(
-                "VM {} has {slot}: {have}, which is not a drive PVE reads ({e})",
+                "VM {} has {slot}: {have}, which is not a drive PVE reads ({err})",
                 cur.vmid
             )
         })

@@ -3,8 +3,8 @@
 
 use super::*;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
+fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
 }
 
 #[test]
@@ -224,13 +224,13 @@ impl Model {
         }
     }
 
-    fn observe(&self, t: Duration) -> Observation {
-        if t >= self.copy + self.tail {
+    fn observe(&self, elapsed: Duration) -> Observation {
+        if elapsed >= self.copy + self.tail {
             return Observation::Stopped {
                 exitstatus: "OK".into(),
             };
         }
-        let pace = t.as_secs_f64() / self.copy.as_secs_f64();
+        let pace = elapsed.as_secs_f64() / self.copy.as_secs_f64();
         let truth = if self.held {
             (pace * 100.0).max(self.burst)
         } else {
@@ -525,9 +525,9 @@ impl Import {
     }
 }
 
-fn percentile(mut xs: Vec<Duration>, p: f64) -> Duration {
+fn percentile(mut xs: Vec<Duration>, fraction: f64) -> Duration {
     xs.sort();
-    xs[((xs.len() - 1) as f64 * p).round() as usize]
+    xs[((xs.len() - 1) as f64 * fraction).round() as usize]
 }
 
 /// The targets of the import wait, over imports of 30 s to 10 minutes with steady,
