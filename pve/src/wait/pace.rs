@@ -49,8 +49,8 @@ impl Pace {
         self.baseline = Some(self.baseline.map_or(quickest, |b| b.min(quickest)));
     }
 
-    pub(super) fn note_extra_requests(&mut self, n: u32) {
-        self.requests = self.requests.saturating_add(n);
+    pub(super) fn note_extra_requests(&mut self, count: u32) {
+        self.requests = self.requests.saturating_add(count);
     }
 
     pub(super) fn requests(&self) -> u32 {
@@ -122,24 +122,24 @@ impl Pace {
 
     /// How many requests the budget has now (`None` before it applies): one a period since
     /// it started, plus [`Policy::allowance`], less those made.
-    pub(super) fn budget_left(&self, p: &Policy, elapsed: Duration) -> Option<u64> {
+    pub(super) fn budget_left(&self, policy: &Policy, elapsed: Duration) -> Option<u64> {
         let (at_requests, at) = self.budget_from?;
         let used = u64::from(self.requests.saturating_sub(at_requests));
-        let earned = self.periods(at, elapsed) + u64::from(p.allowance);
+        let earned = self.periods(at, elapsed) + u64::from(policy.allowance);
         Some(earned.saturating_sub(used))
     }
 
     /// The earliest elapsed time the next request may be sent: when the budget has it, or,
     /// for a wait expecting a copy whose progress has not shown yet, after `early_looks` quick
     /// looks one a period from dispatch.
-    pub(super) fn next_allowed(&self, p: &Policy, early_looks: u64) -> Option<Duration> {
+    pub(super) fn next_allowed(&self, policy: &Policy, early_looks: u64) -> Option<Duration> {
         let period = self.period();
         if let Some((at_requests, at)) = self.budget_from {
             let used = u64::from(self.requests.saturating_sub(at_requests));
-            let n = (used + 1).saturating_sub(u64::from(p.allowance));
+            let n = (used + 1).saturating_sub(u64::from(policy.allowance));
             return Some(at.saturating_add(period.saturating_mul(u32::try_from(n).ok()?)));
         }
-        if p.expect_progress {
+        if policy.expect_progress {
             let n = (u64::from(self.requests) + 1).saturating_sub(early_looks);
             return Some(period.saturating_mul(u32::try_from(n).ok()?));
         }
@@ -151,23 +151,23 @@ impl Pace {
     /// phase after 100 %, at no less than the dense interval and no more than a period.
     pub(super) fn paced(
         &self,
-        p: &Policy,
+        policy: &Policy,
         elapsed: Duration,
         until: Duration,
         reserve: f64,
     ) -> Duration {
         let window = until.saturating_sub(elapsed);
         let period = self.period();
-        match self.budget_left(p, elapsed) {
+        match self.budget_left(policy, elapsed) {
             Some(left) => {
                 let n = left as f64 - reserve + window.as_secs_f64() / period.as_secs_f64();
                 if n < 1.0 {
                     period
                 } else {
-                    window.div_f64(n).clamp(p.dense, period)
+                    window.div_f64(n).clamp(policy.dense, period)
                 }
             }
-            None => p.dense,
+            None => policy.dense,
         }
     }
 }

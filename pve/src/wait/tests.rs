@@ -3,8 +3,8 @@
 
 use super::*;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
+fn ms(millis: u64) -> Duration {
+    Duration::from_millis(millis)
 }
 
 #[test]
@@ -224,13 +224,13 @@ impl Model {
         }
     }
 
-    fn observe(&self, t: Duration) -> Observation {
-        if t >= self.copy + self.tail {
+    fn observe(&self, elapsed: Duration) -> Observation {
+        if elapsed >= self.copy + self.tail {
             return Observation::Stopped {
                 exitstatus: "OK".into(),
             };
         }
-        let pace = t.as_secs_f64() / self.copy.as_secs_f64();
+        let pace = elapsed.as_secs_f64() / self.copy.as_secs_f64();
         let truth = if self.held {
             (pace * 100.0).max(self.burst)
         } else {
@@ -261,15 +261,15 @@ fn run_policy(end: Duration, observe: impl Fn(Duration) -> Observation) -> (u32,
 }
 
 fn run_policy_with(
-    p: &Policy,
+    policy: &Policy,
     end: Duration,
     observe: impl Fn(Duration) -> Observation,
 ) -> (u32, Duration) {
-    let p = p.clone();
+    let policy = policy.clone();
     let mut s = WaitState::new();
     let mut t = Duration::ZERO;
     loop {
-        match s.decide(&p, t, observe(t)) {
+        match s.decide(&policy, t, observe(t)) {
             Decision::Wait(d) => t += d,
             Decision::Done(_) => return (s.polls(), t - end),
             other => panic!("{other:?}"),
@@ -525,9 +525,9 @@ impl Import {
     }
 }
 
-fn percentile(mut xs: Vec<Duration>, p: f64) -> Duration {
+fn percentile(mut xs: Vec<Duration>, fraction: f64) -> Duration {
     xs.sort();
-    xs[((xs.len() - 1) as f64 * p).round() as usize]
+    xs[((xs.len() - 1) as f64 * fraction).round() as usize]
 }
 
 /// The targets of the import wait, over imports of 30 s to 10 minutes with steady,
@@ -870,7 +870,7 @@ impl Net {
 /// says) and looks as `observe` says at the instant the server reads it: (task requests, how
 /// late the end was noticed, from the end to the answer that said so).
 fn run_over(
-    p: &Policy,
+    policy: &Policy,
     net: Net,
     end: Duration,
     observe: impl Fn(Duration) -> Observation,
@@ -881,7 +881,7 @@ fn run_over(
     loop {
         let answered = net.answered(sent);
         s.note_request_time(answered - sent);
-        match s.decide(p, answered, observe(net.seen_at(sent))) {
+        match s.decide(policy, answered, observe(net.seen_at(sent))) {
             Decision::Wait(d) => sent = answered + d,
             Decision::Done(_) => return (s.requests(), answered.saturating_sub(end)),
             other => panic!("{other:?}"),
