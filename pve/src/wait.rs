@@ -15,10 +15,12 @@
 //! finishing (a flush, the config): it is looked at at the dense interval. Two limits hold
 //! throughout: a waiting module keeps its share of one pveproxy worker under about 2 %
 //! ([`Policy::busy_factor`] times what the server spends on a request beyond the session's
-//! quickest answer, so the round trip is not read as load), and a wait with progress never
-//! sends more requests than a one-second poll would (one a second and a request, counted from
-//! dispatch, plus [`Policy::allowance`]): what the copy does not need is saved for its end,
-//! and spread over the window the end can fall in.
+//! quickest answer, so the round trip is not read as load; only a load that lasts two
+//! seconds counts, and it never spaces the looks further apart than a one-second poll), and
+//! a wait with progress never sends more requests than a one-second poll would (one a second
+//! and a request, counted from dispatch, each stretch at the request time of its moment, plus
+//! [`Policy::allowance`]): what the copy does not need is saved for its end, and spread over
+//! the window the end can fall in.
 
 mod pace;
 mod policy;
@@ -197,21 +199,17 @@ impl WaitState {
     fn decide_inner(&mut self, p: &Policy, elapsed: Duration, obs: Observation) -> Decision {
         self.polls += 1;
         self.pace
-            .count_look(!matches!(obs, Observation::Transient(_)));
+            .count_look(!matches!(obs, Observation::Transient(_)), elapsed);
         let left = p.timeout.saturating_sub(elapsed);
-        // Looks reach the server at least `busy_factor` times its share of a request apart,
-        // up to the longest back-off (a failed request's time says nothing about load: the
-        // back-off handles those).
-        let spacing_floor = self
-            .pace
-            .server_share()
-            .mul_f64(p.busy_factor)
-            .min(p.retry_cap);
+        // Looks reach the server at least `busy_factor` times its share of a request apart
+        // (a load that lasts), up to a one-second poll's period (a failed request's time says
+        // nothing about load: the back-off handles those).
+        let spacing_floor = self.pace.spacing_floor(p);
         // A wait on a copy sends no more than a one-second poll would: the next request waits
         // until the budget has it.
         let allowed = self
             .pace
-            .next_allowed(p, EARLY_LOOKS)
+            .next_allowed(p, EARLY_LOOKS, elapsed)
             .map_or(Duration::ZERO, |at| at.saturating_sub(elapsed));
         let last = self.pace.last();
         // A spacing between looks as the server sees them: the sleep is shorter by what this

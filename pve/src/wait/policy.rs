@@ -20,8 +20,9 @@ pub struct Policy {
     /// Looks at the server are spaced at least this many times what the server spends on a
     /// task request beyond the quickest answer of the session (see `pace`): 50 keeps a waiting
     /// module under 2 % of one pveproxy worker, so when `pveproxy` is busy (answers slower
-    /// than they were), waiting clients back off instead of adding load, while a far server
-    /// (a long round trip, answers slow from the first) is looked at as often as a near one.
+    /// than they were, for seconds), waiting clients back off instead of adding load, while a
+    /// far server (a long round trip, answers slow from the first) is looked at as often as a
+    /// near one. The spacing it asks for is never more than a one-second poll's.
     pub busy_factor: f64,
     /// The interval near a predicted end and while a copied task finishes.
     pub dense: Duration,
