@@ -4,10 +4,11 @@
 //! (what a request costs the server apart from the network, and the request budget).
 //!
 //! Looks start short (a quick task is noticed within a fraction of a second) and grow to a
-//! 150 ms cap, so the end of any task is noticed within about 75 ms on average, plus the
-//! network's share of the answer. The cap spaces the looks as the server sees them: the sleep
-//! after a look is shortened by the time the look took, so a far server is looked at as often
-//! as a near one. When the task log reports progress (`transferred X of Y (Z%)`), the copy
+//! 100 ms cap, so the end of any task is noticed within about 50 ms on average, plus the
+//! network's share of the answer (the target is 100 ms and one round trip at the median: the
+//! margin holds even for the median of a few tasks, which strays by a fifth of the cap). The
+//! cap spaces the looks as the server sees them: the sleep after a look is shortened by the
+//! time the look took, so a far server is looked at as often as a near one. When the task log reports progress (`transferred X of Y (Z%)`), the copy
 //! rate (from the recent samples) predicts the end, and each look halves the distance to the
 //! *earliest* end the samples allow (a sample is dated only to within its poll gap, and a
 //! percentage stands for anything up to the next step), so the looks are dense exactly when

@@ -500,7 +500,7 @@ impl Import {
     fn run_over(&self, net: Net) -> ((u32, Duration), (u32, Duration), f64) {
         let (points, end) = self.timeline();
         let p = Policy::with_timeout(Duration::from_secs(3600))
-            .with_cap(ms(150))
+            .with_cap(ms(100))
             .expecting_progress(true);
         let at = Duration::from_secs_f64(end);
         let ours = run_over(&p, net, at, |t| self.observe(&points, end, t));
@@ -837,12 +837,16 @@ const SLOW_MOMENT_AT_THE_END: [&[Recorded]; 2] = [
     ],
 ];
 
-/// Replays recorded looks of an import's wait (the module's policy: progress expected, the
-/// default `poll_interval`), returning each decision.
+/// The module's policy for an import: progress expected, the default `poll_interval`.
+fn import_policy() -> Policy {
+    Policy::with_timeout(Duration::from_secs(1800))
+        .with_cap(ms(100))
+        .expecting_progress(true)
+}
+
+/// Replays recorded looks of an import's wait, returning each decision.
 fn replay(looks: &[Recorded]) -> Vec<Decision> {
-    let p = Policy::with_timeout(Duration::from_secs(1800))
-        .with_cap(ms(150))
-        .expecting_progress(true);
+    let p = import_policy();
     let mut s = WaitState::new();
     looks
         .iter()
@@ -862,7 +866,7 @@ fn replay(looks: &[Recorded]) -> Vec<Decision> {
 
 #[test]
 fn a_moment_of_slow_answers_is_not_read_as_load() {
-    let dense = Policy::with_timeout(Duration::from_secs(1)).dense;
+    let dense = import_policy().dense;
     for looks in SLOW_MOMENT_AT_THE_END {
         let decisions = replay(looks);
         // Every look of the finishing phase (100 %) is followed at the dense interval, the
@@ -921,7 +925,7 @@ fn slow_answers_that_last_space_the_looks_as_a_one_second_poll_at_most() {
     assert!(sleeps.iter().all(|d| *d + took <= period), "{sleeps:?}");
     assert_eq!(sleeps.last(), Some(&Duration::from_secs(1)), "{sleeps:?}");
     // For two seconds the answers are not yet a load: the dense interval.
-    let dense = Policy::with_timeout(Duration::from_secs(1)).dense;
+    let dense = import_policy().dense;
     assert_eq!(sleeps[0], dense.saturating_sub(took), "{sleeps:?}");
 }
 
@@ -930,7 +934,7 @@ fn a_failed_request_does_not_read_as_a_short_round_trip() {
     // A far server (100 ms a request, its quickest answer as long), then a local proxy that
     // answers 502 at once: that answer is not the server's, and the server is still read as
     // far and idle, not as spending 100 ms on each request.
-    let p = Policy::with_timeout(Duration::from_secs(600));
+    let p = Policy::with_timeout(Duration::from_secs(600)).with_cap(ms(300));
     let mut s = WaitState::new();
     s.note_baseline(ms(100));
     let mut t = ms(100);
@@ -955,11 +959,13 @@ fn a_failed_request_does_not_read_as_a_short_round_trip() {
 
 #[test]
 fn the_default_poll_interval_keeps_the_dense_looks() {
-    // The module always sets the cap from `poll_interval` (150ms by default): the dense looks
-    // near a copy's end and while it finishes stay at 130 ms; a longer interval slows them.
+    // The module always sets the cap from `poll_interval` (100ms by default): the dense looks
+    // near a copy's end and while it finishes stay at 130 ms; a longer interval slows them, a
+    // shorter one speeds them.
     let p = Policy::with_timeout(Duration::from_secs(60));
-    assert_eq!(p.clone().with_cap(ms(150)).dense, ms(130));
-    assert_eq!(p.clone().with_cap(ms(100)).dense, ms(100));
+    assert_eq!(p.clone().with_cap(ms(100)).dense, ms(130));
+    assert_eq!(p.clone().with_cap(ms(50)).dense, ms(50));
+    assert_eq!(p.clone().with_cap(ms(150)).dense, ms(150));
     assert_eq!(
         p.with_cap(Duration::from_secs(1)).dense,
         Duration::from_secs(1)
@@ -1077,7 +1083,7 @@ const COSTS: [u64; 5] = [1, 2, 3, 4, 5];
 /// poll (p50, p95), and a far server is looked at as often as a near one.
 #[test]
 fn far_and_near_idle_servers_are_polled_alike() {
-    let p = Policy::with_timeout(Duration::from_secs(3600)).with_cap(ms(150));
+    let p = Policy::with_timeout(Duration::from_secs(3600)).with_cap(ms(100));
     let mut failures = Vec::new();
     for cost in COSTS {
         let mut near_requests = 0;
@@ -1215,7 +1221,7 @@ fn imports_over_far_and_near_servers_meet_the_targets() {
 /// peer notices it.
 #[test]
 fn a_busy_server_far_or_near_makes_the_wait_back_off() {
-    let p = Policy::with_timeout(Duration::from_secs(3600)).with_cap(ms(150));
+    let p = Policy::with_timeout(Duration::from_secs(3600)).with_cap(ms(100));
     for rtt in RTTS {
         let net = Net {
             rtt: ms(rtt),
