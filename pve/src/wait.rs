@@ -8,11 +8,11 @@
 //! network's share of the answer (the target is 100 ms and one round trip at the median: the
 //! margin holds even for the median of a few tasks, which strays by a fifth of the cap). The
 //! cap spaces the looks as the server sees them: the sleep after a look is shortened by the
-//! time the look took, so a far server is looked at as often as a near one. When the task log reports progress (`transferred X of Y (Z%)`), the copy
-//! rate (from the recent samples) predicts the end, and each look halves the distance to the
-//! *earliest* end the samples allow (a sample is dated only to within its poll gap, and a
-//! percentage stands for anything up to the next step), so the looks are dense exactly when
-//! the end can come: a 5-minute import costs about 30 looks, not 300. After 100 % the task is
+//! time the look took, so a far server is looked at as often as a near one. When the task
+//! log reports progress (`transferred X of Y (Z%)`), the copy rate (from the recent samples)
+//! predicts the end, and each look halves the distance to the *earliest* end the samples
+//! allow (a sample is dated only to within its poll gap, and a percentage stands for anything
+//! up to the next step), so the looks are dense exactly when the end can come: a 5-minute import costs about 30 looks, not 300. After 100 % the task is
 //! finishing (a flush, the config): it is looked at at the dense interval. Two limits hold
 //! throughout: a waiting module keeps its share of one pveproxy worker under about 2 %
 //! ([`Policy::busy_factor`] times what the server spends on a request beyond the session's
