@@ -4,21 +4,24 @@
 //! (what a request costs the server apart from the network, and the request budget).
 //!
 //! Looks start short (a quick task is noticed within a fraction of a second) and grow to a
-//! 150 ms cap, so the end of any task is noticed within about 75 ms on average, plus the
-//! network's share of the answer. The cap spaces the looks as the server sees them: the sleep
-//! after a look is shortened by the time the look took, so a far server is looked at as often
-//! as a near one. When the task log reports progress (`transferred X of Y (Z%)`), the copy
-//! rate (from the recent samples) predicts the end, and each look halves the distance to the
-//! *earliest* end the samples allow (a sample is dated only to within its poll gap, and a
-//! percentage stands for anything up to the next step), so the looks are dense exactly when
-//! the end can come: a 5-minute import costs about 30 looks, not 300. After 100 % the task is
+//! 100 ms cap, so the end of any task is noticed within about 50 ms on average, plus the
+//! network's share of the answer (the target is 100 ms and one round trip at the median: the
+//! margin holds even for the median of a few tasks, which strays by a fifth of the cap). The
+//! cap spaces the looks as the server sees them: the sleep after a look is shortened by the
+//! time the look took, so a far server is looked at as often as a near one. When the task
+//! log reports progress (`transferred X of Y (Z%)`), the copy rate (from the recent samples)
+//! predicts the end, and each look halves the distance to the *earliest* end the samples
+//! allow (a sample is dated only to within its poll gap, and a percentage stands for anything
+//! up to the next step), so the looks are dense exactly when the end can come: a 5-minute import costs about 30 looks, not 300. After 100 % the task is
 //! finishing (a flush, the config): it is looked at at the dense interval. Two limits hold
 //! throughout: a waiting module keeps its share of one pveproxy worker under about 2 %
 //! ([`Policy::busy_factor`] times what the server spends on a request beyond the session's
-//! quickest answer, so the round trip is not read as load), and a wait with progress never
-//! sends more requests than a one-second poll would (one a second and a request, counted from
-//! dispatch, plus [`Policy::allowance`]): what the copy does not need is saved for its end,
-//! and spread over the window the end can fall in.
+//! quickest answer, so the round trip is not read as load; only a load that lasts two
+//! seconds counts, and it never spaces the looks further apart than a one-second poll), and
+//! a wait with progress never sends more requests than a one-second poll would (one a second
+//! and a request, counted from dispatch, each stretch at the request time of its moment, plus
+//! [`Policy::allowance`]): what the copy does not need is saved for its end, and spread over
+//! the window the end can fall in.
 
 mod pace;
 mod policy;
@@ -46,17 +49,17 @@ impl Exit {
     /// Classifies an `exitstatus` as `PVE::Tools::upid_status_is_error` does: `OK` or
     /// `WARNINGS: \d+` is a success, whatever the number of digits (a count too large to
     /// hold is still a count, not a failure).
-    pub fn from_status(status: &str) -> Exit {
-        if status == "OK" {
+    pub fn from_status(s: &str) -> Exit {
+        if s == "OK" {
             return Exit::Ok;
         }
-        if let Some(n) = status.strip_prefix("WARNINGS: ")
+        if let Some(n) = s.strip_prefix("WARNINGS: ")
             && !n.is_empty()
             && n.bytes().all(|b| b.is_ascii_digit())
         {
             return Exit::Warnings(n.parse().unwrap_or(u64::MAX));
         }
-        Exit::Failed(status.to_string())
+        Exit::Failed(s.to_string())
     }
 
     pub fn is_success(&self) -> bool {
@@ -143,8 +146,8 @@ impl WaitState {
 
     /// Records task requests beyond the one each observation counts (a status read beside a
     /// log read, say).
-    pub fn note_extra_requests(&mut self, count: u32) {
-        self.pace.note_extra_requests(count);
+    pub fn note_extra_requests(&mut self, n: u32) {
+        self.pace.note_extra_requests(n);
     }
 
     /// Task requests made so far.
@@ -197,21 +200,17 @@ impl WaitState {
     fn decide_inner(&mut self, policy: &Policy, elapsed: Duration, obs: Observation) -> Decision {
         self.polls += 1;
         self.pace
-            .count_look(!matches!(obs, Observation::Transient(_)));
+            .count_look(!matches!(obs, Observation::Transient(_)), elapsed);
         let left = policy.timeout.saturating_sub(elapsed);
-        // Looks reach the server at least `busy_factor` times its share of a request apart,
-        // up to the longest back-off (a failed request's time says nothing about load: the
-        // back-off handles those).
-        let spacing_floor = self
-            .pace
-            .server_share()
-            .mul_f64(policy.busy_factor)
-            .min(policy.retry_cap);
+        // Looks reach the server at least `busy_factor` times its share of a request apart
+        // (a load that lasts), up to a one-second poll's period (a failed request's time says
+        // nothing about load: the back-off handles those).
+        let spacing_floor = self.pace.spacing_floor(policy);
         // A wait on a copy sends no more than a one-second poll would: the next request waits
         // until the budget has it.
         let allowed = self
             .pace
-            .next_allowed(policy, EARLY_LOOKS)
+            .next_allowed(policy, EARLY_LOOKS, elapsed)
             .map_or(Duration::ZERO, |at| at.saturating_sub(elapsed));
         let last = self.pace.last();
         // A spacing between looks as the server sees them: the sleep is shorter by what this
