@@ -65,8 +65,8 @@ pub fn connection_rules(spec: &mut Spec) {
 }
 
 /// Printable ASCII without spaces at either end: what an HTTP header value can carry as is.
-fn header_safe(s: &str) -> bool {
-    !s.is_empty() && s.trim() == s && s.bytes().all(|b| (0x20..0x7f).contains(&b))
+fn header_safe(value: &str) -> bool {
+    !value.is_empty() && value.trim() == value && value.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
 /// What the PVE client adds to its connection errors: the options a user can set.

@@ -12,7 +12,8 @@
 //!   files a user names.
 //!
 //! The arrows go one way: `bin` → `vm`/`image` → `runner`/`connection` → `pve` and
-//! `ansible`; `pve` (its own crate) and `ansible` never use each other. See ARCHITECTURE.md.
+//! `ansible`; `pve` (its own crate) never uses `ansible`, and `ansible` uses only `pve::encode`
+//! (the spellings: percent-encoding, bounded quotes). See ARCHITECTURE.md.
 
 // A failed result carries its context (messages, task data); it ends the run, so its size
 // on the error path does not matter and boxing it would only add noise.

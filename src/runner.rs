@@ -25,7 +25,7 @@ pub fn wait_options(default_timeout: &'static str) -> Vec<Opt> {
     vec![
         Opt::new("timeout", Kind::Duration).default(json!(default_timeout)),
         Opt::new("stop_task_on_timeout", Kind::Bool).default(json!(false)),
-        Opt::new("poll_interval", Kind::Duration).default(json!("150ms")),
+        Opt::new("poll_interval", Kind::Duration).default(json!("100ms")),
     ]
 }
 

@@ -882,7 +882,7 @@ fn an_import_wait_reports_its_progress_and_stays_within_its_request_budget() {
     let rate = p["rate_mib_s"].as_f64().unwrap();
     assert!((64.0..=256.0).contains(&rate), "{rate} MiB/s at 128M");
     // At most one request a second from dispatch plus one, as a one-second poll; before the
-    // first progress line, the task is polled like any other (50 ms growing to 150 ms), and
+    // first progress line, the task is polled like any other (50 ms growing to 100 ms), and
     // what that costs beyond one a second comes on top.
     let duration = create["duration"].as_f64().unwrap();
     let requests = create["requests"].as_u64().unwrap() as f64;

@@ -92,12 +92,12 @@ impl TaskStatus {
 /// One line of `GET …/tasks/{upid}/log`.
 #[derive(Clone, Debug, Deserialize)]
 pub struct LogLine {
-    /// The line's number (1-based).
-    #[serde(deserialize_with = "number_or_string")]
-    pub n: u64,
-    /// Its text.
-    #[serde(default)]
-    pub t: String,
+    /// The line's number (1-based; PVE's `n`).
+    #[serde(rename = "n", deserialize_with = "number_or_string")]
+    pub number: u64,
+    /// Its text (PVE's `t`).
+    #[serde(rename = "t", default)]
+    pub text: String,
 }
 
 /// A page of a task log: its lines, and the log's line count when the server sends it.

@@ -146,21 +146,21 @@ fn without_manual_link(text: &str) -> String {
 }
 
 fn transport_error(
-    e: ureq::Error,
+    err: ureq::Error,
     base: &str,
     proxy: Option<&super::proxy::ProxyChoice>,
     hints: &Hints,
 ) -> ApiError {
     use std::io::ErrorKind as K;
     use ureq::Error as E;
-    let text = without_manual_link(&e.to_string());
+    let text = without_manual_link(&err.to_string());
     // Through a proxy, a failed connection is a failed connection to the proxy, and a
     // refused CONNECT is the proxy's answer: neither heals by trying again.
     if let Some(p) = proxy {
-        let refused_tunnel = matches!(e, E::ConnectProxyFailed(_));
-        let unreachable = matches!(&e, E::Io(io) if matches!(io.kind(), K::ConnectionRefused | K::AddrNotAvailable | K::HostUnreachable | K::NetworkUnreachable))
+        let refused_tunnel = matches!(err, E::ConnectProxyFailed(_));
+        let unreachable = matches!(&err, E::Io(io) if matches!(io.kind(), K::ConnectionRefused | K::AddrNotAvailable | K::HostUnreachable | K::NetworkUnreachable))
             || matches!(
-                e,
+                err,
                 E::ConnectionFailed
                     | E::HostNotFound
                     | E::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve)
@@ -172,7 +172,7 @@ fn transport_error(
                 "cannot be reached to connect to"
             };
             return ApiError::Unreachable {
-                source: Some(Arc::new(e)),
+                source: Some(Arc::new(err)),
                 detail: hinted(
                     format!(
                         "the proxy {} (from {}) {what} {base}: {text}",
@@ -185,27 +185,27 @@ fn transport_error(
             };
         }
     }
-    let refused = matches!(&e, E::Io(io) if matches!(io.kind(), K::ConnectionRefused | K::AddrNotAvailable | K::HostUnreachable | K::NetworkUnreachable));
+    let refused = matches!(&err, E::Io(io) if matches!(io.kind(), K::ConnectionRefused | K::AddrNotAvailable | K::HostUnreachable | K::NetworkUnreachable));
     let connect = refused
         || matches!(
-            e,
+            err,
             E::ConnectionFailed
                 | E::HostNotFound
                 | E::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve)
         );
     // Nothing was sent on a connection whose handshake was cut or went unanswered.
-    if let E::Io(io) = &e
+    if let E::Io(io) = &err
         && let Some(cut) = io.get_ref().and_then(|i| i.downcast_ref::<HandshakeCut>())
     {
         let detail = format!("connection to {base} failed: {cut}");
         return ApiError::Transport {
-            source: Some(Arc::new(e)),
+            source: Some(Arc::new(err)),
             detail,
             sent: false,
         };
     }
-    let tls = matches!(e, E::Rustls(_) | E::Tls(_))
-        || matches!(&e, E::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()))
+    let tls = matches!(err, E::Rustls(_) | E::Tls(_))
+        || matches!(&err, E::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()))
         || text.contains("certificate");
     let detail = if tls {
         hinted(
@@ -221,7 +221,7 @@ fn transport_error(
             &hints.connect,
             ")",
         )
-    } else if let E::Timeout(t) = &e {
+    } else if let E::Timeout(t) = &err {
         let name = if hints.timeout.is_empty() {
             "the request timeout"
         } else {
@@ -233,7 +233,7 @@ fn transport_error(
     };
     // Nothing was sent when the connection or the TLS handshake failed.
     ApiError::Transport {
-        source: Some(Arc::new(e)),
+        source: Some(Arc::new(err)),
         detail,
         sent: !(connect || tls),
     }

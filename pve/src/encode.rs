@@ -2,13 +2,13 @@
 
 /// Encodes like JavaScript's `encodeURIComponent`, which is what PVE's `urlencoded` format
 /// accepts (`^[-%a-zA-Z0-9_.!~*'()]*$`): spaces become `%20`, never `+`.
-pub fn url_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
-            out.push(b as char);
+pub fn url_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&byte) {
+            out.push(byte as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push_str(&format!("%{byte:02X}"));
         }
     }
     out
@@ -19,14 +19,14 @@ pub fn url_encode(s: &str) -> String {
 /// `:`, `@` and `!` stay as they are (UPIDs and token ids are full of them). Every value put
 /// into a request path goes through here: a node or storage named by the user, a UPID or a
 /// node name a server sent.
-pub fn segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        let keep = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b);
+pub fn segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        let keep = byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&byte);
         if keep {
-            out.push(b as char);
+            out.push(byte as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push_str(&format!("%{byte:02X}"));
         }
     }
     if out == "." || out == ".." {
@@ -50,36 +50,40 @@ pub fn form(pairs: &[(String, String)]) -> String {
 }
 
 /// Decodes percent-encoding (no `+` handling: PVE's `urlencoded` values use `%20`).
-pub fn url_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
+pub fn url_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && let Some(v) = s
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(decoded) = text
                 .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
         {
-            out.push(v);
+            out.push(decoded);
             i += 3;
             continue;
         }
-        out.push(b[i]);
+        out.push(bytes[i]);
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A value as a message may quote it: at most 64 characters, then how long it was, so a huge
+/// A value as a message may quote it: [`bounded`] and in double quotes.
+pub fn quote(text: impl AsRef<str>) -> String {
+    format!("{:?}", bounded(text.as_ref()))
+}
+
+/// A value as a message may show it: at most 64 characters, then how long it was, so a huge
 /// or binary value from a server or a setting never floods a message.
-pub fn quote(s: impl AsRef<str>) -> String {
+pub fn bounded(text: &str) -> String {
     const MAX: usize = 64;
-    let s = s.as_ref();
-    if s.chars().count() <= MAX {
-        return format!("{s:?}");
+    if text.chars().count() <= MAX {
+        return text.to_string();
     }
-    let head: String = s.chars().take(MAX).collect();
-    format!("{:?}", format!("{head}… ({} bytes)", s.len()))
+    let head: String = text.chars().take(MAX).collect();
+    format!("{head}… ({} bytes)", text.len())
 }
 
 #[cfg(test)]
@@ -108,6 +112,13 @@ mod tests {
         );
         assert!(enc.contains("%20") && !enc.contains('+'));
         assert_eq!(url_decode(&enc), keys);
+    }
+
+    #[test]
+    fn quoted_values_are_bounded() {
+        assert_eq!(quote("a\"b"), r#""a\"b""#);
+        let long = "x".repeat(100);
+        assert_eq!(quote(&long), format!("\"{}… (100 bytes)\"", "x".repeat(64)));
     }
 
     #[test]

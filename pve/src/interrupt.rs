@@ -149,8 +149,8 @@ pub fn received() -> Option<&'static str> {
 }
 
 /// Sleeps up to `d`, waking early (returning false) when a signal arrives.
-pub fn sleep(d: std::time::Duration) -> bool {
-    let end = std::time::Instant::now() + d;
+pub fn sleep(duration: std::time::Duration) -> bool {
+    let end = std::time::Instant::now() + duration;
     loop {
         if received().is_some() {
             return false;

@@ -52,22 +52,22 @@ impl Trouble {
         }
     }
 
-    fn note(&mut self, e: &ApiError) {
+    fn note(&mut self, err: &ApiError) {
         if self.tries == 0 {
             self.since = Instant::now();
         }
         self.tries += 1;
-        self.last = Some(e.clone());
+        self.last = Some(err.clone());
     }
 
     /// The error that ends the tries of `method path`: when the deadline ended them after
     /// failures on the way, those failures ([`ApiError::Unanswered`]), else `e` itself.
-    fn explain(self, method: Method, path: &str, e: ApiError) -> ApiError {
-        let at_deadline = matches!(e, ApiError::DeadlineReached { .. });
+    fn explain(self, method: Method, path: &str, err: ApiError) -> ApiError {
+        let at_deadline = matches!(err, ApiError::DeadlineReached { .. });
         let (tries, last) = match (at_deadline, self.last) {
             (true, Some(last)) => (self.tries, last),
-            (false, Some(_)) if e.is_transient() => (self.tries + 1, e),
-            _ => return e,
+            (false, Some(_)) if err.is_transient() => (self.tries + 1, err),
+            _ => return err,
         };
         ApiError::Unanswered {
             what: format!("{} {path}", method.as_str()),
@@ -135,29 +135,15 @@ pub fn dispatch(
     let mut trouble = Trouble::new();
     loop {
         let err = match client.write(method, path, params) {
-            Ok(Value::String(u)) => {
-                return Upid::parse(&u)
-                    .map(Dispatched::Task)
-                    .map_err(|e| ApiError::NotPve {
-                        source: None,
-                        detail: format!("PVE answered {e}"),
-                    });
-            }
+            Ok(Value::String(answer)) => return started(&answer),
             Ok(Value::Null) => {
                 // A null where a UPID was due: a task may still have been started.
                 return Ok(recover().map(Dispatched::Task).unwrap_or(Dispatched::Done));
             }
-            Ok(other) => {
-                return Err(ApiError::NotPve {
-                    source: None,
-                    detail: format!("unexpected answer to {path}: {other}"),
-                });
-            }
+            Ok(other) => return Err(unexpected(path, &other)),
             Err(e) => e,
         };
-        let retryable = err.is_lock_contention()
-            || matches!(err, ApiError::Transport { sent: false, .. })
-            || matches!(err.status(), Some(595));
+        let retryable = worth_sending_again(&err);
         if !err.surely_not_done() {
             if !err.is_transient() {
                 return Err(err);
@@ -176,6 +162,32 @@ pub fn dispatch(
         attempt += 1;
         pause(attempt, seed, deadline)?;
     }
+}
+
+/// The task a dispatch started, from PVE's answer (a UPID).
+fn started(answer: &str) -> Result<Dispatched, ApiError> {
+    Upid::parse(answer)
+        .map(Dispatched::Task)
+        .map_err(|e| ApiError::NotPve {
+            source: None,
+            detail: format!("PVE answered {e}"),
+        })
+}
+
+/// A dispatch's answer that is neither a UPID nor `null`.
+fn unexpected(path: &str, answer: &Value) -> ApiError {
+    ApiError::NotPve {
+        source: None,
+        detail: format!("unexpected answer to {path}: {answer}"),
+    }
+}
+
+/// Whether a request PVE surely did not carry out is worth sending again: a lock held, a
+/// request never sent, or pveproxy's 595 (it could not reach the node).
+fn worth_sending_again(err: &ApiError) -> bool {
+    err.is_lock_contention()
+        || matches!(err, ApiError::Transport { sent: false, .. })
+        || matches!(err.status(), Some(595))
 }
 
 /// What a look for the task of a request whose answer was lost found.
@@ -208,14 +220,7 @@ pub fn dispatch_once(
     let mut trouble = Trouble::new();
     let lost = loop {
         match client.write(method, path, params) {
-            Ok(Value::String(u)) => {
-                return Upid::parse(&u)
-                    .map(Dispatched::Task)
-                    .map_err(|e| ApiError::NotPve {
-                        source: None,
-                        detail: format!("PVE answered {e}"),
-                    });
-            }
+            Ok(Value::String(answer)) => return started(&answer),
             // A null where a UPID was due: the work may have been done within the request.
             Ok(Value::Null) => {
                 return Ok(match look() {
@@ -223,16 +228,9 @@ pub fn dispatch_once(
                     Look::Again(_) | Look::NotDone(_) => Dispatched::Done,
                 });
             }
-            Ok(other) => {
-                return Err(ApiError::NotPve {
-                    source: None,
-                    detail: format!("unexpected answer to {path}: {other}"),
-                });
-            }
+            Ok(other) => return Err(unexpected(path, &other)),
             Err(e) if e.surely_not_done() => {
-                let retryable = e.is_lock_contention()
-                    || matches!(e, ApiError::Transport { sent: false, .. })
-                    || matches!(e.status(), Some(595));
+                let retryable = worth_sending_again(&e);
                 if !retryable || Instant::now() >= deadline {
                     return Err(trouble.explain(method, path, e));
                 }

@@ -99,13 +99,13 @@ fn copy_size(line: &str) -> Option<f64> {
 
 impl TaskReport {
     /// The last `n` log lines.
-    pub fn tail(&self, n: usize) -> Vec<String> {
-        tail(&self.log, n)
+    pub fn tail(&self, count: usize) -> Vec<String> {
+        tail(&self.log, count)
     }
 }
 
-fn tail(log: &[String], n: usize) -> Vec<String> {
-    log[log.len().saturating_sub(n)..].to_vec()
+fn tail(log: &[String], count: usize) -> Vec<String> {
+    log[log.len().saturating_sub(count)..].to_vec()
 }
 
 /// A node that stopped answering a wait: every look in the last `lasted` failed on the way
@@ -295,23 +295,23 @@ struct LogWindow {
 }
 
 impl LogWindow {
-    fn push(&mut self, n: u64, mut t: String) {
-        if n <= self.seen {
+    fn push(&mut self, number: u64, mut text: String) {
+        if number <= self.seen {
             return;
         }
-        self.seen = n;
-        if t.len() > MAX_LINE {
+        self.seen = number;
+        if text.len() > MAX_LINE {
             let mut cut = MAX_LINE;
-            while !t.is_char_boundary(cut) {
+            while !text.is_char_boundary(cut) {
                 cut -= 1;
             }
-            t.truncate(cut);
-            t.push_str(" …");
+            text.truncate(cut);
+            text.push_str(" …");
         }
-        if t.contains("WARN:") && self.warnings.len() < KEEP_WARNINGS {
-            self.warnings.push(t.clone());
+        if text.contains("WARN:") && self.warnings.len() < KEEP_WARNINGS {
+            self.warnings.push(text.clone());
         }
-        self.lines.push(t);
+        self.lines.push(text);
         if self.lines.len() > 2 * KEEP_LINES {
             self.lines.drain(..self.lines.len() - KEEP_LINES);
         }
@@ -337,12 +337,13 @@ fn read_log(client: &Client, upid: &Upid, log: &mut LogWindow) -> Result<(), Api
         lines = api::tasks::log_page(client, upid, total - LOG_PAGE, LOG_PAGE)?.lines;
     }
     // An empty log reads as one "no content" line; it is not part of the log.
-    if log.seen == 0 && lines.len() == 1 && lines[0].t == "no content" && total.unwrap_or(1) <= 1 {
+    if log.seen == 0 && lines.len() == 1 && lines[0].text == "no content" && total.unwrap_or(1) <= 1
+    {
         return Ok(());
     }
     let skip = lines.len().saturating_sub(2 * KEEP_LINES);
     for line in lines.into_iter().skip(skip) {
-        log.push(line.n, line.t);
+        log.push(line.number, line.text);
     }
     Ok(())
 }
@@ -384,17 +385,17 @@ fn exit_line(line: &str) -> Option<String> {
     line.strip_prefix("TASK ERROR: ").map(str::to_string)
 }
 
-fn classify(e: ApiError) -> Result<Observation, ApiError> {
-    match e {
-        e if e.is_no_such_task() => Ok(Observation::NotVisible),
+fn classify(err: ApiError) -> Result<Observation, ApiError> {
+    match err {
+        err if err.is_no_such_task() => Ok(Observation::NotVisible),
         // The UPID is known and the deadline bounds the wait, so any 5xx is ridden out.
-        e if e.is_transient() || e.is_unexplained_500() => {
-            Ok(Observation::Transient(e.to_string()))
+        err if err.is_transient() || err.is_unexplained_500() => {
+            Ok(Observation::Transient(err.to_string()))
         }
         // The run's time is up: the policy sees the deadline and ends the wait as timed out
         // (stopping the task if asked).
-        e @ ApiError::DeadlineReached { .. } => Ok(Observation::Transient(e.to_string())),
-        e => Err(e),
+        err @ ApiError::DeadlineReached { .. } => Ok(Observation::Transient(err.to_string())),
+        err => Err(err),
     }
 }
 

@@ -32,8 +32,8 @@ pub enum Trust {
 }
 
 /// Parses `AA:BB:…` or plain hex (64 digits) into a SHA-256 fingerprint.
-pub fn parse_fingerprint(s: &str) -> Result<[u8; 32], String> {
-    let hex: String = s
+pub fn parse_fingerprint(text: &str) -> Result<[u8; 32], String> {
+    let hex: String = text
         .chars()
         .filter(|c| *c != ':' && !c.is_whitespace())
         .collect();
@@ -49,8 +49,9 @@ pub fn parse_fingerprint(s: &str) -> Result<[u8; 32], String> {
     Ok(out)
 }
 
-fn colon_hex(b: &[u8]) -> String {
-    b.iter()
+fn colon_hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
         .map(|x| format!("{x:02X}"))
         .collect::<Vec<_>>()
         .join(":")
@@ -102,20 +103,30 @@ impl ServerCertVerifier for FingerprintVerifier {
 
     fn verify_tls12_signature(
         &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        signature: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(m, c, d, &self.provider.signature_verification_algorithms)
+        verify_tls12_signature(
+            message,
+            cert,
+            signature,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
         &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        signature: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(m, c, d, &self.provider.signature_verification_algorithms)
+        verify_tls13_signature(
+            message,
+            cert,
+            signature,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -262,12 +273,15 @@ impl fmt::Display for HandshakeCut {
 
 impl std::error::Error for HandshakeCut {}
 
-fn handshake_error(e: std::io::Error) -> ureq::Error {
-    if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
-        return e.into();
+fn handshake_error(err: std::io::Error) -> ureq::Error {
+    if err
+        .get_ref()
+        .is_some_and(|inner| inner.is::<rustls::Error>())
+    {
+        return err.into();
     }
-    let kind = e.kind();
-    let cause = ureq::Error::from(e).to_string();
+    let kind = err.kind();
+    let cause = ureq::Error::from(err).to_string();
     ureq::Error::Io(std::io::Error::new(kind, HandshakeCut(cause)))
 }
 

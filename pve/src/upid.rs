@@ -22,28 +22,29 @@ impl fmt::Display for Upid {
     }
 }
 
-fn hex(s: &str, min: usize, max: usize) -> Option<u64> {
-    ((min..=max).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit()))
-        .then(|| u64::from_str_radix(s, 16).ok())?
+fn hex(text: &str, min: usize, max: usize) -> Option<u64> {
+    ((min..=max).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| u64::from_str_radix(text, 16).ok())?
 }
 
-fn node_ok(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+fn node_ok(text: &str) -> bool {
+    !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !text.starts_with('-')
+        && !text.ends_with('-')
 }
 
-fn field_ok(s: &str) -> bool {
-    !s.bytes()
+fn field_ok(text: &str) -> bool {
+    !text
+        .bytes()
         .any(|b| b == b':' || b == b'/' || b.is_ascii_whitespace())
 }
 
 impl Upid {
     /// Parses a UPID as `PVE::UPID::decode` does; `pstart` may have 8 or 9 hex digits.
-    pub fn parse(s: &str) -> Result<Upid, String> {
-        let bad = || format!("not a valid UPID: '{s}'");
-        let parts: Vec<&str> = s.split(':').collect();
+    pub fn parse(text: &str) -> Result<Upid, String> {
+        let bad = || format!("not a valid UPID: '{text}'");
+        let parts: Vec<&str> = text.split(':').collect();
         if parts.len() != 9 || parts[0] != "UPID" || !parts[8].is_empty() {
             return Err(bad());
         }
@@ -55,7 +56,7 @@ impl Upid {
             return Err(bad());
         }
         Ok(Upid {
-            text: s.to_string(),
+            text: text.to_string(),
             node: parts[1].to_string(),
             pid: hex(parts[2], 8, 8).ok_or_else(bad)? as u32,
             pstart: hex(parts[3], 8, 9).ok_or_else(bad)?,

@@ -4,21 +4,24 @@
 //! (what a request costs the server apart from the network, and the request budget).
 //!
 //! Looks start short (a quick task is noticed within a fraction of a second) and grow to a
-//! 150 ms cap, so the end of any task is noticed within about 75 ms on average, plus the
-//! network's share of the answer. The cap spaces the looks as the server sees them: the sleep
-//! after a look is shortened by the time the look took, so a far server is looked at as often
-//! as a near one. When the task log reports progress (`transferred X of Y (Z%)`), the copy
-//! rate (from the recent samples) predicts the end, and each look halves the distance to the
-//! *earliest* end the samples allow (a sample is dated only to within its poll gap, and a
-//! percentage stands for anything up to the next step), so the looks are dense exactly when
-//! the end can come: a 5-minute import costs about 30 looks, not 300. After 100 % the task is
+//! 100 ms cap, so the end of any task is noticed within about 50 ms on average, plus the
+//! network's share of the answer (the target is 100 ms and one round trip at the median: the
+//! margin holds even for the median of a few tasks, which strays by a fifth of the cap). The
+//! cap spaces the looks as the server sees them: the sleep after a look is shortened by the
+//! time the look took, so a far server is looked at as often as a near one. When the task
+//! log reports progress (`transferred X of Y (Z%)`), the copy rate (from the recent samples)
+//! predicts the end, and each look halves the distance to the *earliest* end the samples
+//! allow (a sample is dated only to within its poll gap, and a percentage stands for anything
+//! up to the next step), so the looks are dense exactly when the end can come: a 5-minute import costs about 30 looks, not 300. After 100 % the task is
 //! finishing (a flush, the config): it is looked at at the dense interval. Two limits hold
 //! throughout: a waiting module keeps its share of one pveproxy worker under about 2 %
 //! ([`Policy::busy_factor`] times what the server spends on a request beyond the session's
-//! quickest answer, so the round trip is not read as load), and a wait with progress never
-//! sends more requests than a one-second poll would (one a second and a request, counted from
-//! dispatch, plus [`Policy::allowance`]): what the copy does not need is saved for its end,
-//! and spread over the window the end can fall in.
+//! quickest answer, so the round trip is not read as load; only a load that lasts two
+//! seconds counts, and it never spaces the looks further apart than a one-second poll), and
+//! a wait with progress never sends more requests than a one-second poll would (one a second
+//! and a request, counted from dispatch, each stretch at the request time of its moment, plus
+//! [`Policy::allowance`]): what the copy does not need is saved for its end, and spread over
+//! the window the end can fall in.
 
 mod pace;
 mod policy;
@@ -167,10 +170,10 @@ impl WaitState {
         self.copy.copied_at()
     }
 
-    fn short_interval(&mut self, p: &Policy) -> Duration {
+    fn short_interval(&mut self, policy: &Policy) -> Duration {
         let next = match self.interval {
-            None => p.first,
-            Some(i) => i.mul_f64(p.growth).min(p.cap),
+            None => policy.first,
+            Some(i) => i.mul_f64(policy.growth).min(policy.cap),
         };
         self.interval = Some(next);
         next
@@ -188,30 +191,26 @@ impl WaitState {
     }
 
     /// Decides the next step from the elapsed time and what was just observed.
-    pub fn decide(&mut self, p: &Policy, elapsed: Duration, obs: Observation) -> Decision {
-        let d = self.decide_inner(p, elapsed, obs);
+    pub fn decide(&mut self, policy: &Policy, elapsed: Duration, obs: Observation) -> Decision {
+        let d = self.decide_inner(policy, elapsed, obs);
         self.previous = Some(elapsed);
         d
     }
 
-    fn decide_inner(&mut self, p: &Policy, elapsed: Duration, obs: Observation) -> Decision {
+    fn decide_inner(&mut self, policy: &Policy, elapsed: Duration, obs: Observation) -> Decision {
         self.polls += 1;
         self.pace
-            .count_look(!matches!(obs, Observation::Transient(_)));
-        let left = p.timeout.saturating_sub(elapsed);
-        // Looks reach the server at least `busy_factor` times its share of a request apart,
-        // up to the longest back-off (a failed request's time says nothing about load: the
-        // back-off handles those).
-        let spacing_floor = self
-            .pace
-            .server_share()
-            .mul_f64(p.busy_factor)
-            .min(p.retry_cap);
+            .count_look(!matches!(obs, Observation::Transient(_)), elapsed);
+        let left = policy.timeout.saturating_sub(elapsed);
+        // Looks reach the server at least `busy_factor` times its share of a request apart
+        // (a load that lasts), up to a one-second poll's period (a failed request's time says
+        // nothing about load: the back-off handles those).
+        let spacing_floor = self.pace.spacing_floor(policy);
         // A wait on a copy sends no more than a one-second poll would: the next request waits
         // until the budget has it.
         let allowed = self
             .pace
-            .next_allowed(p, EARLY_LOOKS)
+            .next_allowed(policy, EARLY_LOOKS, elapsed)
             .map_or(Duration::ZERO, |at| at.saturating_sub(elapsed));
         let last = self.pace.last();
         // A spacing between looks as the server sees them: the sleep is shorter by what this
@@ -234,26 +233,26 @@ impl WaitState {
             Observation::Transient(e) => {
                 self.errors += 1;
                 self.last_error = Some(e);
-                let backoff = p
+                let backoff = policy
                     .retry_first
                     .saturating_mul(1 << self.errors.min(16).saturating_sub(1))
-                    .min(p.retry_cap);
+                    .min(policy.retry_cap);
                 // A pause after a failure, not a spacing: the failed request's time is not
                 // taken off it.
                 Decision::Wait(backoff.max(allowed).min(left))
             }
             Observation::NotVisible => {
-                if self.seen || elapsed >= p.invisible_grace {
+                if self.seen || elapsed >= policy.invisible_grace {
                     return Decision::Vanished;
                 }
-                let d = self.short_interval(p);
+                let d = self.short_interval(policy);
                 wait(d)
             }
             Observation::Running { progress } => {
                 self.seen = true;
                 self.errors = 0;
                 if let Some(pct) = progress {
-                    self.record(elapsed, pct, p.expect_progress);
+                    self.record(elapsed, pct, policy.expect_progress);
                 }
                 let stalled = self.copy.stalled(elapsed);
                 let period = self.pace.period();
@@ -266,9 +265,9 @@ impl WaitState {
                         self.interval = None;
                         (earliest - elapsed)
                             .div_f64(2.0)
-                            .min(p.long_cap)
+                            .min(policy.long_cap)
                             .min(elapsed.saturating_mul(2))
-                            .max(p.dense)
+                            .max(policy.dense)
                     }
                     // The copy stands still (a thin pool stalls, a throttle waits): look less
                     // often the longer it stands, up to once a period.
@@ -276,7 +275,7 @@ impl WaitState {
                         self.copy.note_stall();
                         let since =
                             elapsed.saturating_sub(self.copy.last_seen().unwrap_or(elapsed));
-                        since.div_f64(4.0).clamp(p.dense, period)
+                        since.div_f64(4.0).clamp(policy.dense, period)
                     }
                     // The end may come any moment until the latest end the samples allow:
                     // the requests the budget has for that window are spread over it (at the
@@ -285,25 +284,25 @@ impl WaitState {
                     // Past the latest end (the rate was read high), the same width again.
                     Some((latest, earliest)) => {
                         let until = latest.max(elapsed + latest.saturating_sub(earliest) / 2);
-                        self.pace.paced(p, elapsed, until, RESERVE)
+                        self.pace.paced(policy, elapsed, until, RESERVE)
                     }
                     // The copy is done and the task is finishing (a flush, the config): the
                     // end may come any moment, so the dense interval (the budget spaces it
                     // if the finishing takes long).
-                    None if self.progress().is_some_and(|x| x >= 100.0) => p.dense,
+                    None if self.progress().is_some_and(|x| x >= 100.0) => policy.dense,
                     // Progress reported but no rate yet: a long copy has begun; look less
                     // and less often, but never sleep longer than the time waited so far.
                     None if self.progress().is_some() => {
-                        let first = p.first.max(elapsed / 16).min(Duration::from_secs(5));
+                        let first = policy.first.max(elapsed / 16).min(Duration::from_secs(5));
                         let next = self.interval.map_or(first, |i| {
                             i.saturating_mul(2)
-                                .min(elapsed.max(p.cap))
+                                .min(elapsed.max(policy.cap))
                                 .min(Duration::from_secs(5))
                         });
                         self.interval = Some(next);
                         next
                     }
-                    None => self.short_interval(p),
+                    None => self.short_interval(policy),
                 };
                 wait(d)
             }

@@ -274,10 +274,21 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                     }
                 };
                 let mut newconf: BTreeMap<String, String> = BTreeMap::new();
+                // clone_vm's `$load_and_check`: everything is copied (`meta` too: a clone keeps
+                // its source's creation record, only create_vm writes a new one) but the
+                // snapshot and run-time keys and unused volumes; `template` is deleted.
                 for (k, v) in &conf {
                     let skip = k.starts_with("unused")
                         || [
-                            "template", "lock", "parent", "snaptime", "vmstate", "meta", "vmgenid",
+                            "template",
+                            "lock",
+                            "parent",
+                            "snaptime",
+                            "vmstate",
+                            "snapstate",
+                            "runningcpu",
+                            "runningmachine",
+                            "running-nets-host-mtu",
                         ]
                         .contains(&k.as_str())
                         || api_schema::is_drive_key(k) && drives.iter().any(|(dk, _)| dk == k);
@@ -311,16 +322,25 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                 if let Some(d) = &description {
                     newconf.insert("description".into(), d.clone());
                 }
-                newconf.insert(
-                    "meta".into(),
-                    format!(
-                        "creation-qemu=9.2.0,ctime={}",
-                        std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map(|d| d.as_secs())
-                            .unwrap_or(0)
-                    ),
-                );
+                // `$clonefn`: a new SMBIOS UUID always (the source's other smbios1 fields
+                // kept; print_smbios1 prints the keys sorted), a new vmgenid only where the
+                // source had one.
+                let mut smbios: Vec<String> = conf
+                    .get("smbios1")
+                    .map(|value| {
+                        value
+                            .split(',')
+                            .filter(|part| !part.is_empty() && !part.starts_with("uuid="))
+                            .map(str::to_string)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                smbios.push(format!("uuid={}", crate::qemu_config::uuid(sim)));
+                smbios.sort_by(|a, b| a.split('=').next().cmp(&b.split('=').next()));
+                newconf.insert("smbios1".into(), smbios.join(","));
+                if conf.get("vmgenid").is_some_and(|value| !value.is_empty()) {
+                    newconf.insert("vmgenid".into(), crate::qemu_config::uuid(sim));
+                }
                 let mut st = sim.lock();
                 let vm = st.vms.get_mut(&newid).ok_or("VM vanished")?;
                 vm.config = newconf;

@@ -1389,3 +1389,32 @@ fn linked_clones_on_a_directory_storage() {
     );
     assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
 }
+
+/// What a clone's config carries, after clone_vm: the source's `meta` (its creation record;
+/// only create_vm writes a new one), a new SMBIOS UUID with the source's other smbios1
+/// fields, a new vmgenid where the source had one, and no `template`.
+#[test]
+fn a_clone_keeps_the_sources_meta_and_gets_new_ids() {
+    let sim = Sim::plain(&[], &[]);
+    let s = Session::login(&sim);
+    quick_vm(
+        &s,
+        "100",
+        &[("scsi0", "local-lvm:1"), ("smbios1", "serial=abc")],
+    );
+    let source = s.data("GET", "/nodes/pve1/qemu/100/config", &[]);
+    let u = s.data("POST", "/nodes/pve1/qemu/100/template", &[]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    let u = s.data("POST", "/nodes/pve1/qemu/100/clone", &[("newid", "101")]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+    let clone = s.data("GET", "/nodes/pve1/qemu/101/config", &[]);
+    assert_eq!(clone["meta"], source["meta"], "{clone}");
+    assert!(clone.get("template").is_none(), "{clone}");
+    let smbios = clone["smbios1"].as_str().unwrap();
+    assert!(smbios.starts_with("serial=abc,uuid="), "{smbios}");
+    assert_ne!(smbios, source["smbios1"].as_str().unwrap());
+    if let Some(generation) = source["vmgenid"].as_str() {
+        assert_ne!(clone["vmgenid"].as_str(), Some(generation), "{clone}");
+        assert!(clone["vmgenid"].is_string(), "{clone}");
+    }
+}

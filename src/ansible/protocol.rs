@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::spec::{Env, Kind, ProcessEnv, Spec, parse_duration, validate};
 use super::text::bounded;
+use crate::pve::encode::url_encode;
 
 /// The `_ansible_*` keys a module acts on.
 #[derive(Clone, Debug, Default)]
@@ -33,9 +34,11 @@ static PRINTED: AtomicBool = AtomicBool::new(false);
 
 /// Every spelling of a secret that may come back in a message: as is, percent-encoded
 /// (upper- and lower-case hex), form-encoded (`+` for spaces), and JSON-escaped (a server
-/// error that echoes the request as JSON, or quotes the header).
-fn spellings(s: &str) -> Vec<String> {
-    let pct = percent_encode(s);
+/// error that echoes the request as JSON, or quotes the header). The percent-encoded spelling
+/// is the PVE client's own (`pve::encode::url_encode`, what a form body or `sshkeys` carries),
+/// so a secret is masked in exactly the spelling it was sent in.
+fn spellings(secret: &str) -> Vec<String> {
+    let pct = url_encode(secret);
     let lower = {
         let mut out = String::with_capacity(pct.len());
         let mut hex_left = 0;
@@ -54,9 +57,9 @@ fn spellings(s: &str) -> Vec<String> {
     };
     let plus = pct.replace("%20", "+");
     let lower_plus = lower.replace("%20", "+");
-    let json = serde_json::to_string(s).unwrap_or_default();
+    let json = serde_json::to_string(secret).unwrap_or_default();
     let json = json[1..json.len().saturating_sub(1).max(1)].to_string();
-    let mut all = vec![s.to_string(), pct, lower, plus, lower_plus];
+    let mut all = vec![secret.to_string(), pct, lower, plus, lower_plus];
     // JSON also spells every non-ASCII character as `\u00e9` (a UTF-16 pair beyond the BMP),
     // in lower- or upper-case hex, as a server that echoes a request may.
     all.push(json_ascii(&json, false));
@@ -90,15 +93,15 @@ fn json_ascii(json: &str, upper: bool) -> String {
 
 /// Registers a value to mask in all output (a `no_log` option's value, a ticket, …), in
 /// every spelling the module itself produces or a server may echo.
-pub fn register_secret(s: &str) {
-    if s.len() < 2 {
+pub fn register_secret(secret: &str) {
+    if secret.len() < 2 {
         return;
     }
     let mut v = SECRETS
         .get_or_init(|| Mutex::new(Vec::new()))
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    for sp in spellings(s) {
+    for sp in spellings(secret) {
         if sp.len() >= 2 && !v.contains(&sp) {
             v.push(sp);
         }
@@ -108,12 +111,12 @@ pub fn register_secret(s: &str) {
 }
 
 /// Masks every registered secret in a string.
-pub fn mask_str(s: &str) -> String {
+pub fn mask_str(text: &str) -> String {
     let secrets = SECRETS
         .get_or_init(|| Mutex::new(Vec::new()))
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let mut out = s.to_string();
+    let mut out = text.to_string();
     for sec in secrets.iter() {
         if out.contains(sec.as_str()) {
             out = out.replace(sec.as_str(), MASK);
@@ -123,8 +126,8 @@ pub fn mask_str(s: &str) -> String {
 }
 
 /// Masks every registered secret in a JSON value, keys and strings alike.
-pub fn mask(v: &Value) -> Value {
-    match v {
+pub fn mask(value: &Value) -> Value {
+    match value {
         Value::String(s) => Value::String(mask_str(s)),
         Value::Array(a) => Value::Array(a.iter().map(mask).collect()),
         Value::Object(m) => Value::Object(m.iter().map(|(k, x)| (mask_str(k), mask(x))).collect()),
@@ -181,14 +184,14 @@ pub struct Invocation {
 
 impl Invocation {
     /// A string option, if set.
-    pub fn str(&self, k: &str) -> Option<&str> {
-        self.params.get(k).and_then(Value::as_str)
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.params.get(key).and_then(Value::as_str)
     }
-    pub fn bool(&self, k: &str) -> Option<bool> {
-        self.params.get(k).and_then(Value::as_bool)
+    pub fn bool(&self, key: &str) -> Option<bool> {
+        self.params.get(key).and_then(Value::as_bool)
     }
-    pub fn int(&self, k: &str) -> Option<i64> {
-        self.params.get(k).and_then(Value::as_i64)
+    pub fn int(&self, key: &str) -> Option<i64> {
+        self.params.get(key).and_then(Value::as_i64)
     }
 
     /// A duration option, which validation has checked and its default has filled: an
@@ -226,8 +229,8 @@ fn collect_no_log(opts: &[super::spec::Opt], params: &Map<String, Value>) {
 
 /// Registers every scalar inside a value (a `no_log` option given as a list or a dict by
 /// mistake still holds the secret).
-fn register_all(v: &Value) {
-    match v {
+fn register_all(value: &Value) {
+    match value {
         Value::String(s) => register_secret(s),
         Value::Number(n) => register_secret(&n.to_string()),
         Value::Array(a) => a.iter().for_each(register_all),
@@ -256,8 +259,8 @@ fn collect_raw_no_log(opts: &[super::spec::Opt], raw: &Map<String, Value>) {
 /// One of Ansible's `_ansible_*` flags, coerced like any boolean option (`true`, `"yes"`,
 /// `1`, …). A value that is no boolean at all is refused: guessing `false` for
 /// `_ansible_check_mode` would carry out what the user only wanted to see.
-fn flag(key: &str, v: &Value) -> Result<bool, String> {
-    let parsed = match v {
+fn flag(key: &str, value: &Value) -> Result<bool, String> {
+    let parsed = match value {
         Value::Bool(b) => Some(*b),
         Value::Null => Some(false),
         Value::Number(n) => match n.as_f64() {
@@ -268,7 +271,12 @@ fn flag(key: &str, v: &Value) -> Result<bool, String> {
         Value::String(s) => super::spec::parse_bool(s),
         _ => None,
     };
-    parsed.ok_or_else(|| format!("{key} must be a boolean, got {}", bounded(&v.to_string())))
+    parsed.ok_or_else(|| {
+        format!(
+            "{key} must be a boolean, got {}",
+            bounded(&value.to_string())
+        )
+    })
 }
 
 /// Reads and validates the args file. Errors are complete user-facing messages.
@@ -395,22 +403,6 @@ pub fn run_module(spec: &Spec, body: impl FnOnce(&Invocation) -> Result<Outcome,
     std::process::exit(if failed { 1 } else { 0 });
 }
 
-/// The percent-encoded spelling of a value, as a secret may appear in a request body or a URL
-/// that ends up in a message: `encodeURIComponent`'s set, which is how the PVE client encodes
-/// form bodies (kept here, not borrowed from it: the Ansible layer does not depend on the PVE
-/// client).
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.!~*'()".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,9 +498,9 @@ mod tests {
         register_secret(secret);
         for echoed in [
             secret.to_string(),
-            percent_encode(secret),
-            percent_encode(secret).to_ascii_lowercase(),
-            percent_encode(secret).replace("%20", "+"),
+            url_encode(secret),
+            url_encode(secret).to_ascii_lowercase(),
+            url_encode(secret).replace("%20", "+"),
             serde_json::to_string(secret).unwrap(),
             r#""pa ss/w\u00f6rd\"+&=%""#.to_string(),
             r#""pa ss/w\u00F6rd\"+&=%""#.to_string(),

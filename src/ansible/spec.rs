@@ -29,8 +29,8 @@ pub enum Kind {
 
 /// A value the argument spec gives a default for: missing only if the spec lost it, which is
 /// said rather than papered over with a second default where the value is read.
-pub fn given<T>(v: Option<T>, key: &str) -> Result<T, String> {
-    v.ok_or_else(|| format!("{key}: no value and no default in the argument spec"))
+pub fn given<T>(value: Option<T>, key: &str) -> Result<T, String> {
+    value.ok_or_else(|| format!("{key}: no value and no default in the argument spec"))
 }
 
 /// One option.
@@ -63,20 +63,20 @@ impl Opt {
         self.required = true;
         self
     }
-    pub fn default(mut self, v: Value) -> Self {
-        self.default = Some(v);
+    pub fn default(mut self, value: Value) -> Self {
+        self.default = Some(value);
         self
     }
-    pub fn choices(mut self, c: &'static [&'static str]) -> Self {
-        self.choices = c;
+    pub fn choices(mut self, choices: &'static [&'static str]) -> Self {
+        self.choices = choices;
         self
     }
-    pub fn aliases(mut self, a: &'static [&'static str]) -> Self {
-        self.aliases = a;
+    pub fn aliases(mut self, aliases: &'static [&'static str]) -> Self {
+        self.aliases = aliases;
         self
     }
-    pub fn env(mut self, e: &'static [&'static str]) -> Self {
-        self.env = e;
+    pub fn env(mut self, names: &'static [&'static str]) -> Self {
+        self.env = names;
         self
     }
     pub fn no_log(mut self) -> Self {
@@ -124,8 +124,8 @@ pub fn validate(
     })
 }
 
-fn is_set(v: Option<&Value>) -> bool {
-    !matches!(v, None | Some(Value::Null))
+fn is_set(value: Option<&Value>) -> bool {
+    !matches!(value, None | Some(Value::Null))
 }
 
 fn check_rules(spec: &Spec, out: &Map<String, Value>) -> Result<(), String> {
@@ -267,15 +267,15 @@ fn validate_level(
     Ok(out)
 }
 
-fn scalar_text(v: &Value) -> String {
-    match v {
+fn scalar_text(value: &Value) -> String {
+    match value {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
 }
 
-fn type_err(label: &str, v: &Value, ty: &str, why: &str) -> String {
-    let got = match v {
+fn type_err(label: &str, value: &Value, ty: &str, why: &str) -> String {
+    let got = match value {
         Value::String(_) => "str",
         Value::Bool(_) => "bool",
         Value::Number(n) if n.is_i64() || n.is_u64() => "int",
@@ -285,14 +285,14 @@ fn type_err(label: &str, v: &Value, ty: &str, why: &str) -> String {
         Value::Null => "NoneType",
     };
     // Scalars are quoted (bounded); a list or dict is named by its type only.
-    match v {
+    match value {
         Value::String(s) => format!(
             "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why} (got {})",
             crate::ansible::text::quote(s)
         ),
         Value::Number(_) | Value::Bool(_) => format!(
             "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why} (got {})",
-            crate::ansible::text::bounded(&v.to_string())
+            crate::ansible::text::bounded(&value.to_string())
         ),
         _ => format!(
             "argument '{label}' is of type {got} and we were unable to convert to {ty}: {why}"
@@ -301,8 +301,8 @@ fn type_err(label: &str, v: &Value, ty: &str, why: &str) -> String {
 }
 
 /// Parses Ansible's boolean spellings.
-pub fn parse_bool(s: &str) -> Option<bool> {
-    match s.trim().to_ascii_lowercase().as_str() {
+pub fn parse_bool(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
         "yes" | "true" | "1" | "on" | "y" | "t" => Some(true),
         "no" | "false" | "0" | "off" | "n" | "f" => Some(false),
         _ => None,
@@ -315,8 +315,8 @@ pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(10 
 
 /// Parses a duration: humantime (`15m`, `1h 30m`, `500ms`) or a bare number of seconds, at
 /// most [`MAX_DURATION`].
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim();
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
     let shown = crate::ansible::text::bounded(t);
     let d = if let Ok(secs) = t.parse::<f64>() {
         if !(secs.is_finite() && secs >= 0.0) {
@@ -336,24 +336,24 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
-fn coerce(kind: &Kind, v: &Value, label: &str, ignore_unknown: bool) -> Result<Value, String> {
+fn coerce(kind: &Kind, value: &Value, label: &str, ignore_unknown: bool) -> Result<Value, String> {
     match kind {
-        Kind::Str => match v {
+        Kind::Str => match value {
             Value::String(s) => Ok(Value::String(s.clone())),
             Value::Number(n) => Ok(Value::String(n.to_string())),
             Value::Bool(b) => Ok(Value::String(b.to_string())),
             other => Err(type_err(label, other, "str", "only scalars can be strings")),
         },
-        Kind::Bool => match v {
+        Kind::Bool => match value {
             Value::Bool(b) => Ok(Value::Bool(*b)),
             Value::String(s) => parse_bool(s)
                 .map(Value::Bool)
-                .ok_or_else(|| type_err(label, v, "bool", &format!("The value '{s}' is not a valid boolean.  Valid booleans include: 'yes', 'no', 'true', 'false', '1', '0', 'on', 'off'"))),
+                .ok_or_else(|| type_err(label, value, "bool", &format!("The value '{s}' is not a valid boolean.  Valid booleans include: 'yes', 'no', 'true', 'false', '1', '0', 'on', 'off'"))),
             Value::Number(n) if n.as_i64() == Some(0) || n.as_i64() == Some(1) => Ok(Value::Bool(n.as_i64() == Some(1))),
             other => Err(type_err(label, other, "bool", "not a boolean")),
         },
         Kind::Int { min, max } => {
-            let n = match v {
+            let n = match value {
                 // Only whole numbers that fit: `1e20` is refused, not saturated to i64::MAX.
                 Value::Number(n) => n.as_i64().or_else(|| {
                     n.as_f64()
@@ -363,7 +363,7 @@ fn coerce(kind: &Kind, v: &Value, label: &str, ignore_unknown: bool) -> Result<V
                 Value::String(s) => s.trim().parse::<i64>().ok(),
                 _ => None,
             }
-            .ok_or_else(|| type_err(label, v, "int", "not an integer"))?;
+            .ok_or_else(|| type_err(label, value, "int", "not an integer"))?;
             if let Some(m) = min.filter(|m| n < *m) {
                 return Err(format!("value of {label} must be at least {m}, got: {n}"));
             }
@@ -373,12 +373,12 @@ fn coerce(kind: &Kind, v: &Value, label: &str, ignore_unknown: bool) -> Result<V
             Ok(Value::from(n))
         }
         Kind::Duration => {
-            let s = scalar_text(v);
+            let s = scalar_text(value);
             parse_duration(&s).map_err(|e| format!("value of {label} is not a valid duration: {e}"))?;
             Ok(Value::String(s.trim().to_string()))
         }
         Kind::List(inner) => {
-            let items: Vec<Value> = match v {
+            let items: Vec<Value> = match value {
                 Value::Array(a) => a.clone(),
                 Value::String(s) if s.trim().is_empty() => Vec::new(),
                 Value::String(s) => s.split(',').map(|x| Value::String(x.trim().to_string())).collect(),
@@ -392,15 +392,15 @@ fn coerce(kind: &Kind, v: &Value, label: &str, ignore_unknown: bool) -> Result<V
                 .map(Value::Array)
         }
         Kind::Dict(sub) => {
-            let m = as_dict(v, label)?;
+            let m = as_dict(value, label)?;
             validate_level(sub, &m, &NoEnv, ignore_unknown, Some(label)).map(Value::Object)
         }
         Kind::ListOfDicts(sub) => {
-            let items = match v {
+            let items = match value {
                 Value::Array(a) => a.clone(),
                 Value::String(s) => match serde_json::from_str::<Value>(s) {
                     Ok(Value::Array(a)) => a,
-                    _ => return Err(type_err(label, v, "list", "give a YAML list of dicts, or JSON")),
+                    _ => return Err(type_err(label, value, "list", "give a YAML list of dicts, or JSON")),
                 },
                 other => vec![other.clone()],
             };
@@ -416,7 +416,7 @@ fn coerce(kind: &Kind, v: &Value, label: &str, ignore_unknown: bool) -> Result<V
                 .map(Value::Array)
         }
         Kind::RawDict => {
-            let m = as_dict(v, label)?;
+            let m = as_dict(value, label)?;
             let mut out = Map::new();
             for (k, x) in m {
                 let s = match x {
@@ -442,8 +442,8 @@ impl Env for NoEnv {
 }
 
 /// A dict from a dict, a JSON string, or Ansible's `k=v k2=v2` string form.
-fn as_dict(v: &Value, label: &str) -> Result<Map<String, Value>, String> {
-    match v {
+fn as_dict(value: &Value, label: &str) -> Result<Map<String, Value>, String> {
+    match value {
         Value::Object(m) => Ok(m.clone()),
         Value::String(s) => {
             if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(s) {
@@ -454,7 +454,7 @@ fn as_dict(v: &Value, label: &str) -> Result<Map<String, Value>, String> {
                 let (k, val) = part.split_once('=').ok_or_else(|| {
                     type_err(
                         label,
-                        v,
+                        value,
                         "dict",
                         "dictionary requested, could not parse JSON or key=value",
                     )
@@ -475,8 +475,8 @@ mod tests {
 
     struct MapEnv(HashMap<&'static str, &'static str>);
     impl Env for MapEnv {
-        fn get(&self, k: &str) -> Option<String> {
-            self.0.get(k).map(|v| v.to_string())
+        fn get(&self, key: &str) -> Option<String> {
+            self.0.get(key).map(|v| v.to_string())
         }
     }
 

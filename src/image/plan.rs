@@ -13,14 +13,14 @@ pub enum Step {
 }
 
 /// The steps for an image that `exists` (or not) on the storage.
-pub fn plan(d: &Desired, exists: bool) -> Vec<Step> {
-    match (d.present, exists) {
+pub fn plan(desired: &Desired, exists: bool) -> Vec<Step> {
+    match (desired.present, exists) {
         (false, true) => vec![Step::Delete],
         (false, false) => vec![],
         (true, false) => vec![Step::Download],
-        (true, true) if d.force => vec![Step::Delete, Step::Download],
+        (true, true) if desired.force => vec![Step::Delete, Step::Download],
         // PVE checks an existing file against the checksum without downloading it again.
-        (true, true) if d.checksum.is_some() => vec![Step::Download],
+        (true, true) if desired.checksum.is_some() => vec![Step::Download],
         (true, true) => vec![],
     }
 }
@@ -29,7 +29,7 @@ pub fn plan(d: &Desired, exists: bool) -> Vec<Step> {
 mod tests {
     use super::*;
 
-    fn d(present: bool, checksum: bool, force: bool) -> Desired {
+    fn desired(present: bool, checksum: bool, force: bool) -> Desired {
         Desired {
             present,
             node: "pve1".into(),
@@ -45,14 +45,23 @@ mod tests {
 
     #[test]
     fn steps() {
-        assert_eq!(plan(&d(true, false, false), false), vec![Step::Download]);
-        assert_eq!(plan(&d(true, false, false), true), vec![]);
-        assert_eq!(plan(&d(true, true, false), true), vec![Step::Download]);
         assert_eq!(
-            plan(&d(true, false, true), true),
+            plan(&desired(true, false, false), false),
+            vec![Step::Download]
+        );
+        assert_eq!(plan(&desired(true, false, false), true), vec![]);
+        assert_eq!(
+            plan(&desired(true, true, false), true),
+            vec![Step::Download]
+        );
+        assert_eq!(
+            plan(&desired(true, false, true), true),
             vec![Step::Delete, Step::Download]
         );
-        assert_eq!(plan(&d(false, false, false), true), vec![Step::Delete]);
-        assert_eq!(plan(&d(false, false, false), false), vec![]);
+        assert_eq!(
+            plan(&desired(false, false, false), true),
+            vec![Step::Delete]
+        );
+        assert_eq!(plan(&desired(false, false, false), false), vec![]);
     }
 }

@@ -42,13 +42,7 @@ pub fn argument_spec() -> Spec {
         Opt::new("state", Kind::Str)
             .default(json!("present"))
             .choices(&["present", "absent", "rollback"]),
-        Opt::new(
-            "vmid",
-            Kind::Int {
-                min: Some(100),
-                max: Some(999_999_999),
-            },
-        ),
+        crate::ids::vmid_option("vmid"),
         Opt::new("name", Kind::Str),
         Opt::new("node", Kind::Str),
         Opt::new("snapname", Kind::Str),

@@ -89,24 +89,24 @@ const PVE_CONFIG_KEYS: &[&str] = &[
 /// Why `k` cannot be set as VM config (`None` when it can). Request parameters such as
 /// `start` or `unique` would act on the create (start the VM although `state: present`)
 /// and then fail every update with `property is not defined in schema`.
-pub fn not_a_config_key(k: &str) -> Option<&'static str> {
+pub fn not_a_config_key(key: &str) -> Option<&'static str> {
     // update_vm_api deletes bootdisk when it writes a boot order with `order=`, so a
     // bootdisk beside the boot order the module manages would not stay.
-    if k == "bootdisk" {
+    if key == "bootdisk" {
         return Some(
             "is deprecated, and PVE deletes it when it writes a boot order (update_vm_api): give boot: order=… instead",
         );
     }
     let known = PVE_CONFIG_KEYS.iter().any(|c| match c.strip_suffix("[n]") {
-        Some(prefix) => k
+        Some(prefix) => key
             .strip_prefix(prefix)
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
-        None => *c == k,
+        None => *c == key,
     });
     if known {
         return None;
     }
-    Some(match k {
+    Some(match key {
         "start"
         | "unique"
         | "archive"
@@ -130,11 +130,11 @@ pub fn not_a_config_key(k: &str) -> Option<&'static str> {
 }
 
 /// Keys the module manages through its own options; `extra_config` may not set them.
-pub fn managed_key(k: &str) -> bool {
-    is_drive_slot(k)
-        || k.starts_with("net")
-        || k.starts_with("ipconfig")
-        || k.starts_with("serial")
+pub fn managed_key(key: &str) -> bool {
+    is_drive_slot(key)
+        || key.starts_with("net")
+        || key.starts_with("ipconfig")
+        || key.starts_with("serial")
         || [
             "name",
             "cores",
@@ -169,5 +169,5 @@ pub fn managed_key(k: &str) -> bool {
             "delete",
             "skiplock",
         ]
-        .contains(&k)
+        .contains(&key)
 }

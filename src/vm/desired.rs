@@ -78,23 +78,23 @@ pub struct CloneSource {
 /// The `clone` option, checked: exactly one of `vmid` and `name`; `storage` only for a full
 /// clone (PVE refuses it for a linked one).
 fn clone_source(inv: &Invocation) -> Result<Option<CloneSource>, String> {
-    let Some(c) = inv.params.get("clone").and_then(Value::as_object) else {
+    let Some(clone) = inv.params.get("clone").and_then(Value::as_object) else {
         return Ok(None);
     };
-    let vmid = c.get("vmid").and_then(Value::as_u64).map(|v| v as u32);
-    let name = c
+    let vmid = clone.get("vmid").and_then(Value::as_u64).map(|v| v as u32);
+    let name = clone
         .get("name")
         .and_then(Value::as_str)
-        .map(|n| dns_name("clone.name", n))
+        .map(|name| dns_name("clone.name", name))
         .transpose()?;
     if vmid.is_some() == name.is_some() {
         return Err("clone needs exactly one of vmid and name (the source VM)".into());
     }
-    let full = c.get("full").and_then(Value::as_bool);
-    let storage = c
+    let full = clone.get("full").and_then(Value::as_bool);
+    let storage = clone
         .get("storage")
         .and_then(Value::as_str)
-        .map(|s| storage_id("clone.storage", s))
+        .map(|storage| storage_id("clone.storage", storage))
         .transpose()?;
     if storage.is_some() && full == Some(false) {
         return Err(
@@ -102,11 +102,11 @@ fn clone_source(inv: &Invocation) -> Result<Option<CloneSource>, String> {
                 .into(),
         );
     }
-    let snapname = c
+    let snapname = clone
         .get("snapname")
         .and_then(Value::as_str)
-        .map(|n| {
-            let name = plain("clone.snapname", n)?;
+        .map(|snapname| {
+            let name = plain("clone.snapname", snapname)?;
             check_snapname("clone.snapname", &name)?;
             Ok::<String, String>(name)
         })
@@ -123,38 +123,40 @@ fn clone_source(inv: &Invocation) -> Result<Option<CloneSource>, String> {
 /// The hardware and management keys: name, CPU, memory, firmware, boot, serial ports, tags,
 /// description, and `extra_config`.
 fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(), String> {
-    let p = &inv.params;
-    for k in ["cores", "sockets", "memory", "balloon"] {
-        if let Some(v) = inv.int(k) {
-            config.insert(k.into(), v.to_string());
+    let params = &inv.params;
+    for key in ["cores", "sockets", "memory", "balloon"] {
+        if let Some(value) = inv.int(key) {
+            config.insert(key.into(), value.to_string());
         }
     }
-    for k in ["bios", "ostype", "scsihw"] {
-        if let Some(v) = inv.str(k) {
-            config.insert(k.into(), v.to_string());
+    for key in ["bios", "ostype", "scsihw"] {
+        if let Some(value) = inv.str(key) {
+            config.insert(key.into(), value.to_string());
         }
     }
-    for k in ["cpu", "machine", "vga", "boot"] {
-        if let Some(v) = inv.str(k) {
-            if v.contains(['\n', '\r']) || v.trim().is_empty() {
+    for key in ["cpu", "machine", "vga", "boot"] {
+        if let Some(value) = inv.str(key) {
+            if value.contains(['\n', '\r']) || value.trim().is_empty() {
                 return Err(format!(
-                    "{k} must be a single non-empty line, got {v}",
-                    v = quote(v)
+                    "{key} must be a single non-empty line, got {value}",
+                    value = quote(value)
                 ));
             }
-            config.insert(k.into(), v.to_string());
+            config.insert(key.into(), value.to_string());
         }
     }
     // cpu, machine and vga checked by their formats before any write (sent as written: PVE
     // stores them so, and the plan compares them by their type).
-    for k in ["cpu", "machine", "vga"] {
-        let Some(v) = config.get(k) else { continue };
-        let checked = match k {
-            "cpu" => v.parse::<Cpu>().map(drop),
-            "machine" => v.parse::<Machine>().map(drop),
-            _ => v.parse::<Vga>().map(drop),
+    for key in ["cpu", "machine", "vga"] {
+        let Some(value) = config.get(key) else {
+            continue;
         };
-        checked.map_err(|e| format!("{k} is not a value PVE accepts: {}", e.message))?;
+        let checked = match key {
+            "cpu" => value.parse::<Cpu>().map(drop),
+            "machine" => value.parse::<Machine>().map(drop),
+            _ => value.parse::<Vga>().map(drop),
+        };
+        checked.map_err(|e| format!("{key} is not a value PVE accepts: {}", e.message))?;
     }
     // The boot order as PVE prints it again on an update (print_bootorder: `order=a;b`),
     // checked as PVE checks it.
@@ -164,29 +166,30 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
             .map_err(|e| format!("boot is not a boot order PVE accepts: {}", e.message))?;
         *boot = order.to_string();
     }
-    for k in ["agent", "onboot", "numa", "protection"] {
-        if let Some(v) = inv.bool(k) {
-            config.insert(k.into(), pve_bool(v));
+    for key in ["agent", "onboot", "numa", "protection"] {
+        if let Some(value) = inv.bool(key) {
+            config.insert(key.into(), pve_bool(value));
         }
     }
-    if let Some(tags) = p
+    if let Some(tags) = params
         .get("tags")
         .and_then(Value::as_array)
         .filter(|a| !a.is_empty())
     {
         let mut out = Vec::new();
-        for (i, t) in tags.iter().filter_map(Value::as_str).enumerate() {
-            let ok = !t.is_empty()
-                && t.bytes()
-                    .all(|c| c.is_ascii_alphanumeric() || b"-_+.".contains(&c))
-                && !t.starts_with(['-', '_', '+', '.']);
+        for (i, tag) in tags.iter().filter_map(Value::as_str).enumerate() {
+            let ok = !tag.is_empty()
+                && tag
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || b"-_+.".contains(&byte))
+                && !tag.starts_with(['-', '_', '+', '.']);
             if !ok {
                 return Err(format!(
-                    "tags[{i}] must use letters, digits and - _ + . (not first), got {t}",
-                    t = quote(t)
+                    "tags[{i}] must use letters, digits and - _ + . (not first), got {tag}",
+                    tag = quote(tag)
                 ));
             }
-            out.push(t.to_ascii_lowercase());
+            out.push(tag.to_ascii_lowercase());
         }
         // As get_unique_tags stores them: sorted, without duplicates.
         let tags = out
@@ -194,13 +197,13 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
             .parse::<Tags>()
             .map_err(|e| format!("tags: {}", e.message))?;
         config.insert("tags".into(), tags.to_string());
-    } else if empty_list(p.get("tags")) {
+    } else if empty_list(params.get("tags")) {
         config.insert("tags".into(), String::new());
     }
-    if let Some(d) = inv.str("description") {
-        config.insert("description".into(), d.to_string());
+    if let Some(description) = inv.str("description") {
+        config.insert("description".into(), description.to_string());
     }
-    for (i, s) in p
+    for (i, serial) in params
         .get("serial")
         .and_then(Value::as_array)
         .into_iter()
@@ -211,48 +214,53 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
         if i > 3 {
             return Err("serial takes at most 4 entries (serial0 to serial3)".into());
         }
-        if !(s == "socket" || (s.starts_with("/dev/") && !s.contains(['\n', ',', ' ']))) {
+        if !(serial == "socket"
+            || (serial.starts_with("/dev/") && !serial.contains(['\n', ',', ' '])))
+        {
             return Err(format!(
-                "serial[{i}] must be 'socket' or a /dev/ path, got {s}",
-                s = quote(s)
+                "serial[{i}] must be 'socket' or a /dev/ path, got {serial}",
+                serial = quote(serial)
             ));
         }
-        config.insert(format!("serial{i}"), s.to_string());
+        config.insert(format!("serial{i}"), serial.to_string());
     }
-    if let Some(extra) = p.get("extra_config").and_then(Value::as_object) {
-        for (k, v) in extra {
-            let v = v.as_str().unwrap_or_default();
-            let key_ok = !k.is_empty()
-                && k.as_bytes()[0].is_ascii_lowercase()
-                && k.bytes().all(|c| {
-                    c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-'
+    if let Some(extra) = params.get("extra_config").and_then(Value::as_object) {
+        for (key, raw) in extra {
+            let raw = raw.as_str().unwrap_or_default();
+            let key_ok = !key.is_empty()
+                && key.as_bytes()[0].is_ascii_lowercase()
+                && key.bytes().all(|byte| {
+                    byte.is_ascii_lowercase()
+                        || byte.is_ascii_digit()
+                        || byte == b'_'
+                        || byte == b'-'
                 });
             if !key_ok {
                 return Err(format!(
                     "extra_config: {} is not a PVE config key",
-                    quote(k)
+                    quote(key)
                 ));
             }
-            if let Some(why) = not_a_config_key(k) {
-                return Err(format!("extra_config: {k} {why}"));
+            if let Some(why) = not_a_config_key(key) {
+                return Err(format!("extra_config: {key} {why}"));
             }
-            if managed_key(k) {
+            if managed_key(key) {
                 return Err(format!(
-                    "extra_config: set {k} through the module's own option, not extra_config"
+                    "extra_config: set {key} through the module's own option, not extra_config"
                 ));
             }
-            if v.contains(['\n', '\r']) {
-                return Err(format!("extra_config.{k} must be a single line"));
+            if raw.contains(['\n', '\r']) {
+                return Err(format!("extra_config.{key} must be a single line"));
             }
             // An empty value is a delete (the plan sends it); others are checked by the
             // key's type and sent as PVE takes them.
-            let value = if v.is_empty() {
+            let value = if raw.is_empty() {
                 String::new()
             } else {
-                crate::pve::values::config::to_send(k, v)
-                    .map_err(|e| format!("extra_config.{k}: {}", e.message))?
+                crate::pve::values::config::to_send(key, raw)
+                    .map_err(|e| format!("extra_config.{key}: {}", e.message))?
             };
-            config.insert(k.clone(), value);
+            config.insert(key.clone(), value);
         }
     }
 
@@ -261,8 +269,10 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
 
 /// True for a list option given as `[]`: it asks for none, and the plan deletes the key (a
 /// list option not given at all is `null`).
-fn empty_list(v: Option<&Value>) -> bool {
-    v.and_then(Value::as_array).is_some_and(|a| a.is_empty())
+fn empty_list(option: Option<&Value>) -> bool {
+    option
+        .and_then(Value::as_array)
+        .is_some_and(|items| items.is_empty())
 }
 
 /// The cloud-init keys: user, password (sent once unless `update_password: always`), SSH
@@ -272,49 +282,49 @@ fn cloud_init(
     config: &mut BTreeMap<String, String>,
     create_only: &mut BTreeMap<String, String>,
 ) -> Result<(), String> {
-    let p = &inv.params;
-    if let Some(v) = inv.str("citype") {
-        config.insert("citype".into(), v.to_string());
+    let params = &inv.params;
+    if let Some(value) = inv.str("citype") {
+        config.insert("citype".into(), value.to_string());
     }
-    if let Some(v) = inv.bool("ciupgrade") {
-        config.insert("ciupgrade".into(), pve_bool(v));
+    if let Some(value) = inv.bool("ciupgrade") {
+        config.insert("ciupgrade".into(), pve_bool(value));
     }
     // An empty ciuser, searchdomain or cipassword asks for none: the plan deletes it.
-    if let Some(u) = inv.str("ciuser") {
-        let user = if u.is_empty() {
+    if let Some(ciuser) = inv.str("ciuser") {
+        let user = if ciuser.is_empty() {
             String::new()
         } else {
-            plain("ciuser", u)?
+            plain("ciuser", ciuser)?
         };
         config.insert("ciuser".into(), user);
     }
-    if let Some(pw) = inv.str("cipassword") {
-        if pw.contains(['\n', '\r']) {
+    if let Some(password) = inv.str("cipassword") {
+        if password.contains(['\n', '\r']) {
             return Err("cipassword must be a single line".into());
         }
         if inv.str("update_password") == Some("always") {
-            config.insert("cipassword".into(), pw.to_string());
+            config.insert("cipassword".into(), password.to_string());
         } else {
-            create_only.insert("cipassword".into(), pw.to_string());
+            create_only.insert("cipassword".into(), password.to_string());
         }
     }
-    if let Some(items) = p
+    if let Some(items) = params
         .get("sshkeys")
         .and_then(Value::as_array)
-        .filter(|a| !a.is_empty())
+        .filter(|items| !items.is_empty())
     {
         let keys: Vec<(usize, &str)> = items
             .iter()
             .enumerate()
-            .filter_map(|(i, k)| k.as_str().map(|k| (i, k.trim())))
+            .filter_map(|(i, key)| key.as_str().map(|key| (i, key.trim())))
             .collect();
         // A private key pasted by mistake: refused, never quoted, and masked from all output.
         if let Some((i, key)) = keys
             .iter()
-            .find(|(_, k)| k.contains("PRIVATE KEY") || k.starts_with("PuTTY-User-Key-File"))
+            .find(|(_, key)| key.contains("PRIVATE KEY") || key.starts_with("PuTTY-User-Key-File"))
         {
             crate::ansible::protocol::register_secret(key);
-            for line in key.lines().filter(|l| l.len() >= 16) {
+            for line in key.lines().filter(|line| line.len() >= 16) {
                 crate::ansible::protocol::register_secret(line);
             }
             return Err(format!(
@@ -323,20 +333,20 @@ fn cloud_init(
             ));
         }
         // PVE's create dies on `sshkeys=`; an unset variable in a list is a mistake.
-        if let Some((i, _)) = keys.iter().find(|(_, k)| k.is_empty()) {
+        if let Some((i, _)) = keys.iter().find(|(_, key)| key.is_empty()) {
             return Err(format!(
                 "sshkeys[{i}] is empty (an unset variable?): give a public key, or leave the item out"
             ));
         }
-        if let Some((_, k)) = keys.iter().find(|(_, k)| k.contains(['\n', '\r'])) {
+        if let Some((_, key)) = keys.iter().find(|(_, key)| key.contains(['\n', '\r'])) {
             return Err(format!(
                 "sshkeys: give one key per list item; this one spans lines: {:?}",
-                k.lines().next().unwrap_or("")
+                key.lines().next().unwrap_or("")
             ));
         }
         // Checked as PVE's validate_ssh_public_keys checks them (ssh-keygen -l), before any
         // write.
-        let keys = SshKeys::from_lines(keys.iter().map(|(_, k)| *k)).map_err(|(at, e)| {
+        let keys = SshKeys::from_lines(keys.iter().map(|(_, key)| *key)).map_err(|(at, e)| {
             format!(
                 "sshkeys[{}] is not a public key PVE accepts: {}",
                 keys.get(at).map_or(at, |(i, _)| *i),
@@ -344,37 +354,37 @@ fn cloud_init(
             )
         })?;
         config.insert("sshkeys".into(), keys.to_string());
-    } else if empty_list(p.get("sshkeys")) {
+    } else if empty_list(params.get("sshkeys")) {
         config.insert("sshkeys".into(), String::new());
     }
-    if let Some(ns) = p
+    if let Some(nameservers) = params
         .get("nameserver")
         .and_then(Value::as_array)
-        .filter(|a| !a.is_empty())
+        .filter(|items| !items.is_empty())
     {
         let mut out = Vec::new();
-        for (i, n) in ns.iter().filter_map(Value::as_str).enumerate() {
-            n.parse::<std::net::IpAddr>().map_err(|_| {
+        for (i, server) in nameservers.iter().filter_map(Value::as_str).enumerate() {
+            server.parse::<std::net::IpAddr>().map_err(|_| {
                 format!(
-                    "nameserver[{i}] must be an IP address, got {n}",
-                    n = quote(n)
+                    "nameserver[{i}] must be an IP address, got {server}",
+                    server = quote(server)
                 )
             })?;
-            out.push(n.to_string());
+            out.push(server.to_string());
         }
         config.insert("nameserver".into(), out.join(" "));
-    } else if empty_list(p.get("nameserver")) {
+    } else if empty_list(params.get("nameserver")) {
         config.insert("nameserver".into(), String::new());
     }
-    if let Some(sd) = inv.str("searchdomain") {
-        let domain = if sd.is_empty() {
+    if let Some(searchdomain) = inv.str("searchdomain") {
+        let domain = if searchdomain.is_empty() {
             String::new()
         } else {
-            dns_name("searchdomain", sd)?
+            dns_name("searchdomain", searchdomain)?
         };
         config.insert("searchdomain".into(), domain);
     }
-    for (i, m) in p
+    for (i, item) in params
         .get("ipconfig")
         .and_then(Value::as_array)
         .into_iter()
@@ -383,7 +393,7 @@ fn cloud_init(
     {
         config.insert(
             format!("ipconfig{i}"),
-            ipconfig_value(i, m.as_object().ok_or("ipconfig items must be dicts")?)?,
+            ipconfig_value(i, item.as_object().ok_or("ipconfig items must be dicts")?)?,
         );
     }
     Ok(())
@@ -391,8 +401,8 @@ fn cloud_init(
 
 /// The NICs, `net0`, `net1`, … in the order given.
 fn network(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(), String> {
-    let p = &inv.params;
-    for (i, n) in p
+    let params = &inv.params;
+    for (i, nic) in params
         .get("net")
         .and_then(Value::as_array)
         .into_iter()
@@ -401,7 +411,7 @@ fn network(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<()
     {
         config.insert(
             format!("net{i}"),
-            net_value(i, n.as_object().ok_or("net items must be dicts")?)?,
+            net_value(i, nic.as_object().ok_or("net items must be dicts")?)?,
         );
     }
     Ok(())
@@ -414,18 +424,21 @@ fn firmware(
     config: &BTreeMap<String, String>,
     create_only: &mut BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
-    let p = &inv.params;
+    let params = &inv.params;
     let mut fixed = BTreeMap::new();
-    if let Some(e) = p.get("efidisk").and_then(Value::as_object) {
+    if let Some(efi) = params.get("efidisk").and_then(Value::as_object) {
         if config.get("bios").map(String::as_str) != Some("ovmf") {
             return Err(
                 "efidisk needs bios: ovmf (an EFI vars disk holds OVMF's UEFI variables)".into(),
             );
         }
-        let sid = storage_id("efidisk.storage", e["storage"].as_str().unwrap_or_default())?;
-        let efitype = given(e["efitype"].as_str(), "efidisk.efitype")?.to_string();
+        let sid = storage_id(
+            "efidisk.storage",
+            efi["storage"].as_str().unwrap_or_default(),
+        )?;
+        let efitype = given(efi["efitype"].as_str(), "efidisk.efitype")?.to_string();
         let keys = pve_bool(given(
-            e["pre_enrolled_keys"].as_bool(),
+            efi["pre_enrolled_keys"].as_bool(),
             "efidisk.pre_enrolled_keys",
         )?);
         create_only.insert("efidisk0".into(), efidisk_value(&sid, &efitype, &keys)?);
@@ -437,12 +450,12 @@ fn firmware(
             ]),
         );
     }
-    if let Some(t) = p.get("tpmstate").and_then(Value::as_object) {
+    if let Some(tpm) = params.get("tpmstate").and_then(Value::as_object) {
         let sid = storage_id(
             "tpmstate.storage",
-            t["storage"].as_str().unwrap_or_default(),
+            tpm["storage"].as_str().unwrap_or_default(),
         )?;
-        let version = given(t["version"].as_str(), "tpmstate.version")?.to_string();
+        let version = given(tpm["version"].as_str(), "tpmstate.version")?.to_string();
         create_only.insert("tpmstate0".into(), tpmstate_value(&sid, &version)?);
         fixed.insert(
             "tpmstate0".to_string(),
@@ -463,9 +476,12 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     };
     let mut config = BTreeMap::new();
     let mut create_only = BTreeMap::new();
-    let name = inv.str("name").map(|n| dns_name("name", n)).transpose()?;
-    if let Some(n) = &name {
-        config.insert("name".into(), n.clone());
+    let name = inv
+        .str("name")
+        .map(|name| dns_name("name", name))
+        .transpose()?;
+    if let Some(name) = &name {
+        config.insert("name".into(), name.clone());
     }
     hardware(inv, &mut config)?;
     cloud_init(inv, &mut config, &mut create_only)?;
@@ -482,7 +498,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     let fixed = firmware(inv, &config, &mut create_only)?;
     if disks
         .iter()
-        .any(|d| d.slot == "efidisk0" || d.slot == "tpmstate0")
+        .any(|disk| disk.slot == "efidisk0" || disk.slot == "tpmstate0")
     {
         return Err(
             "give the EFI vars disk and the TPM state through efidisk and tpmstate, not disks"
@@ -490,16 +506,19 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         );
     }
     if !config.contains_key("boot")
-        && let Some(first) = disks.iter().find(|d| !d.cloudinit)
+        && let Some(first) = disks.iter().find(|disk| !disk.cloudinit)
     {
         create_only.insert("boot".into(), format!("order={}", first.slot));
     }
-    let pool = inv.str("pool").map(|s| plain("pool", s)).transpose()?;
+    let pool = inv
+        .str("pool")
+        .map(|pool| plain("pool", pool))
+        .transpose()?;
     let wait_for_ip = Some(crate::ansible::spec::parse_duration(given(
         inv.str("wait_for_ip"),
         "wait_for_ip",
     )?)?)
-    .filter(|d| !d.is_zero());
+    .filter(|wait| !wait.is_zero());
     if wait_for_ip.is_some() {
         if inv.bool("agent") == Some(false) {
             return Err(
@@ -522,7 +541,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     }
     let node = inv
         .str("node")
-        .map(|n| crate::ids::node_name("node", n))
+        .map(|node| crate::ids::node_name("node", node))
         .transpose()?;
     let migrate = given(inv.bool("migrate"), "migrate")?;
     if migrate && node.is_none() {
@@ -533,7 +552,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     }
     let target_storage = inv
         .str("target_storage")
-        .map(|s| storage_id("target_storage", s))
+        .map(|storage| storage_id("target_storage", storage))
         .transpose()?;
     if target_storage.is_some() && !migrate {
         return Err(

@@ -42,68 +42,73 @@ const DRIVE_OPTS: &[&str] = &[
 /// The disks (`disks`), and the cloud-init drive when cloud-init options are given (on
 /// `cloudinit_storage`, or the first disk's storage). A clone's disks come from its source.
 pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String> {
-    let p = &inv.params;
+    let params = &inv.params;
     let mut disks = Vec::new();
-    for (i, d) in p
+    for (i, disk) in params
         .get("disks")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .enumerate()
     {
-        let d = d.as_object().ok_or("disks items must be dicts")?;
-        let o = |k: &str| format!("disks[{i}].{k}");
-        let slot = d["slot"].as_str().unwrap_or_default().to_string();
+        let disk = disk.as_object().ok_or("disks items must be dicts")?;
+        let option = |key: &str| format!("disks[{i}].{key}");
+        let slot = disk["slot"].as_str().unwrap_or_default().to_string();
         if !is_drive_slot(&slot) {
             return Err(format!(
                 "{} must be a drive slot such as scsi0, virtio0, sata0, ide0 or efidisk0, got {slot}",
-                o("slot"),
+                option("slot"),
                 slot = quote(&slot)
             ));
         }
         if disks.iter().any(|x: &Disk| x.slot == slot) {
-            return Err(format!("{}: slot {slot} is used twice", o("slot")));
+            return Err(format!("{}: slot {slot} is used twice", option("slot")));
         }
         // A clone's disks come from its source: a disk listed to be grown needs no storage.
-        let storage = match d["storage"].as_str() {
-            Some(s) => storage_id(&o("storage"), s)?,
+        let storage = match disk["storage"].as_str() {
+            Some(text) => storage_id(&option("storage"), text)?,
             None if cloning => String::new(),
-            None => return Err(format!("{} is required to create a disk", o("storage"))),
+            None => {
+                return Err(format!(
+                    "{} is required to create a disk",
+                    option("storage")
+                ));
+            }
         };
-        let import_from = d["import_from"]
+        let import_from = disk["import_from"]
             .as_str()
-            .map(|s| import_source(&o("import_from"), s))
+            .map(|text| import_source(&option("import_from"), text))
             .transpose()?;
-        let size = d["size"]
+        let size = disk["size"]
             .as_str()
-            .map(|s| parse_size(&o("size"), s))
+            .map(|text| parse_size(&option("size"), text))
             .transpose()?;
         if import_from.is_none() && size.is_none() {
             return Err(format!(
                 "{}: give import_from (a cloud image) or size (a new empty disk)",
-                o("slot")
+                option("slot")
             ));
         }
         if import_from.is_some() && cloning {
             return Err(format!(
                 "{} and clone exclude each other: a clone's disks come from its source (give size to grow one)",
-                o("import_from")
+                option("import_from")
             ));
         }
         let mut opts = BTreeMap::new();
-        for k in DRIVE_OPTS {
-            match &d[*k] {
-                Value::Bool(v) if *k == "discard" => {
+        for key in DRIVE_OPTS {
+            match &disk[*key] {
+                Value::Bool(value) if *key == "discard" => {
                     opts.insert(
-                        k.to_string(),
-                        (if *v { "on" } else { "ignore" }).to_string(),
+                        key.to_string(),
+                        (if *value { "on" } else { "ignore" }).to_string(),
                     );
                 }
-                Value::Bool(v) => {
-                    opts.insert(k.to_string(), pve_bool(*v));
+                Value::Bool(value) => {
+                    opts.insert(key.to_string(), pve_bool(*value));
                 }
-                Value::String(s) => {
-                    opts.insert(k.to_string(), s.clone());
+                Value::String(text) => {
+                    opts.insert(key.to_string(), text.clone());
                 }
                 _ => {}
             }
@@ -113,7 +118,7 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
             storage,
             import_from,
             size,
-            format: d["format"].as_str().map(str::to_string),
+            format: disk["format"].as_str().map(str::to_string),
             opts,
             cloudinit: false,
         });
@@ -128,27 +133,28 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
         "citype",
     ]
     .iter()
-    .any(|k| {
-        p.get(*k)
-            .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+    .any(|key| {
+        params
+            .get(*key)
+            .is_some_and(|value| !value.is_null() && value.as_array().is_none_or(|a| !a.is_empty()))
     });
     if let Some(cs) = inv
         .str("cloudinit_storage")
-        .map(|s| storage_id("cloudinit_storage", s))
+        .map(|text| storage_id("cloudinit_storage", text))
         .transpose()?
         .or_else(|| {
             wants_ci
                 .then(|| {
                     disks
                         .first()
-                        .map(|d| d.storage.clone())
-                        .filter(|s| !s.is_empty())
+                        .map(|disk| disk.storage.clone())
+                        .filter(|text| !text.is_empty())
                 })
                 .flatten()
         })
     {
         let slot = given(inv.str("cloudinit_slot"), "cloudinit_slot")?.to_string();
-        if !is_drive_slot(&slot) || disks.iter().any(|d| d.slot == slot) {
+        if !is_drive_slot(&slot) || disks.iter().any(|disk| disk.slot == slot) {
             return Err(format!(
                 "cloudinit_slot must be a free drive slot such as ide2, got {slot}",
                 slot = quote(&slot)

@@ -16,42 +16,42 @@ pub fn format_size(bytes: u64) -> String {
 }
 
 /// A boolean as PVE writes it in configs and property strings (`1`, `0`).
-pub fn pve_bool(v: bool) -> String {
-    (if v { "1" } else { "0" }).to_string()
+pub fn pve_bool(value: bool) -> String {
+    (if value { "1" } else { "0" }).to_string()
 }
 
 /// Builds a NIC value as `print_net` prints it: `virtio[=MAC],bridge=…,…`.
-pub fn net_value(i: usize, n: &Map<String, Value>) -> Result<String, String> {
-    let o = |k: &str| format!("net[{i}].{k}");
-    let bad = |k: &str, e: ValueError| format!("{}: {}", o(k), e.message);
-    let model = n["model"].as_str().unwrap_or("virtio");
+pub fn net_value(index: usize, nic: &Map<String, Value>) -> Result<String, String> {
+    let option = |key: &str| format!("net[{index}].{key}");
+    let bad = |key: &str, e: ValueError| format!("{}: {}", option(key), e.message);
+    let model = nic["model"].as_str().unwrap_or("virtio");
     let mut net = Net::new(model).map_err(|e| bad("model", e))?;
-    if let Some(br) = n["bridge"].as_str() {
-        net.set("bridge", &plain(&o("bridge"), br)?)
+    if let Some(bridge) = nic["bridge"].as_str() {
+        net.set("bridge", &plain(&option("bridge"), bridge)?)
             .map_err(|e| bad("bridge", e))?;
     }
-    for k in ["firewall", "link_down"] {
-        if let Some(v) = n[k].as_bool() {
-            net.set(k, &pve_bool(v)).map_err(|e| bad(k, e))?;
+    for key in ["firewall", "link_down"] {
+        if let Some(value) = nic[key].as_bool() {
+            net.set(key, &pve_bool(value)).map_err(|e| bad(key, e))?;
         }
     }
-    for k in ["mtu", "queues", "tag"] {
-        if let Some(v) = n[k].as_i64() {
-            net.set(k, &v.to_string()).map_err(|e| bad(k, e))?;
+    for key in ["mtu", "queues", "tag"] {
+        if let Some(value) = nic[key].as_i64() {
+            net.set(key, &value.to_string()).map_err(|e| bad(key, e))?;
         }
     }
-    if let Some(r) = n["rate"].as_str() {
-        let r = plain(&o("rate"), r)?;
-        net.set("rate", &r).map_err(|_| {
+    if let Some(rate) = nic["rate"].as_str() {
+        let rate = plain(&option("rate"), rate)?;
+        net.set("rate", &rate).map_err(|_| {
             format!(
-                "{} must be a number (MB/s), got {r}",
-                o("rate"),
-                r = quote(&r)
+                "{} must be a number (MB/s), got {rate}",
+                option("rate"),
+                rate = quote(&rate)
             )
         })?;
     }
-    if let Some(m) = n["macaddr"].as_str() {
-        net.set("macaddr", &mac(&o("macaddr"), m)?)
+    if let Some(macaddr) = nic["macaddr"].as_str() {
+        net.set("macaddr", &mac(&option("macaddr"), macaddr)?)
             .map_err(|e| bad("macaddr", e))?;
     }
     Ok(net.to_string())
@@ -59,33 +59,33 @@ pub fn net_value(i: usize, n: &Map<String, Value>) -> Result<String, String> {
 
 /// Builds an `ipconfigN` value as PVE prints it (`gw=…,gw6=…,ip=…,ip6=…`), checked as
 /// `parse_ipconfig` checks it.
-pub fn ipconfig_value(i: usize, m: &Map<String, Value>) -> Result<String, String> {
+pub fn ipconfig_value(index: usize, item: &Map<String, Value>) -> Result<String, String> {
     let mut config = IpConfig::new();
-    for k in ["gw", "gw6", "ip", "ip6"] {
-        if let Some(v) = m[k].as_str() {
-            let v = plain(&format!("ipconfig[{i}].{k}"), v)?;
-            let valid = match k {
-                "ip" => v == "dhcp" || cidr(&v, false),
-                "ip6" => v == "dhcp" || v == "auto" || cidr(&v, true),
+    for key in ["gw", "gw6", "ip", "ip6"] {
+        if let Some(value) = item[key].as_str() {
+            let value = plain(&format!("ipconfig[{index}].{key}"), value)?;
+            let valid = match key {
+                "ip" => value == "dhcp" || cidr(&value, false),
+                "ip6" => value == "dhcp" || value == "auto" || cidr(&value, true),
                 _ => true,
             };
-            if !valid || config.set(k, &v).is_err() {
+            if !valid || config.set(key, &value).is_err() {
                 return Err(format!(
-                    "ipconfig[{i}].{k} is not valid: {v} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)",
-                    v = quote(&v)
+                    "ipconfig[{index}].{key} is not valid: {value} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)",
+                    value = quote(&value)
                 ));
             }
         }
     }
-    if m["gw"].is_string() && !m["ip"].is_string() {
-        return Err(format!("ipconfig[{i}].gw needs ipconfig[{i}].ip"));
+    if item["gw"].is_string() && !item["ip"].is_string() {
+        return Err(format!("ipconfig[{index}].gw needs ipconfig[{index}].ip"));
     }
     if config.get("ip").is_none() && config.get("ip6").is_none() {
-        return Err(format!("ipconfig[{i}] needs at least one of ip, ip6"));
+        return Err(format!("ipconfig[{index}] needs at least one of ip, ip6"));
     }
     config
         .check()
-        .map_err(|e| format!("ipconfig[{i}]: {}", e.message))?;
+        .map_err(|e| format!("ipconfig[{index}]: {}", e.message))?;
     Ok(config.to_string())
 }
 
@@ -124,13 +124,13 @@ mod tests {
 
     #[test]
     fn net_values_are_canonical() {
-        let m = serde_json::json!({"model": "virtio", "bridge": "vmbr0", "firewall": true, "tag": 20, "macaddr": null, "mtu": null, "queues": null, "rate": null, "link_down": null});
+        let nic = serde_json::json!({"model": "virtio", "bridge": "vmbr0", "firewall": true, "tag": 20, "macaddr": null, "mtu": null, "queues": null, "rate": null, "link_down": null});
         assert_eq!(
-            net_value(0, m.as_object().unwrap()).unwrap(),
+            net_value(0, nic.as_object().unwrap()).unwrap(),
             "virtio,bridge=vmbr0,firewall=1,tag=20"
         );
-        let m =
+        let nic =
             serde_json::json!({"model": "virtio", "bridge": "vmbr0,firewall=0", "macaddr": null});
-        assert!(net_value(0, m.as_object().unwrap()).is_err());
+        assert!(net_value(0, nic.as_object().unwrap()).is_err());
     }
 }

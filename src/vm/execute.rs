@@ -216,7 +216,7 @@ impl Runner<'_> {
     /// Shuts the VM down (gracefully within `shutdown_timeout`, then stopped if `force_stop`) and
     /// starts it, each task waited on by its UPID; a step PVE refused before acting (another
     /// operation held the VM) is tried again, spaced out, within the deadline.
-    pub(super) fn restart(&mut self, c: &Current) -> anyhow::Result<()> {
+    pub(super) fn restart(&mut self, cur: &Current) -> anyhow::Result<()> {
         let steps = [
             Step::Shutdown {
                 timeout: self.desired.shutdown_timeout,
@@ -227,11 +227,11 @@ impl Runner<'_> {
         for step in steps {
             let mut refused = 0u32;
             loop {
-                let now = self.read(c.vmid, &c.node)?.ok_or_else(|| {
+                let now = self.read(cur.vmid, &cur.node)?.ok_or_else(|| {
                     anyhow!(
                         "VM {} on {} disappeared while restarting it",
-                        c.vmid,
-                        c.node
+                        cur.vmid,
+                        cur.node
                     )
                 })?;
                 match self.execute(step.clone(), Some(&now))? {
@@ -242,14 +242,14 @@ impl Runner<'_> {
                             self.deadline(),
                         )
                         .map_err(|signal| {
-                            self.interrupted(signal, &format!("restarting VM {}", c.vmid))
+                            self.interrupted(signal, &format!("restarting VM {}", cur.vmid))
                         })?;
                     }
                     Done::Stale => {
                         return Err(anyhow!(
                             "restarting VM {} on {}: PVE refused to {} it until the deadline (another operation holds it)",
-                            c.vmid,
-                            c.node,
+                            cur.vmid,
+                            cur.node,
                             step.describe()
                         ));
                     }

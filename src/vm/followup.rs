@@ -20,17 +20,17 @@ impl Runner<'_> {
     /// The changes a VM has not taken yet: PVE's pending section (read when it runs; a
     /// stopped VM takes it at its next start) and the cloud-init options its drive does not
     /// hold (when it has a cloud-init drive). Returns (pending keys, cloud-init keys).
-    pub(super) fn untaken(&self, c: &Current) -> anyhow::Result<(Vec<String>, Vec<String>)> {
-        let vm = Vm::new(&c.node, c.vmid);
-        let id = format!("VM {} on {}", c.vmid, c.node);
-        let pending = if c.running {
+    pub(super) fn untaken(&self, cur: &Current) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+        let vm = Vm::new(&cur.node, cur.vmid);
+        let id = format!("VM {} on {}", cur.vmid, cur.node);
+        let pending = if cur.running {
             let listing = qemu::pending(&self.session.client, &vm)
                 .with_context(|| format!("reading the pending changes of {id}"))?;
             guest::pending_keys(&listing)
         } else {
             Vec::new()
         };
-        let cloudinit = if guest::has_cloudinit_drive(&c.config) {
+        let cloudinit = if guest::has_cloudinit_drive(&cur.config) {
             let listing = qemu::cloudinit(&self.session.client, &vm)
                 .with_context(|| format!("reading the cloud-init state of {id}"))?;
             guest::cloudinit_pending(&listing)
@@ -41,12 +41,12 @@ impl Runner<'_> {
     }
 
     /// `PUT …/cloudinit`: regenerates a stopped VM's cloud-init drive from its config.
-    pub(super) fn regenerate_cloudinit(&mut self, c: &Current) -> anyhow::Result<()> {
+    pub(super) fn regenerate_cloudinit(&mut self, cur: &Current) -> anyhow::Result<()> {
         let what = format!(
             "regenerating the cloud-init drive of VM {} on {}",
-            c.vmid, c.node
+            cur.vmid, cur.node
         );
-        match qemu::regenerate_cloudinit(&self.session.client, &Vm::new(&c.node, c.vmid)) {
+        match qemu::regenerate_cloudinit(&self.session.client, &Vm::new(&cur.node, cur.vmid)) {
             Ok(Dispatched::Task(task)) => self.wait(&task, &what)?,
             Ok(Dispatched::Done) => {}
             Err(e) => return Err(anyhow::Error::new(e).context(what)),
@@ -75,12 +75,12 @@ impl Runner<'_> {
     /// through, as is a stopped VM the HA stack is starting. Returns (addresses, the agent's answer).
     pub(super) fn wait_for_ip(
         &self,
-        c: &Current,
+        cur: &Current,
         limit: Duration,
     ) -> anyhow::Result<(Vec<String>, Value)> {
         let until = (Instant::now() + limit).min(self.deadline());
-        let vm = Vm::new(&c.node, c.vmid);
-        let id = format!("VM {} on {}", c.vmid, c.node);
+        let vm = Vm::new(&cur.node, cur.vmid);
+        let id = format!("VM {} on {}", cur.vmid, cur.node);
         let mut last;
         loop {
             match qemu::agent_interfaces(&self.session.client, &vm) {

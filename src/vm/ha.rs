@@ -74,19 +74,13 @@ pub fn wanted(inv: &Invocation, state: State) -> Result<Option<HaWanted>, String
 
 /// An HA group's name as PVE's `pve-configid` format has it (pve-common JSONSchema.pm,
 /// parse_config_id: a letter, then letters, digits, `-` or `_`).
-fn config_id(v: &str) -> Result<String, String> {
-    let b = v.as_bytes();
-    let ok = b.len() >= 2
-        && b.len() <= 64
-        && b[0].is_ascii_alphabetic()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || b"-_".contains(c));
-    if ok {
-        Ok(v.to_string())
+fn config_id(value: &str) -> Result<String, String> {
+    if crate::ids::is_config_id(value) {
+        Ok(value.to_string())
     } else {
         Err(format!(
             "ha.group must be an HA group name (a letter, then letters, digits, '-' or '_'), got {}",
-            crate::ansible::text::quote(v)
+            crate::ansible::text::quote(value)
         ))
     }
 }

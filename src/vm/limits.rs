@@ -79,31 +79,34 @@ fn digits(text: &str) -> bool {
 }
 
 /// `(/dev/.+|socket)`.
-fn serial_port(v: &str) -> bool {
-    v == "socket" || v.strip_prefix("/dev/").is_some_and(|rest| !rest.is_empty())
+fn serial_port(value: &str) -> bool {
+    value == "socket"
+        || value
+            .strip_prefix("/dev/")
+            .is_some_and(|rest| !rest.is_empty())
 }
 
 /// `/dev/parport\d+|/dev/usb/lp\d+`.
-fn parallel_port(v: &str) -> bool {
-    v.strip_prefix("/dev/parport").is_some_and(digits)
-        || v.strip_prefix("/dev/usb/lp").is_some_and(digits)
+fn parallel_port(value: &str) -> bool {
+    value.strip_prefix("/dev/parport").is_some_and(digits)
+        || value.strip_prefix("/dev/usb/lp").is_some_and(digits)
 }
 
 /// `(ide|sata|scsi|virtio)\d+`.
-fn boot_disk(v: &str) -> bool {
+fn boot_disk(value: &str) -> bool {
     ["ide", "sata", "scsi", "virtio"]
         .iter()
-        .any(|bus| v.strip_prefix(bus).is_some_and(digits))
+        .any(|bus| value.strip_prefix(bus).is_some_and(digits))
 }
 
 /// `(now|\d{4}-\d{1,2}-\d{1,2}(T\d{1,2}:\d{1,2}:\d{1,2})?)`.
-fn start_date(v: &str) -> bool {
-    if v == "now" {
+fn start_date(value: &str) -> bool {
+    if value == "now" {
         return true;
     }
-    let (date, time) = match v.split_once('T') {
+    let (date, time) = match value.split_once('T') {
         Some((date, time)) => (date, Some(time)),
-        None => (v, None),
+        None => (value, None),
     };
     let fields = |text: &str, sep: char, widths: &[(usize, usize)]| {
         let parts: Vec<&str> = text.split(sep).collect();
@@ -118,11 +121,11 @@ fn start_date(v: &str) -> bool {
 }
 
 /// `[a-fA-F0-9]{8}(-[a-fA-F0-9]{4}){3}-[a-fA-F0-9]{12}`, or `1` or `0`.
-fn vm_generation_id(v: &str) -> bool {
-    if v == "0" || v == "1" {
+fn vm_generation_id(value: &str) -> bool {
+    if value == "0" || value == "1" {
         return true;
     }
-    let parts: Vec<&str> = v.split('-').collect();
+    let parts: Vec<&str> = value.split('-').collect();
     parts.len() == 5
         && parts
             .iter()

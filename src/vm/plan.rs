@@ -49,12 +49,12 @@ impl Current {
     }
 }
 
-fn config_raw(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("digest");
+fn config_raw(answer: &Value) -> Value {
+    let mut config = answer.clone();
+    if let Some(map) = config.as_object_mut() {
+        map.remove("digest");
     }
-    v
+    config
 }
 
 /// One action on the VM.
@@ -141,14 +141,19 @@ impl Step {
             Step::Update { set } => {
                 let keys: Vec<&str> = set
                     .iter()
-                    .filter(|(k, _)| k != "delete")
-                    .map(|(k, _)| k.as_str())
+                    .filter(|(key, _)| key != "delete")
+                    .map(|(key, _)| key.as_str())
                     .collect();
-                let deleted = set.iter().find(|(k, _)| k == "delete").map(|(_, v)| v);
+                let deleted = set
+                    .iter()
+                    .find(|(key, _)| key == "delete")
+                    .map(|(_, value)| value);
                 match (keys.is_empty(), deleted) {
                     (_, None) => format!("update {}", keys.join(", ")),
-                    (true, Some(d)) => format!("delete {d}"),
-                    (false, Some(d)) => format!("update {}, delete {d}", keys.join(", ")),
+                    (true, Some(deleted)) => format!("delete {deleted}"),
+                    (false, Some(deleted)) => {
+                        format!("update {}, delete {deleted}", keys.join(", "))
+                    }
                 }
             }
             Step::Resize { slot, to, .. } => format!("resize {slot} to {}", format_size(*to)),
@@ -174,12 +179,12 @@ pub struct Plan {
 
 /// What a comparison needs to know of the guest: Windows when the `ostype` asked for (or,
 /// without one, the VM's) is a Windows one (`windows_version`).
-pub fn guest(d: &Desired, cur: Option<&Current>) -> Guest {
-    let ostype = d
+pub fn guest(desired: &Desired, cur: Option<&Current>) -> Guest {
+    let ostype = desired
         .config
         .get("ostype")
-        .or_else(|| d.create_only.get("ostype"))
-        .or_else(|| cur.and_then(|c| c.config.get("ostype")));
+        .or_else(|| desired.create_only.get("ostype"))
+        .or_else(|| cur.and_then(|current| current.config.get("ostype")));
     Guest {
         windows: ostype.is_some_and(|o| is_windows(o)),
     }
@@ -215,62 +220,62 @@ pub fn drive_size(value: &str) -> Option<u64> {
 
 /// The drive that creates a disk: an import, a new volume, or a cloud-init drive, with its
 /// options, as `print_drive` prints it.
-pub fn new_disk(d: &Disk) -> Result<Drive, String> {
-    let bad = |e: ValueError| format!("{}: {e}", d.slot);
-    if d.cloudinit {
-        return Drive::cloudinit(&d.slot, &d.storage).map_err(bad);
+pub fn new_disk(disk: &Disk) -> Result<Drive, String> {
+    let bad = |e: ValueError| format!("{}: {e}", disk.slot);
+    if disk.cloudinit {
+        return Drive::cloudinit(&disk.slot, &disk.storage).map_err(bad);
     }
-    let mut drive = match (&d.import_from, d.size) {
-        (Some(src), _) => Drive::import(&d.slot, &d.storage, src),
-        (None, Some(bytes)) => Drive::allocate(&d.slot, &d.storage, Size(bytes)),
-        (None, None) => Drive::allocate(&d.slot, &d.storage, Size::gib(1)),
+    let mut drive = match (&disk.import_from, disk.size) {
+        (Some(src), _) => Drive::import(&disk.slot, &disk.storage, src),
+        (None, Some(bytes)) => Drive::allocate(&disk.slot, &disk.storage, Size(bytes)),
+        (None, None) => Drive::allocate(&disk.slot, &disk.storage, Size::gib(1)),
     }
     .map_err(bad)?;
-    if let Some(f) = &d.format {
-        drive.set("format", f).map_err(bad)?;
+    if let Some(format) = &disk.format {
+        drive.set("format", format).map_err(bad)?;
     }
-    for (k, v) in &d.opts {
-        drive.set(k, v).map_err(bad)?;
+    for (key, value) in &disk.opts {
+        drive.set(key, value).map_err(bad)?;
     }
     Ok(drive)
 }
 
 /// [`new_disk`] as the value sent.
-pub fn new_disk_value(d: &Disk) -> Result<String, String> {
-    new_disk(d).map(|drive| drive.to_string())
+pub fn new_disk_value(disk: &Disk) -> Result<String, String> {
+    new_disk(disk).map(|drive| drive.to_string())
 }
 
-fn describe_disk(d: &Disk) -> String {
-    let mut s = if d.cloudinit {
-        format!("cloud-init drive on {}", d.storage)
-    } else if let Some(src) = &d.import_from {
-        format!("import {src} to {}", d.storage)
+fn describe_disk(disk: &Disk) -> String {
+    let mut text = if disk.cloudinit {
+        format!("cloud-init drive on {}", disk.storage)
+    } else if let Some(src) = &disk.import_from {
+        format!("import {src} to {}", disk.storage)
     } else {
-        format!("new disk on {}", d.storage)
+        format!("new disk on {}", disk.storage)
     };
-    if let Some(b) = d.size {
-        s.push_str(&format!(", {}", format_size(b)));
+    if let Some(bytes) = disk.size {
+        text.push_str(&format!(", {}", format_size(bytes)));
     }
-    for (k, v) in &d.opts {
-        s.push_str(&format!(", {k}={v}"));
+    for (key, value) in &disk.opts {
+        text.push_str(&format!(", {key}={value}"));
     }
-    s
+    text
 }
 
 /// The VM as a create of `d` leaves it, for check mode to plan the steps that would follow
 /// (resize, start): the desired config, each disk with its options, stopped. A new disk has
 /// its asked size; an imported disk's size is that of the image, which only the import tells,
 /// so it counts as smaller than any asked size (the resize is then reported as "at most").
-pub fn predict_created(d: &Desired, vmid: u32, node: &str) -> Current {
-    let mut config: BTreeMap<String, String> = d
+pub fn predict_created(desired: &Desired, vmid: u32, node: &str) -> Current {
+    let mut config: BTreeMap<String, String> = desired
         .config
         .iter()
-        .chain(d.create_only.iter())
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .chain(desired.create_only.iter())
+        .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
     // An empty value is not stored (PVE's form decoder drops `key=`).
-    config.retain(|_, v| !v.is_empty());
-    for (i, disk) in d.disks.iter().enumerate() {
+    config.retain(|_, value| !value.is_empty());
+    for (i, disk) in desired.disks.iter().enumerate() {
         let predicted = || -> Result<Drive, ValueError> {
             if disk.cloudinit {
                 let mut drive =
@@ -280,13 +285,13 @@ pub fn predict_created(d: &Desired, vmid: u32, node: &str) -> Current {
             }
             let size = match (&disk.import_from, disk.size) {
                 (Some(_), _) => 0,
-                (None, Some(b)) => b,
+                (None, Some(bytes)) => bytes,
                 (None, None) => 1 << 30,
             };
             let mut drive =
                 Drive::new(&disk.slot, &format!("{}:vm-{vmid}-disk-{i}", disk.storage))?;
-            for (k, v) in &disk.opts {
-                drive.set(k, v)?;
+            for (key, value) in &disk.opts {
+                drive.set(key, value)?;
             }
             drive.set("size", &Size(size).to_string())?;
             Ok(drive)
@@ -323,35 +328,36 @@ fn sendable(key: &str, value: &str, guest: Guest) -> Result<String, String> {
 fn stored_drive(cur: &Current, slot: &str, have: &str) -> Result<Drive, String> {
     Drive::parse_stored(slot, have)
         .or_else(|_| Drive::parse_stored_any(have))
-        .map_err(|e| {
+        .map_err(|err| {
             format!(
-                "VM {} has {slot}: {have}, which is not a drive PVE reads ({e})",
+                "VM {} has {slot}: {have}, which is not a drive PVE reads ({err})",
                 cur.vmid
             )
         })
 }
 
 /// True when `a` and `b` are one value of a drive option (`pre-enrolled-keys=1` and `on`).
-fn drive_value_eq(slot: &str, key: &str, a: &str, b: &str) -> bool {
-    let read = |v: &str| {
+fn drive_value_eq(slot: &str, key: &str, left: &str, right: &str) -> bool {
+    let read = |value: &str| {
         let mut drive = Drive::new(slot, "none").ok()?;
-        drive.set(key, v).ok()?;
+        drive.set(key, value).ok()?;
         drive.get(key).map(str::to_string)
     };
-    a == b || read(a).is_some_and(|x| read(b).as_deref() == Some(x.as_str()))
+    left == right
+        || read(left).is_some_and(|left_value| read(right).as_deref() == Some(left_value.as_str()))
 }
 
 /// Plans the steps from the current VM (or none) to the desired one.
-pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
-    let mut p = Plan::default();
+pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
+    let mut planned = Plan::default();
     let Some(cur) = cur else {
-        if d.state == State::Absent {
-            return Ok(p);
+        if desired.state == State::Absent {
+            return Ok(planned);
         }
-        if let Some(source) = &d.clone {
+        if let Some(source) = &desired.clone {
             // Without `node`, the clone goes to its source's node (empty: decided then).
-            let node = d.node.clone().unwrap_or_default();
-            p.after.insert(
+            let node = desired.node.clone().unwrap_or_default();
+            planned.after.insert(
                 "clone of".into(),
                 Step::Clone {
                     node: node.clone(),
@@ -359,95 +365,98 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
                 }
                 .describe(),
             );
-            p.steps.push(Step::Clone {
+            planned.steps.push(Step::Clone {
                 node,
                 source: source.clone(),
             });
-            return Ok(p);
+            return Ok(planned);
         }
-        let node = d
+        let node = desired
             .node
             .clone()
             .ok_or("node is required to create a VM (no VM with that vmid or name exists)")?;
-        let guest = guest(d, None);
+        let guest = guest(desired, None);
         let mut config: Vec<(String, String)> = Vec::new();
         // An empty value asks for no value: it is not sent (PVE would drop `key=` anyway).
-        for (k, v) in d
+        for (key, value) in desired
             .config
             .iter()
-            .chain(d.create_only.iter())
-            .filter(|(_, v)| !v.is_empty())
+            .chain(desired.create_only.iter())
+            .filter(|(_, value)| !value.is_empty())
         {
-            config.push((k.clone(), sendable(k, v, guest)?));
-            p.after.insert(k.clone(), v.clone());
+            config.push((key.clone(), sendable(key, value, guest)?));
+            planned.after.insert(key.clone(), value.clone());
         }
-        for disk in &d.disks {
+        for disk in &desired.disks {
             config.push((disk.slot.clone(), new_disk_value(disk)?));
-            p.after.insert(disk.slot.clone(), describe_disk(disk));
+            planned.after.insert(disk.slot.clone(), describe_disk(disk));
         }
-        p.steps.push(Step::Create {
+        planned.steps.push(Step::Create {
             node,
             config,
-            pool: d.pool.clone(),
+            pool: desired.pool.clone(),
         });
-        return Ok(p);
+        return Ok(planned);
     };
 
-    if d.state == State::Absent {
+    if desired.state == State::Absent {
         if cur.running {
-            p.steps.push(Step::Stop);
+            planned.steps.push(Step::Stop);
         }
-        p.steps.push(Step::Destroy { purge: d.purge });
-        p.before.insert(
+        planned.steps.push(Step::Destroy {
+            purge: desired.purge,
+        });
+        planned.before.insert(
             "state".into(),
             if cur.running { "running" } else { "stopped" }.into(),
         );
-        p.after.insert("state".into(), "absent".into());
-        return Ok(p);
+        planned.after.insert("state".into(), "absent".into());
+        return Ok(planned);
     }
 
-    let guest = guest(d, Some(cur));
+    let guest = guest(desired, Some(cur));
     let mut set = Vec::new();
     let mut delete = Vec::new();
-    for (k, want) in &d.config {
-        let have = cur.config.get(k);
+    for (key, want) in &desired.config {
+        let have = cur.config.get(key);
         // An empty value asks for no value: PVE's form decoder drops `key=`, so it is deleted.
         if want.is_empty() {
-            if let Some(h) = have {
-                delete.push(k.clone());
-                p.before.insert(k.clone(), h.clone());
-                p.after.insert(k.clone(), String::new());
+            if let Some(have) = have {
+                delete.push(key.clone());
+                planned.before.insert(key.clone(), have.clone());
+                planned.after.insert(key.clone(), String::new());
             }
             continue;
         }
-        if let Some(h) = have
-            && same(k, want, h, guest)?
+        if let Some(have) = have
+            && same(key, want, have, guest)?
         {
             continue;
         }
-        let value = value_to_set(k, want, have.map(String::as_str));
-        set.push((k.clone(), sendable(k, &value, guest)?));
-        p.before
-            .insert(k.clone(), have.cloned().unwrap_or_default());
-        p.after.insert(k.clone(), want.clone());
+        let value = value_to_set(key, want, have.map(String::as_str));
+        set.push((key.clone(), sendable(key, &value, guest)?));
+        planned
+            .before
+            .insert(key.clone(), have.cloned().unwrap_or_default());
+        planned.after.insert(key.clone(), want.clone());
     }
     // The EFI vars disk and the TPM state: added when missing, never recreated; a different
     // type or version is reported.
-    for (slot, props) in &d.fixed {
+    for (slot, props) in &desired.fixed {
         match cur.config.get(slot) {
             None => {
-                let value = d.create_only.get(slot).cloned().unwrap_or_default();
-                p.before.insert(slot.clone(), String::new());
-                p.after.insert(slot.clone(), value.clone());
+                let value = desired.create_only.get(slot).cloned().unwrap_or_default();
+                planned.before.insert(slot.clone(), String::new());
+                planned.after.insert(slot.clone(), value.clone());
                 set.push((slot.clone(), value));
             }
             Some(have) => {
                 let drive = stored_drive(cur, slot, have)?;
-                for (k, want) in props {
-                    let now = drive.get_or_default(k).unwrap_or_default();
-                    if !drive_value_eq(slot, k, now, want) {
-                        p.notes.push(format!(
-                            "VM {} has {slot} with {k}={now}, not {want}: PVE cannot change it in place, so it was left (remove {slot} and run again to recreate it, losing its content)",
+                for (key, want) in props {
+                    let now = drive.get_or_default(key).unwrap_or_default();
+                    if !drive_value_eq(slot, key, now, want) {
+                        planned.notes.push(format!(
+                            "VM {} has {slot} with {key}={now}, not {want}: PVE cannot change it in place, so it was left (remove {slot} and run again to recreate it, losing its content)",
                             cur.vmid
                         ));
                     }
@@ -456,7 +465,7 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         }
     }
     let mut resizes = Vec::new();
-    for disk in &d.disks {
+    for disk in &desired.disks {
         let Some(have) = cur.config.get(&disk.slot) else {
             if disk.storage.is_empty() {
                 return Err(format!(
@@ -465,8 +474,8 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
                 ));
             }
             set.push((disk.slot.clone(), new_disk_value(disk)?));
-            p.before.insert(disk.slot.clone(), String::new());
-            p.after.insert(disk.slot.clone(), describe_disk(disk));
+            planned.before.insert(disk.slot.clone(), String::new());
+            planned.after.insert(disk.slot.clone(), describe_disk(disk));
             continue;
         };
         let drive = stored_drive(cur, &disk.slot, have)?;
@@ -488,16 +497,18 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         // Drive options: change only those asked for, keep the volume and the rest.
         let mut asked =
             Drive::new(&disk.slot, drive.file()).map_err(|e| format!("{}: {e}", disk.slot))?;
-        for (k, v) in &disk.opts {
-            asked.set(k, v).map_err(|e| format!("{}: {e}", disk.slot))?;
+        for (key, value) in &disk.opts {
+            asked
+                .set(key, value)
+                .map_err(|e| format!("{}: {e}", disk.slot))?;
         }
         if !drive.differing_options(&asked).is_empty() {
             let value = drive
                 .merged(&asked)
                 .map_err(|e| format!("{}: {e}", disk.slot))?
                 .to_string();
-            p.before.insert(disk.slot.clone(), have.clone());
-            p.after.insert(disk.slot.clone(), value.clone());
+            planned.before.insert(disk.slot.clone(), have.clone());
+            planned.after.insert(disk.slot.clone(), value.clone());
             set.push((disk.slot.clone(), value));
         }
         if let (Some(want), Some(now)) = (disk.size, drive.size().map(Size::bytes)) {
@@ -515,9 +526,11 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
                     from: now,
                     to: want,
                 });
-                p.before
+                planned
+                    .before
                     .insert(format!("{}.size", disk.slot), format_size(now));
-                p.after
+                planned
+                    .after
                     .insert(format!("{}.size", disk.slot), format_size(want));
             }
         }
@@ -526,26 +539,26 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         set.push(("delete".into(), delete.join(",")));
     }
     if !set.is_empty() {
-        p.steps.push(Step::Update { set });
+        planned.steps.push(Step::Update { set });
     }
-    p.steps.extend(resizes);
-    let power = match (d.state, cur.running) {
+    planned.steps.extend(resizes);
+    let power = match (desired.state, cur.running) {
         (State::Started, false) => Some(Step::Start),
-        (State::Stopped, true) if d.shutdown_timeout == 0 => Some(Step::Stop),
+        (State::Stopped, true) if desired.shutdown_timeout == 0 => Some(Step::Stop),
         (State::Stopped, true) => Some(Step::Shutdown {
-            timeout: d.shutdown_timeout,
-            force: d.force_stop,
+            timeout: desired.shutdown_timeout,
+            force: desired.force_stop,
         }),
         (State::Restarted, true) => Some(Step::Reboot),
         (State::Restarted, false) => Some(Step::Start),
         _ => None,
     };
     if let Some(step) = power {
-        p.before.insert(
+        planned.before.insert(
             "state".into(),
             if cur.running { "running" } else { "stopped" }.into(),
         );
-        p.after.insert(
+        planned.after.insert(
             "state".into(),
             if step == Step::Stop || matches!(step, Step::Shutdown { .. }) {
                 "stopped"
@@ -554,42 +567,42 @@ pub fn plan(d: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             }
             .into(),
         );
-        p.steps.push(step);
+        planned.steps.push(step);
     }
-    if d.template && !cur.is_template() {
-        let stops = p
+    if desired.template && !cur.is_template() {
+        let stops = planned
             .steps
             .iter()
-            .any(|s| matches!(s, Step::Stop | Step::Shutdown { .. }));
+            .any(|step| matches!(step, Step::Stop | Step::Shutdown { .. }));
         if cur.running && !stops {
             return Err(format!(
                 "VM {} is running, and a template cannot run: give state: stopped to shut it down and convert it",
                 cur.vmid
             ));
         }
-        p.before.insert("template".into(), "0".into());
-        p.after.insert("template".into(), "1".into());
-        p.steps.push(Step::Template);
+        planned.before.insert("template".into(), "0".into());
+        planned.after.insert("template".into(), "1".into());
+        planned.steps.push(Step::Template);
     }
-    if d.migrate
-        && let Some(target) = d.node.as_ref().filter(|n| **n != cur.node)
+    if desired.migrate
+        && let Some(target) = desired.node.as_ref().filter(|node| **node != cur.node)
     {
-        plan_migration(&mut p, cur, target, d.target_storage.as_deref());
+        plan_migration(&mut planned, cur, target, desired.target_storage.as_deref());
     }
-    Ok(p)
+    Ok(planned)
 }
 
 /// Puts the move to `target` first (after a shutdown the run asks for, so a VM to be stopped
 /// moves offline): the steps after it are planned again on the target, where the VM is read
 /// afresh.
-fn plan_migration(p: &mut Plan, cur: &Current, target: &str, target_storage: Option<&str>) {
-    let stopping = p
+fn plan_migration(plan: &mut Plan, cur: &Current, target: &str, target_storage: Option<&str>) {
+    let stopping = plan
         .steps
         .iter()
-        .position(|s| matches!(s, Step::Stop | Step::Shutdown { .. }));
+        .position(|step| matches!(step, Step::Stop | Step::Shutdown { .. }));
     let mut steps = Vec::new();
-    if let Some(i) = stopping {
-        steps.push(p.steps.remove(i));
+    if let Some(at) = stopping {
+        steps.push(plan.steps.remove(at));
     }
     steps.push(Step::Migrate {
         from: cur.node.clone(),
@@ -597,413 +610,11 @@ fn plan_migration(p: &mut Plan, cur: &Current, target: &str, target_storage: Opt
         online: cur.running && stopping.is_none(),
         target_storage: target_storage.map(str::to_string),
     });
-    steps.append(&mut p.steps);
-    p.steps = steps;
-    p.before.insert("node".into(), cur.node.clone());
-    p.after.insert("node".into(), target.to_string());
+    steps.append(&mut plan.steps);
+    plan.steps = steps;
+    plan.before.insert("node".into(), cur.node.clone());
+    plan.after.insert("node".into(), target.to_string());
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::pve::values::drive::exact_gib;
-
-    /// A real public key (tests/keys, made with ssh-keygen).
-    const TEST_KEY: &str = include_str!("../../tests/keys/test_ed25519.pub").trim_ascii_end();
-
-    fn desired() -> Desired {
-        let mut config = BTreeMap::new();
-        config.insert("name".into(), "web".into());
-        config.insert("cores".into(), "2".into());
-        config.insert("net0".into(), "virtio,bridge=vmbr0".into());
-        config.insert("tags".into(), "a;b".into());
-        config.insert("sshkeys".into(), crate::pve::encode::url_encode(TEST_KEY));
-        Desired {
-            state: State::Present,
-            vmid: Some(100),
-            name: Some("web".into()),
-            node: Some("pve1".into()),
-            config,
-            create_only: BTreeMap::from([
-                ("cipassword".to_string(), "pw".to_string()),
-                ("boot".to_string(), "order=scsi0".to_string()),
-            ]),
-            disks: vec![
-                Disk {
-                    slot: "scsi0".into(),
-                    storage: "local-lvm".into(),
-                    import_from: Some("local:import/noble.qcow2".into()),
-                    size: Some(20 << 30),
-                    format: None,
-                    opts: BTreeMap::from([("discard".to_string(), "on".to_string())]),
-                    cloudinit: false,
-                },
-                Disk {
-                    slot: "ide2".into(),
-                    storage: "local-lvm".into(),
-                    import_from: None,
-                    size: None,
-                    format: None,
-                    opts: BTreeMap::new(),
-                    cloudinit: true,
-                },
-            ],
-            pool: None,
-            purge: true,
-            shutdown_timeout: 180,
-            force_stop: true,
-            restart_when_needed: false,
-            wait_for_ip: None,
-            clone: None,
-            template: false,
-            fixed: BTreeMap::new(),
-            migrate: false,
-            target_storage: None,
-            ha: None,
-            snapshot_before_change: None,
-            snapshot_retention: 0,
-        }
-    }
-
-    fn current(pairs: &[(&str, &str)], running: bool) -> Current {
-        Current {
-            vmid: 100,
-            node: "pve1".into(),
-            config: pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            raw: Value::Null,
-            running,
-        }
-    }
-
-    fn matching() -> Current {
-        current(
-            &[
-                ("name", "web"),
-                ("cores", "2"),
-                ("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"),
-                ("tags", "b;a"),
-                (
-                    "sshkeys",
-                    "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIGp1GhsuLNCCP2XBoyqIvjfAGsZ7Xr9FfmT4HYK3r0F8%20test%40sankofa",
-                ),
-                ("scsi0", "local-lvm:vm-100-disk-0,discard=on,size=20G"),
-                ("ide2", "local-lvm:vm-100-cloudinit,media=cdrom"),
-                ("cipassword", "**********"),
-                ("digest", "abc"),
-            ],
-            false,
-        )
-    }
-
-    #[test]
-    fn create_carries_everything_in_one_request() {
-        let p = plan(&desired(), None).unwrap();
-        let [Step::Create { node, config, .. }] = p.steps.as_slice() else {
-            panic!("{:?}", p.steps)
-        };
-        assert_eq!(node, "pve1");
-        let get = |k: &str| config.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
-        assert_eq!(
-            get("scsi0"),
-            Some("local-lvm:0,discard=on,import-from=local:import/noble.qcow2")
-        );
-        assert_eq!(get("ide2"), Some("local-lvm:cloudinit"));
-        // Hashed as encrypt_pw would (create_vm stores what it is sent), never plain.
-        let hash = get("cipassword").unwrap();
-        let salt = hash.strip_prefix("$5$").unwrap().split('$').next().unwrap();
-        assert_eq!(crypt::sha256_crypt(b"pw", salt, None), hash);
-        assert_eq!(get("boot"), Some("order=scsi0"));
-        assert!(p.before.is_empty() && p.after.contains_key("scsi0"));
-    }
-
-    #[test]
-    fn cipassword_stays_plain_for_windows_and_a_hash_is_sent_as_it_is() {
-        let mut d = desired();
-        d.config.insert("ostype".into(), "win11".into());
-        let p = plan(&d, None).unwrap();
-        let [Step::Create { config: params, .. }] = p.steps.as_slice() else {
-            panic!("{:?}", p.steps)
-        };
-        assert!(
-            params.contains(&("cipassword".into(), "pw".into())),
-            "{params:?}"
-        );
-        let mut d = desired();
-        let hash = crypt::sha256_crypt(b"pw", "saltsalt", None);
-        d.create_only.insert("cipassword".into(), hash.clone());
-        let p = plan(&d, None).unwrap();
-        let [Step::Create { config: params, .. }] = p.steps.as_slice() else {
-            panic!("{:?}", p.steps)
-        };
-        assert!(params.contains(&("cipassword".into(), hash)), "{params:?}");
-        // An update to an existing Windows VM (ostype not given) keeps it plain too.
-        let mut d = desired();
-        d.config.insert("cipassword".into(), "pw".into());
-        let mut cur = matching();
-        cur.config.insert("ostype".into(), "win10".into());
-        let p = plan(&d, Some(&cur)).unwrap();
-        assert_eq!(
-            p.steps,
-            vec![Step::Update {
-                set: vec![("cipassword".into(), "pw".into())]
-            }]
-        );
-    }
-
-    #[test]
-    fn an_empty_value_is_a_delete() {
-        let mut d = desired();
-        d.config.insert("description".into(), String::new());
-        // Nothing to delete: nothing to do.
-        assert_eq!(plan(&d, Some(&matching())).unwrap().steps, vec![]);
-        let mut cur = matching();
-        cur.config.insert("description".into(), "old".into());
-        let p = plan(&d, Some(&cur)).unwrap();
-        assert_eq!(
-            p.steps,
-            vec![Step::Update {
-                set: vec![("delete".into(), "description".into())]
-            }]
-        );
-        assert_eq!(p.steps[0].describe(), "delete description");
-        // At create it is not sent.
-        let p = plan(&d, None).unwrap();
-        let [Step::Create { config: params, .. }] = p.steps.as_slice() else {
-            panic!("{:?}", p.steps)
-        };
-        assert!(!params.iter().any(|(k, _)| k == "description"));
-    }
-
-    #[test]
-    fn matching_vm_needs_nothing() {
-        assert_eq!(plan(&desired(), Some(&matching())).unwrap().steps, vec![]);
-    }
-
-    #[test]
-    fn changes_only_what_differs_and_keeps_the_mac() {
-        let mut cur = matching();
-        cur.config.insert("cores".into(), "1".into());
-        cur.config.insert(
-            "net0".into(),
-            "virtio=BC:24:11:AA:BB:CC,bridge=vmbr1".into(),
-        );
-        let p = plan(&desired(), Some(&cur)).unwrap();
-        assert_eq!(
-            p.steps,
-            vec![Step::Update {
-                set: vec![
-                    ("cores".into(), "2".into()),
-                    (
-                        "net0".into(),
-                        "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0".into()
-                    )
-                ]
-            }]
-        );
-        assert_eq!(p.before["cores"], "1");
-        assert_eq!(p.after["cores"], "2");
-    }
-
-    #[test]
-    fn new_disks_are_asked_for_in_exact_gib() {
-        assert_eq!(exact_gib(20 << 30), "20");
-        assert_eq!(exact_gib(3 << 29), "1.5");
-        assert_eq!(exact_gib(1 << 20), "0.0009765625");
-        assert_eq!(exact_gib((1 << 30) + 1024), "1.00000095367431640625");
-    }
-
-    #[test]
-    fn check_mode_sees_the_steps_after_a_create() {
-        let mut d = desired();
-        d.state = State::Started;
-        let first = plan(&d, None).unwrap();
-        assert!(matches!(first.steps.as_slice(), [Step::Create { .. }]));
-        let after = plan(&d, Some(&predict_created(&d, 100, "pve1"))).unwrap();
-        let labels: Vec<String> = after.steps.iter().map(Step::describe).collect();
-        assert_eq!(labels, vec!["resize scsi0 to 20G", "start"], "{labels:?}");
-        d.state = State::Present;
-        d.disks[0].size = None;
-        assert!(
-            plan(&d, Some(&predict_created(&d, 100, "pve1")))
-                .unwrap()
-                .steps
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn a_disk_rounded_up_to_lvm_extents_is_neither_shrunk_nor_grown() {
-        let mut d = desired();
-        d.disks[0].size = Some(10001 << 20);
-        let mut c = matching();
-        c.config.insert(
-            "scsi0".into(),
-            "local-lvm:vm-100-disk-0,discard=on,size=10004M".into(),
-        );
-        let p = plan(&d, Some(&c)).unwrap();
-        assert!(
-            !p.steps.iter().any(|s| matches!(s, Step::Resize { .. })),
-            "{:?}",
-            p.steps
-        );
-    }
-
-    #[test]
-    fn grows_but_never_shrinks_or_reimports() {
-        let mut cur = matching();
-        cur.config.insert(
-            "scsi0".into(),
-            "local-lvm:vm-100-disk-0,discard=on,size=2G".into(),
-        );
-        let p = plan(&desired(), Some(&cur)).unwrap();
-        assert_eq!(
-            p.steps,
-            vec![Step::Resize {
-                slot: "scsi0".into(),
-                from: 2 << 30,
-                to: 20 << 30
-            }]
-        );
-        cur.config.insert(
-            "scsi0".into(),
-            "local-lvm:vm-100-disk-0,discard=on,size=40G".into(),
-        );
-        assert!(
-            plan(&desired(), Some(&cur))
-                .unwrap_err()
-                .contains("refusing to shrink scsi0 from 40G to 20G")
-        );
-    }
-
-    #[test]
-    fn missing_disk_is_added_through_the_config_task() {
-        let mut cur = matching();
-        cur.config.remove("scsi0");
-        let p = plan(&desired(), Some(&cur)).unwrap();
-        assert_eq!(
-            p.steps,
-            vec![Step::Update {
-                set: vec![(
-                    "scsi0".into(),
-                    "local-lvm:0,discard=on,import-from=local:import/noble.qcow2".into()
-                )]
-            }]
-        );
-    }
-
-    #[test]
-    fn power_states() {
-        let mut d = desired();
-        d.state = State::Started;
-        assert_eq!(
-            plan(&d, Some(&matching())).unwrap().steps,
-            vec![Step::Start]
-        );
-        let mut running = matching();
-        running.running = true;
-        assert_eq!(plan(&d, Some(&running)).unwrap().steps, vec![]);
-        d.state = State::Stopped;
-        assert_eq!(
-            plan(&d, Some(&running)).unwrap().steps,
-            vec![Step::Shutdown {
-                timeout: 180,
-                force: true
-            }]
-        );
-        d.state = State::Restarted;
-        assert_eq!(plan(&d, Some(&running)).unwrap().steps, vec![Step::Reboot]);
-        d.state = State::Absent;
-        assert_eq!(
-            plan(&d, Some(&running)).unwrap().steps,
-            vec![Step::Stop, Step::Destroy { purge: true }]
-        );
-        assert_eq!(plan(&d, None).unwrap().steps, vec![]);
-    }
-
-    #[test]
-    fn normalisation() {
-        let linux = Guest::default();
-        let same = |k: &str, w: &str, h: &str| same(k, w, h, linux).unwrap();
-        assert!(same("tags", "a;b", "b,a"));
-        assert!(same("memory", "2048", "current=2048"));
-        assert!(same("cpu", "host", "cputype=host"));
-        assert!(same("agent", "1", "enabled=1,fstrim_cloned_disks=1"));
-        assert!(same(
-            "ipconfig0",
-            "gw=10.0.0.1,ip=10.0.0.5/24",
-            "ip=10.0.0.5/24,gw=10.0.0.1"
-        ));
-        assert!(!same(
-            "net0",
-            "virtio,bridge=vmbr0,firewall=1",
-            "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"
-        ));
-        assert!(same(
-            "net0",
-            "virtio=bc:24:11:aa:bb:cc,bridge=vmbr0",
-            "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"
-        ));
-        assert_eq!(
-            drive_size("local-lvm:vm-100-disk-0,size=3584M"),
-            Some(3584 << 20)
-        );
-    }
-
-    #[test]
-    fn a_vm_elsewhere_moves_first_only_when_asked() {
-        let mut cur = matching();
-        cur.node = "pve2".into();
-        cur.running = true;
-        cur.config.insert("cores".into(), "1".into());
-        // Without migrate: converged where it is.
-        let p = plan(&desired(), Some(&cur)).unwrap();
-        assert!(!p.steps.iter().any(|s| matches!(s, Step::Migrate { .. })));
-        let mut d = desired();
-        d.migrate = true;
-        d.target_storage = Some("local".into());
-        let p = plan(&d, Some(&cur)).unwrap();
-        let labels: Vec<String> = p.steps.iter().map(Step::describe).collect();
-        assert_eq!(
-            labels,
-            [
-                "migrate from pve2 to pve1 (live, disks to local)",
-                "update cores"
-            ]
-        );
-        assert_eq!(
-            (p.before["node"].as_str(), p.after["node"].as_str()),
-            ("pve2", "pve1")
-        );
-        // A VM to be stopped is shut down first and moves offline.
-        d.state = State::Stopped;
-        let labels: Vec<String> = plan(&d, Some(&cur))
-            .unwrap()
-            .steps
-            .iter()
-            .map(Step::describe)
-            .collect();
-        assert_eq!(
-            labels,
-            [
-                "shut down",
-                "migrate from pve2 to pve1 (offline, disks to local)",
-                "update cores"
-            ]
-        );
-        // On its node already: nothing moves.
-        cur.node = "pve1".into();
-        let p = plan(&d, Some(&cur)).unwrap();
-        assert!(!p.steps.iter().any(|s| matches!(s, Step::Migrate { .. })));
-        assert!(!p.after.contains_key("node"));
-    }
-
-    #[test]
-    fn creating_needs_a_node() {
-        let mut d = desired();
-        d.node = None;
-        assert!(plan(&d, None).unwrap_err().contains("node is required"));
-    }
-}
+mod tests;

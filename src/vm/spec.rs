@@ -97,7 +97,7 @@ pub fn argument_spec() -> Spec {
         Opt::new("state", Kind::Str)
             .default(json!("present"))
             .choices(&["present", "absent", "started", "stopped", "restarted"]),
-        Opt::new("vmid", int(100, Some(999_999_999))),
+        crate::ids::vmid_option("vmid"),
         Opt::new("name", Kind::Str),
         Opt::new("node", Kind::Str),
         Opt::new("migrate", Kind::Bool).default(json!(false)),
@@ -160,7 +160,7 @@ pub fn argument_spec() -> Spec {
         Opt::new(
             "clone",
             Kind::Dict(vec![
-                Opt::new("vmid", int(100, Some(999_999_999))),
+                crate::ids::vmid_option("vmid"),
                 Opt::new("name", Kind::Str),
                 Opt::new("full", Kind::Bool),
                 Opt::new("storage", Kind::Str),

@@ -8,48 +8,48 @@ use crate::pve::values::{Size, SizeError};
 
 /// True for drive keys PVE accepts (`ide0`–`ide3`, `sata0`–`sata5`, `scsi0`–`scsi30`,
 /// `virtio0`–`virtio15`, `efidisk0`, `tpmstate0`).
-pub fn is_drive_slot(s: &str) -> bool {
-    crate::pve::values::drive::is_drive_key(s)
+pub fn is_drive_slot(slot: &str) -> bool {
+    crate::pve::values::drive::is_drive_key(slot)
 }
 
 /// Refuses characters that would break out of a property string.
-pub fn plain(option: &str, v: &str) -> Result<String, String> {
-    if v.is_empty() {
+pub fn plain(option: &str, value: &str) -> Result<String, String> {
+    if value.is_empty() {
         return Err(format!("{option} must not be empty"));
     }
-    if let Some(c) = v
+    if let Some(c) = value
         .chars()
         .find(|c| matches!(c, ',' | '=' | ';' | '\n' | '\r' | '\0') || c.is_whitespace())
     {
         return Err(format!(
-            "{option} must not contain {c:?} (got {v}): it would change the meaning of PVE's property string",
-            v = quote(v)
+            "{option} must not contain {c:?} (got {value}): it would change the meaning of PVE's property string",
+            value = quote(value)
         ));
     }
-    Ok(v.to_string())
+    Ok(value.to_string())
 }
 
 /// `local:import/noble.qcow2`, `local-lvm:vm-9000-disk-0`, or an absolute path.
-pub fn import_source(option: &str, v: &str) -> Result<String, String> {
-    let v = plain(option, v)?;
-    if v.starts_with('/') {
-        if v.contains("/../") || v.ends_with("/..") {
+pub fn import_source(option: &str, value: &str) -> Result<String, String> {
+    let value = plain(option, value)?;
+    if value.starts_with('/') {
+        if value.contains("/../") || value.ends_with("/..") {
             return Err(format!(
-                "{option} must not contain '..', got {v}",
-                v = quote(&v)
+                "{option} must not contain '..', got {value}",
+                value = quote(&value)
             ));
         }
-        return Ok(v);
+        return Ok(value);
     }
-    match v.split_once(':') {
+    match value.split_once(':') {
         Some((sid, path))
             if storage_id(option, sid).is_ok() && !path.is_empty() && !path.contains("..") =>
         {
-            Ok(v)
+            Ok(value)
         }
         _ => Err(format!(
-            "{option} must be a volume ID such as local:import/noble.qcow2 (or an absolute path), got {v}",
-            v = quote(&v)
+            "{option} must be a volume ID such as local:import/noble.qcow2 (or an absolute path), got {value}",
+            value = quote(&value)
         )),
     }
 }
@@ -63,8 +63,8 @@ pub const MAX_DISK_SIZE: u64 = 1 << 50;
 /// Parses `20G`, `512M`, `1T`, `10240K`, `1.5G` (a bare number means GiB, and the unit may
 /// be lower case), then reads it with PVE's size grammar ([`Size::parse_exact`]): whole KiB,
 /// from 1 MiB to 1024 TiB.
-pub fn parse_size(option: &str, v: &str) -> Result<u64, String> {
-    let t = v.trim();
+pub fn parse_size(option: &str, value: &str) -> Result<u64, String> {
+    let t = value.trim();
     let spelled = match t.chars().last() {
         Some(c @ ('k' | 'm' | 'g' | 't')) => {
             format!("{}{}", &t[..t.len() - 1], c.to_ascii_uppercase())
@@ -77,30 +77,39 @@ pub fn parse_size(option: &str, v: &str) -> Result<u64, String> {
         Err(SizeError::Grammar) => {
             return Err(format!(
                 "{option} must be a size such as 20G, 512M or 1.5T (a number, then K, M, G or T), got {}",
-                quote(v)
+                quote(value)
             ));
         }
         Err(SizeError::TooLarge) => {
-            return Err(format!("{option} must be at most 1024T, got {}", quote(v)));
+            return Err(format!(
+                "{option} must be at most 1024T, got {}",
+                quote(value)
+            ));
         }
         Err(SizeError::Fraction) => {
             return Err(format!(
                 "{option} must be a whole number of KiB, got {}",
-                quote(v)
+                quote(value)
             ));
         }
     };
     if bytes > MAX_DISK_SIZE {
-        return Err(format!("{option} must be at most 1024T, got {}", quote(v)));
+        return Err(format!(
+            "{option} must be at most 1024T, got {}",
+            quote(value)
+        ));
     }
     if bytes % 1024 != 0 {
         return Err(format!(
             "{option} must be a whole number of KiB, got {}",
-            quote(v)
+            quote(value)
         ));
     }
     if bytes < MIN_DISK_SIZE {
-        return Err(format!("{option} must be at least 1M, got {}", quote(v)));
+        return Err(format!(
+            "{option} must be at least 1M, got {}",
+            quote(value)
+        ));
     }
     Ok(bytes)
 }

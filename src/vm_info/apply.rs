@@ -214,8 +214,8 @@ fn facts(session: &Session, selection: &Selection) -> anyhow::Result<Outcome> {
     Ok(o)
 }
 
-fn is_gone(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
+fn is_gone(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
         c.downcast_ref::<crate::pve::error::ApiError>()
             .is_some_and(|a| a.is_missing_vm())
     })

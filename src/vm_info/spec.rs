@@ -24,13 +24,7 @@ pub fn argument_spec() -> Spec {
     let mut options = connection::connection_options();
     options.extend(runner::wait_options("5m"));
     options.extend(vec![
-        Opt::new(
-            "vmid",
-            Kind::Int {
-                min: Some(100),
-                max: Some(999_999_999),
-            },
-        ),
+        crate::ids::vmid_option("vmid"),
         Opt::new("name", Kind::Str),
         Opt::new("node", Kind::Str),
         Opt::new("pool", Kind::Str),

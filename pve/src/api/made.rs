@@ -156,7 +156,7 @@ impl MadeBefore {
         let source = self.listed_under().vmid;
         let status = tasks::status(client, upid)?;
         let page = tasks::log_page(client, upid, 0, CLONE_LOG_LINES)?;
-        let lines: Vec<String> = page.lines.into_iter().map(|line| line.t).collect();
+        let lines: Vec<String> = page.lines.into_iter().map(|line| line.text).collect();
         Ok(match clone_names(&lines, source) {
             Some(newid) => Some(Settled::Names(newid)),
             None if status.stopped() => Some(Settled::EndedUnnamed(status.exit())),
@@ -311,7 +311,7 @@ impl MadeBefore {
             .take(CLONES_READ_FOR_MAKER)
             .find(|upid| {
                 tasks::log_page(client, upid, 0, CLONE_LOG_LINES).is_ok_and(|page| {
-                    let lines: Vec<String> = page.lines.into_iter().map(|line| line.t).collect();
+                    let lines: Vec<String> = page.lines.into_iter().map(|line| line.text).collect();
                     clone_names(&lines, source.vmid) == Some(self.new.vmid)
                 })
             })

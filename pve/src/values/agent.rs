@@ -80,8 +80,8 @@ impl fmt::Display for Agent {
 mod tests {
     use super::*;
 
-    fn agent(s: &str) -> Agent {
-        s.parse().unwrap()
+    fn agent(text: &str) -> Agent {
+        text.parse().unwrap()
     }
 
     #[test]

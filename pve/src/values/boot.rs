@@ -140,8 +140,8 @@ impl fmt::Display for Boot {
 mod tests {
     use super::*;
 
-    fn boot(s: &str) -> Boot {
-        s.parse().unwrap()
+    fn boot(text: &str) -> Boot {
+        text.parse().unwrap()
     }
 
     #[test]

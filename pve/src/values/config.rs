@@ -79,10 +79,11 @@ const NUMBERS: &[&str] = &["cpulimit", "migrate_downtime"];
 /// one pair of surrounding double quotes dropped (on the write and again on the read), the
 /// line read trimmed.
 fn stored_string(value: &str) -> &str {
-    fn unquote(v: &str) -> &str {
-        v.strip_prefix('"')
-            .and_then(|v| v.strip_suffix('"'))
-            .unwrap_or(v)
+    fn unquote(value: &str) -> &str {
+        value
+            .strip_prefix('"')
+            .and_then(|value| value.strip_suffix('"'))
+            .unwrap_or(value)
     }
     unquote(unquote(value).trim())
 }

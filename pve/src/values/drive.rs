@@ -560,17 +560,17 @@ mod tests {
 
     #[test]
     fn kinds_of_volume() {
-        let d = |v: &str| Drive::parse("ide2", v).unwrap();
-        assert!(d("local-lvm:vm-100-cloudinit,media=cdrom").is_cloudinit());
-        assert!(d("local:100/vm-100-cloudinit.qcow2,media=cdrom").is_cloudinit());
-        assert!(d("local-lvm:cloudinit").is_cloudinit());
-        assert!(!d("local-lvm:vm-100-disk-0").is_cloudinit());
-        assert!(!d("local:iso/cloudinit.iso,media=cdrom").is_cloudinit());
-        assert!(d("local-lvm:32").is_new_volume());
-        assert!(d("local-lvm:0.5").is_new_volume());
-        assert!(d("8").is_new_volume());
-        assert!(!d("local-lvm:vm-100-disk-0").is_new_volume());
-        assert!(d("local:iso/x.iso,media=cdrom").is_cdrom());
+        let drive = |value: &str| Drive::parse("ide2", value).unwrap();
+        assert!(drive("local-lvm:vm-100-cloudinit,media=cdrom").is_cloudinit());
+        assert!(drive("local:100/vm-100-cloudinit.qcow2,media=cdrom").is_cloudinit());
+        assert!(drive("local-lvm:cloudinit").is_cloudinit());
+        assert!(!drive("local-lvm:vm-100-disk-0").is_cloudinit());
+        assert!(!drive("local:iso/cloudinit.iso,media=cdrom").is_cloudinit());
+        assert!(drive("local-lvm:32").is_new_volume());
+        assert!(drive("local-lvm:0.5").is_new_volume());
+        assert!(drive("8").is_new_volume());
+        assert!(!drive("local-lvm:vm-100-disk-0").is_new_volume());
+        assert!(drive("local:iso/x.iso,media=cdrom").is_cdrom());
         assert!(is_drive_key("scsi30") && is_drive_key("tpmstate0"));
         assert!(!is_drive_key("unused0") && !is_drive_key("scsi01") && !is_drive_key("net0"));
     }

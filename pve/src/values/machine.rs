@@ -142,8 +142,8 @@ impl fmt::Display for Machine {
 mod tests {
     use super::*;
 
-    fn machine(s: &str) -> Machine {
-        s.parse().unwrap()
+    fn machine(text: &str) -> Machine {
+        text.parse().unwrap()
     }
 
     #[test]

@@ -11,8 +11,17 @@ use std::str::FromStr;
 
 use super::property::{Key, Kind, PropertyString, Schema, ValueError};
 
-/// `$nic_model_list`.
-pub const MODELS: &[&str] = &[
+/// `$nic_model_list`, written once: the models [`MODELS`] names, and each as a key alias
+/// (`virtio=BC:24:…` is `model=virtio,macaddr=BC:24:…`) in [`ALIASES`].
+macro_rules! nic_models {
+    ($($model:literal),*) => {
+        /// `$nic_model_list`.
+        pub const MODELS: &[&str] = &[$($model),*];
+        static ALIASES: &[Key] = &[$(Key::key_alias($model, "macaddr", "model")),*];
+    };
+}
+
+nic_models!(
     "e1000",
     "e1000-82540em",
     "e1000-82544gc",
@@ -26,8 +35,8 @@ pub const MODELS: &[&str] = &[
     "pcnet",
     "rtl8139",
     "virtio",
-    "vmxnet3",
-];
+    "vmxnet3"
+);
 
 /// `pve-bridge-id` (`parse_bridge_id`): `^[-_.\w\d]+$`.
 fn bridge(value: &str) -> bool {
@@ -45,10 +54,6 @@ fn trunks(value: &str) -> bool {
     })
 }
 
-macro_rules! model_aliases {
-    ($($model:literal),*) => { &[$(Key::key_alias($model, "macaddr", "model")),*] };
-}
-
 static KEYS: &[Key] = &[
     Key::new("macaddr", Kind::Mac),
     Key::new("model", Kind::Enum(MODELS))
@@ -64,22 +69,6 @@ static KEYS: &[Key] = &[
     Key::new("mtu", Kind::Int(Some(1), Some(65520))),
     Key::new("host-tunnel", Kind::Bool),
 ];
-static ALIASES: &[Key] = model_aliases!(
-    "e1000",
-    "e1000-82540em",
-    "e1000-82544gc",
-    "e1000-82545em",
-    "e1000e",
-    "i82551",
-    "i82557b",
-    "i82559er",
-    "ne2k_isa",
-    "ne2k_pci",
-    "pcnet",
-    "rtl8139",
-    "virtio",
-    "vmxnet3"
-);
 
 static NET: Schema = Schema {
     name: "net",
@@ -178,8 +167,8 @@ impl fmt::Display for Net {
 mod tests {
     use super::*;
 
-    fn net(s: &str) -> Net {
-        s.parse().unwrap()
+    fn net(text: &str) -> Net {
+        text.parse().unwrap()
     }
 
     #[test]

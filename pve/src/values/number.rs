@@ -79,13 +79,13 @@ mod tests {
 
     #[test]
     fn numbers_by_value() {
-        let n = |s: &str| s.parse::<Number>().unwrap();
-        assert_eq!(n("2"), n("2.0"));
-        assert_eq!(n("+2"), n("2."));
-        assert_eq!(n("0.5"), n(".5"));
-        assert_eq!(n("1e3"), n("1000"));
-        assert_ne!(n("2"), n("2.5"));
-        assert_eq!(n("2.0").to_string(), "2.0");
+        let number = |text: &str| text.parse::<Number>().unwrap();
+        assert_eq!(number("2"), number("2.0"));
+        assert_eq!(number("+2"), number("2."));
+        assert_eq!(number("0.5"), number(".5"));
+        assert_eq!(number("1e3"), number("1000"));
+        assert_ne!(number("2"), number("2.5"));
+        assert_eq!(number("2.0").to_string(), "2.0");
         for bad in ["", "two", "1,5", "inf", "NaN", "0x10", "."] {
             assert!(bad.parse::<Number>().is_err(), "{bad}");
         }

@@ -241,12 +241,12 @@ fn normalise(schema: &Schema, key: &Key, value: &str) -> Result<String, ValueErr
 
 /// True when PVE reads `a` and `b` of `key` as the same value: numbers by value, MACs in any
 /// case, the rest (already normalised) as they are.
-fn value_eq(key: Option<&Key>, a: &str, b: &str) -> bool {
+fn value_eq(key: Option<&Key>, left: &str, right: &str) -> bool {
     match key.map(|k| k.kind) {
-        Some(Kind::Int(..)) => integer(a).is_some() && integer(a) == integer(b),
-        Some(Kind::Number(_)) => number(a).is_some() && number(a) == number(b),
-        Some(Kind::Mac) => a.eq_ignore_ascii_case(b),
-        _ => a == b,
+        Some(Kind::Int(..)) => integer(left).is_some() && integer(left) == integer(right),
+        Some(Kind::Number(_)) => number(left).is_some() && number(left) == number(right),
+        Some(Kind::Mac) => left.eq_ignore_ascii_case(right),
+        _ => left == right,
     }
 }
 
@@ -416,8 +416,8 @@ impl PropertyString {
     }
 
     /// True when PVE reads `a` and `b` as the same value of `key`.
-    pub fn value_eq(&self, key: &str, a: &str, b: &str) -> bool {
-        value_eq(self.schema.key(key), a, b)
+    pub fn value_eq(&self, key: &str, left: &str, right: &str) -> bool {
+        value_eq(self.schema.key(key), left, right)
     }
 
     /// The keys this string gives whose value `have` does not hold (absent keys count as

@@ -21,8 +21,8 @@ impl Size {
     }
 
     /// `n` GiB.
-    pub fn gib(n: u64) -> Size {
-        Size(n << 30)
+    pub fn gib(count: u64) -> Size {
+        Size(count << 30)
     }
 }
 
@@ -128,8 +128,8 @@ impl fmt::Display for Size {
 mod tests {
     use super::*;
 
-    fn size(s: &str) -> u64 {
-        s.parse::<Size>().unwrap().0
+    fn size(text: &str) -> u64 {
+        text.parse::<Size>().unwrap().0
     }
 
     #[test]
