@@ -137,6 +137,10 @@ pub struct NodeVm {
     /// `create` while a create is in progress.
     #[serde(default, deserialize_with = "text_or_nothing")]
     pub lock: Option<String>,
+    /// `running` or `stopped`, from the node's live process list (vmstatus, as
+    /// `status/current` reads it for one VM).
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    pub status: Option<String>,
 }
 
 /// `GET …/qemu/{vmid}/config`: each key with its value as PVE sent it (numbers as numbers).

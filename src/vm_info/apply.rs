@@ -23,7 +23,6 @@ use crate::pve::answers::VmResource;
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::api::{cluster, snapshot};
 use crate::pve::client::Client;
-use crate::pve::paths::Node;
 use crate::runner::{Session, failure};
 use crate::snapshot::apply::snapshots_json;
 
@@ -74,19 +73,12 @@ fn agent_addresses(client: &Client, vm: &Vm) -> Option<Vec<String>> {
 /// The power state of every VM on `node`, by vmid, from the node's VM list (live, as
 /// `status/current`; see the module's note).
 fn node_states(client: &Client, node: &str) -> anyhow::Result<HashMap<u64, String>> {
-    let answer = client
-        .get(&Node::new(node).qemu(), &Vec::new())
-        .with_context(|| format!("listing the VMs of node {node}"))?;
-    let mut out = HashMap::new();
-    for vm in answer.as_array().into_iter().flatten() {
-        let vmid = vm["vmid"]
-            .as_u64()
-            .or_else(|| vm["vmid"].as_str().and_then(|v| v.parse().ok()));
-        if let (Some(vmid), Some(status)) = (vmid, vm["status"].as_str()) {
-            out.insert(vmid, status.to_string());
-        }
-    }
-    Ok(out)
+    let listed =
+        qemu::list(client, node).with_context(|| format!("listing the VMs of node {node}"))?;
+    Ok(listed
+        .into_iter()
+        .filter_map(|vm| Some((vm.vmid, vm.status?)))
+        .collect())
 }
 
 /// One VM's facts, read with `client`; `status` is its node's answer (`None`: the node no
