@@ -201,7 +201,7 @@ def latency_experiment(durations, runs, have_peer):
 def make_image(mb, virtual_mb):
     """A qcow2 with `mb` MiB of incompressible data in a disk of `virtual_mb` MiB, as cloud
     images are (a few hundred MB of data in a few GB of disk)."""
-    img = os.path.join(WORK, f"bench-{mb}.qcow2")
+    img = os.path.join(WORK, f"bench-{mb}.qcow2" if virtual_mb in (1024, 2560) else f"bench-{mb}-{virtual_mb}.qcow2")
     if not os.path.exists(img):
         raw = img + ".raw"
         subprocess.run(f"head -c {mb}M /dev/urandom > {raw} && truncate -s {virtual_mb}M {raw}", shell=True, check=True)
@@ -220,7 +220,7 @@ def import_experiment(minutes_list):
         sim = Sim(f"import-{minutes}", ["--seed-image", img, "--import-rate", f"{rate}M"])
         try:
             r = ours(sim, {"node": "pve1", "vmid": 100, "timeout": "30m",
-                           "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/bench-660.qcow2"}]})
+                           "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": f"local:import/{os.path.basename(img)}"}]})
             assert not r.get("failed"), r
             u = [t["upid"] for t in r["tasks"] if t["type"] == "qmcreate"]
             # The end of an import is often first seen in its log (the wait reads the last
@@ -538,19 +538,26 @@ def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=0, copy_s
     and costs: `parallel` creates of each client at
     once per cell (ours: `vm` with import_from; the peer: `proxmox_kvm` with import-from in one
     task), every task request counted."""
-    img = make_image(WAIT_IMAGE_MB, 1024)
-    vol = f"local:import/{os.path.basename(img)}"
     rate_k = max(1, int(1024 * 1024 / copy_s))
+    # The copies of a cell last copy_s plus 0 to 1 s (virtual sizes spread over one second of
+    # copying, in `parallel` steps, the same lengths for both clients): with one length, a
+    # one-second poll would meet every end at the same phase, and a cell would sample the
+    # peer's luck once.
+    spread_mb = [1024 + round(rate_k / 1024 * step / parallel) for step in range(parallel)]
+    images = [make_image(WAIT_IMAGE_MB, vmb) for vmb in spread_mb]
+    vols = [f"local:import/{os.path.basename(img)}" for img in images]
     rows = []
     for cost in costs:
         for rtt in NET_RTTS_MS if rtts is None else rtts:
-            sim = Sim(f"net-import{tag}-{rtt}-{cost}", ["--seed-image", img, "--import-rate", f"{rate_k}K",
-                                                        "--import-tail", f"{tail_s}s", "--request-cost",
-                                                        f"{cost}ms"])
+            seeds = [arg for img in images for arg in ("--seed-image", img)]
+            sim = Sim(f"net-import{tag}-{rtt}-{cost}", seeds + ["--import-rate", f"{rate_k}K",
+                                                                "--import-tail", f"{tail_s}s", "--request-cost",
+                                                                f"{cost}ms"])
             proxy = DelayProxy(sim, rtt) if rtt else None
             view = Through(sim, proxy.port if proxy else sim.port)
             try:
                 def mine(vmid):
+                    vol = vols[(vmid - 300) % len(vols)]
                     r = ours(view, {"node": "pve1", "vmid": vmid, "timeout": "30m",
                                     "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": vol}]})
                     if r.get("failed"):
@@ -558,6 +565,7 @@ def net_imports_experiment(have_peer, costs=(1, 5), parallel=5, tail_s=0, copy_s
                     return [t["upid"] for t in r.get("tasks", []) if t["type"] == "qmcreate"]
 
                 def theirs(vmid):
+                    vol = vols[(vmid - 400) % len(vols)]
                     r, _ = peer(view, "proxmox_kvm", {"node": "pve1", "vmid": vmid, "name": f"w{vmid}",
                                                        "scsi": {"scsi0": f"local-lvm:0,import-from={vol}"},
                                                        "timeout": 1800})
@@ -1017,6 +1025,14 @@ def combine(args, names):
         for key, value in p.items():
             if value and not merged.get(key):
                 merged[key] = value
+    # The network grid by cell: a later part's cell (a re-run of some cells) replaces the
+    # earlier part's rows of that cell, its other cells kept.
+    cell = lambda r: (r["kind"], r.get("label", ""), r["rtt"], r["cost"])
+    net = []
+    for p in parts:
+        redone = {cell(r) for r in p.get("net") or []}
+        net = [r for r in net if cell(r) not in redone] + list(p.get("net") or [])
+    merged["net"] = net
     out = os.path.join(ROOT, "bench", "results")
     write_report(args, merged.get("latency", []), merged.get("imports", []), merged.get("noop", {}),
                  merged.get("e2e", []), merged.get("scale", {}), os.path.join(out, "latest.md"),
