@@ -275,7 +275,9 @@ impl WaitState {
                         self.copy.note_stall();
                         let since =
                             elapsed.saturating_sub(self.copy.last_seen().unwrap_or(elapsed));
-                        since.div_f64(4.0).clamp(policy.dense, period)
+                        since
+                            .div_f64(4.0)
+                            .clamp(policy.dense, period.max(policy.dense))
                     }
                     // The end may come any moment until the latest end the samples allow:
                     // the requests the budget has for that window are spread over it (at the

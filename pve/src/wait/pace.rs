@@ -212,7 +212,9 @@ impl Pace {
                 if n < 1.0 {
                     period
                 } else {
-                    window.div_f64(n).clamp(policy.dense, period)
+                    window
+                        .div_f64(n)
+                        .clamp(policy.dense, period.max(policy.dense))
                 }
             }
             None => policy.dense,

@@ -1261,3 +1261,24 @@ fn a_busy_server_far_or_near_makes_the_wait_back_off() {
         );
     }
 }
+
+/// A `poll_interval` above a one-second poll's period (the module accepts up to 60 s) makes
+/// the densest spacing longer than the period: the spacing that spreads a copy's budget is
+/// then the interval asked for (clamped to whichever bound is larger), never a panic.
+#[test]
+fn a_poll_interval_beyond_a_second_spaces_a_copy_without_panicking() {
+    for interval in [ms(1500), ms(2000), Duration::from_secs(60)] {
+        let policy = Policy::with_timeout(Duration::from_secs(3600))
+            .expecting_progress(true)
+            .with_cap(interval);
+        let mut pace = pace::Pace::default();
+        pace.start_budget(Duration::ZERO, true);
+        let spacing = pace.paced(
+            &policy,
+            Duration::from_secs(30),
+            Duration::from_secs(90),
+            3.0,
+        );
+        assert_eq!(spacing, interval, "{interval:?}");
+    }
+}
