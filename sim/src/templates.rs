@@ -324,7 +324,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                 }
                 // `$clonefn`: a new SMBIOS UUID always (the source's other smbios1 fields
                 // kept; print_smbios1 prints the keys sorted), a new vmgenid only where the
-                // source had one.
+                // source had one (Perl's truth: a vmgenid of "0" is kept as it is).
                 let mut smbios: Vec<String> = conf
                     .get("smbios1")
                     .map(|value| {
@@ -338,7 +338,10 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                 smbios.push(format!("uuid={}", crate::qemu_config::uuid(sim)));
                 smbios.sort_by(|a, b| a.split('=').next().cmp(&b.split('=').next()));
                 newconf.insert("smbios1".into(), smbios.join(","));
-                if conf.get("vmgenid").is_some_and(|value| !value.is_empty()) {
+                if conf
+                    .get("vmgenid")
+                    .is_some_and(|value| !value.is_empty() && value != "0")
+                {
                     newconf.insert("vmgenid".into(), crate::qemu_config::uuid(sim));
                 }
                 let mut st = sim.lock();
