@@ -636,7 +636,7 @@ fn a_two_file_cycle_is_found_with_its_files() {
         ),
         (
             "beta.rs",
-            "pub struct Beta;\npub fn make() -> crate::alpha::Alpha { todo!() }\n",
+            "pub struct Beta;\npub fn make() -> crate::alpha::Alpha { crate::alpha::Alpha(Beta) }\n",
         ),
     ]);
     let graph = graph(&sources, "lib.rs").expect("the example reads");
