@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::handler::{ApiErr, ApiResult, Params};
+use crate::http::handler::{ApiErr, ApiResult, Params};
 use crate::state::Sim;
 
 /// The realms of a fresh install (pve-access-control AccessControl.pm writes them at

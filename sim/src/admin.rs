@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::http::{Handler, Request, Response};
+use crate::http::server::{Handler, Request, Response};
 use crate::state::Sim;
 use crate::tasks;
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::handler::{ApiErr, ApiResult};
+use crate::http::handler::{ApiErr, ApiResult};
 use crate::state::Sim;
 use crate::storage;
 

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::api_schema;
 use crate::drives::{plan_drives, run_drives};
-use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined, wait_until};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined, wait_until};
 use crate::pending::Pending;
 use crate::qemu_config::{check_lock, digest, file_of, free_volumes};
 use crate::state::{Sim, Vm};

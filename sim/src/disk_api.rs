@@ -6,7 +6,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::qemu_config::{self, check_lock, config_of};
 use crate::schema;
 use crate::spec;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::state::Sim;
 use crate::storage;
 use crate::tasks::{self, TaskCtx};

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::api_schema;
-use crate::handler::{ApiErr, Auth, Params};
+use crate::http::handler::{ApiErr, Auth, Params};
 use crate::schema;
 use crate::state::Sim;
 use crate::storage::{self, Volume};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::ha_state::{HaState, Resource, Service};
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu_config::config_of;
 use crate::state::Sim;
 use crate::tasks;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::ha_state::Service;
-use crate::handler::{Auth, Params};
+use crate::http::handler::{Auth, Params};
 use crate::state::{Sim, epoch};
 
 /// Starts the daemons' thread: it waits until the HA stack has something to manage, then

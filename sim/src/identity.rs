@@ -1,21 +1,21 @@
 //! Who is calling, after pve-access-control and pve-manager's HTTPServer.pm: ticket login,
 //! API tokens, tickets with their CSRF token, and the caller's privileges. The router
-//! (`api.rs`) authenticates every request through here.
+//! (`http/router.rs`) authenticates every request through here.
 
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
 use crate::api_schema;
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
-use crate::http::Request;
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::http::server::Request;
 use crate::schema;
 use crate::state::{Sim, epoch};
 
 /// pve-manager HTTPServer.pm auth_handler: `POST /nodes/{node}/storage/{storage}/upload` is an
 /// upload (streamed, no CSRF token needed).
 pub fn is_upload(req: &Request) -> bool {
-    let rel = crate::http::rel_uri(&req.path);
+    let rel = crate::http::server::rel_uri(&req.path);
     let segs: Vec<&str> = rel.trim_start_matches('/').split('/').collect();
     req.method == "POST"
         && req.path.starts_with("/api2/json/")
@@ -150,7 +150,7 @@ pub fn authenticate(sim: &Sim, req: &Request) -> Result<Auth, ApiErr> {
                 .map(str::trim)
                 .find_map(|kv| kv.strip_prefix("PVEAuthCookie="))
         })
-        .map(|t| crate::http::percent_decode(t, false));
+        .map(|t| crate::http::server::percent_decode(t, false));
     let from_header = authz.strip_prefix("PVEAuthCookie=").map(str::to_string);
     let Some(ticket) = from_cookie.or(from_header) else {
         return Err(fail("No ticket"));

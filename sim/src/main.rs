@@ -6,7 +6,6 @@
 
 mod access_api;
 mod admin;
-mod api;
 mod api_schema;
 mod cli;
 mod cluster;
@@ -18,7 +17,6 @@ mod faults;
 mod ha;
 mod ha_rounds;
 mod ha_state;
-mod handler;
 mod http;
 mod identity;
 mod migrate;
@@ -40,7 +38,6 @@ mod storage_state;
 mod task_api;
 mod tasks;
 mod templates;
-mod tls;
 mod upload;
 mod user_cfg;
 mod vms;
@@ -99,7 +96,7 @@ fn run() -> Result<(), String> {
     let tls = if opts.plain_http {
         None
     } else {
-        Some(tls::generate(&opts.data_dir, &opts.nodes[0])?)
+        Some(http::tls::generate(&opts.data_dir, &opts.nodes[0])?)
     };
     let fingerprint = tls
         .as_ref()
@@ -148,18 +145,18 @@ fn run() -> Result<(), String> {
     }
     let admin_sim = sim.clone();
     std::thread::spawn(move || {
-        http::serve(
+        http::server::serve(
             admin,
             None,
             Arc::new(admin::Admin { sim: admin_sim }),
-            http::Workers::new(4),
+            http::server::Workers::new(4),
         )
     });
-    let workers = http::Workers::new(opts.workers);
-    http::serve(
+    let workers = http::server::Workers::new(opts.workers);
+    http::server::serve(
         listener,
         tls.map(|t| t.config),
-        Arc::new(api::Api { sim }),
+        Arc::new(http::router::Api { sim }),
         workers,
     );
     Ok(())

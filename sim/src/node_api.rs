@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::handler::Params;
+use crate::http::handler::Params;
 use crate::state::Sim;
 
 /// `GET /nodes/{node}/version` (Nodes.pm, version: `PVE::pvecfg::version_info`), the same

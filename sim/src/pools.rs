@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::handler::{ApiErr, ApiResult, Params};
+use crate::http::handler::{ApiErr, ApiResult, Params};
 use crate::state::Sim;
 use crate::user_cfg::Pool;
 

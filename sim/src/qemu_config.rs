@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::handler::ApiErr;
+use crate::http::handler::ApiErr;
 use crate::pending::Pending;
 use crate::state::Sim;
 use crate::storage::Volume;

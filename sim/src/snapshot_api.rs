@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use crate::api_schema;
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::schema::{self, Param, Ty, opt, req};
 use crate::snapshots::{cmd_index, create, delete, get_config, list, rollback, update_config};
 use crate::state::Sim;

@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu_config::{check_lock, config_of, digest, no_conf};
 use crate::snapshot_volumes::{VolumeOp, has_snapshot_feature, volume_op, volume_path, volumes};
 use crate::state::{Sim, epoch};

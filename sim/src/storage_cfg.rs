@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::handler::{ApiErr, ApiResult, Params};
+use crate::http::handler::{ApiErr, ApiResult, Params};
 use crate::storage_state::{self, StorageDef, section};
 
 /// The storage types `POST /storage` takes here (PVE has more: iSCSI, ZFS, PBS, …).

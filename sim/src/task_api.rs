@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::handler::{ApiErr, ApiResult, Auth, Params, wait_until};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params, wait_until};
 use crate::state::{Sim, Task};
 
 /// Checks a UPID's shape like `PVE::UPID::decode`; returns its node.

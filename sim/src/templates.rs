@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::api_schema;
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::pending::{CloudInitState, Pending};
 use crate::qemu_config::{check_lock, config_of, free_volumes, random_mac};
 use crate::state::{Sim, Vm};

@@ -1,5 +1,5 @@
 //! `POST /nodes/{node}/storage/{storage}/upload`, after pve-storage API2/Storage/Status.pm
-//! `upload`: the HTTP server has streamed the file into a temporary file (`http.rs`,
+//! `upload`: the HTTP server has streamed the file into a temporary file (`http/server.rs`,
 //! `Reader::stream_upload`); the handler checks the storage and the name, then an `imgcopy`
 //! task verifies the checksum and copies the file into the storage.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::download::{checksum, ext_ok, normalize_filename};
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::state::Sim;
 use crate::storage;
 use crate::tasks;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use crate::api_schema;
 use crate::config_api::{free_owned, has_cloudinit_drive, prepare_start};
 use crate::drives::{plan_drives, run_drives};
-use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::pending::{CloudInitState, Pending};
 use crate::qemu_config::{check_lock, config_of, digest, file_of, free_volumes, no_conf};
 use crate::schema;

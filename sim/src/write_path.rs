@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::{Value, json};
 
 use crate::api_schema;
-use crate::handler::{ApiErr, Params, Undefined};
-use crate::http::percent_decode;
+use crate::http::handler::{ApiErr, Params, Undefined};
+use crate::http::server::percent_decode;
 use crate::qemu_config::{random_mac, uuid};
 use crate::schema::{self, Ty};
 use crate::state::Sim;

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::handler::Auth;
+use crate::http::handler::Auth;
 use crate::state::Sim;
 use crate::tasks;
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use super::handlers::migrate_in;
-use crate::handler::{Auth, Params};
+use crate::http::handler::{Auth, Params};
 use crate::state::Sim;
 
 /// The migrations of one CRM/LRM round (pve-ha-manager Manager.pm update_crm_commands: a

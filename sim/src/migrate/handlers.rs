@@ -15,7 +15,7 @@ use super::prepare::{
     vnc_clipboard,
 };
 use crate::api_schema::{self, vm_path};
-use crate::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu_config::{check_lock, config_of, file_of};
 use crate::schema::{Named, Param, Ty, opt, req};
 use crate::state::Sim;

@@ -12,7 +12,7 @@ use super::local_volumes::LocalVolume;
 use super::options::{Opts, in_network};
 use super::pve_format::{pve_format_size, round_powerof2, stamp};
 use crate::api_schema;
-use crate::handler::wait_until;
+use crate::http::handler::wait_until;
 use crate::pending::Pending;
 use crate::qemu_config::file_of;
 use crate::schema;

@@ -2,7 +2,7 @@
 //! response envelopes. The endpoints live by PVE's grouping: `vms.rs` (qemu-server's
 //! API2/Qemu.pm), `task_api.rs` (pve-manager's API2/Tasks.pm), `storage_api.rs` and
 //! `download.rs` (pve-storage), `cluster.rs` (API2/Cluster.pm); what they share is in
-//! `handler.rs`, so no handler imports the router.
+//! `http/handler.rs`, so no handler imports the router.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,16 +10,30 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use crate::access_api;
 use crate::api_schema;
+use crate::cluster;
+use crate::config_api;
+use crate::disk_api;
 use crate::faults::Action;
-use crate::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
-use crate::http::{self, BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded};
+use crate::ha;
+use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
+use crate::http::server::{
+    self, BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded,
+};
+use crate::identity;
+use crate::migrate;
+use crate::node_api;
+use crate::pools;
 use crate::schema;
+use crate::spec;
 use crate::state::{Sim, epoch};
 use crate::storage;
+use crate::storage_api;
+use crate::storage_cfg;
+use crate::task_api;
+use crate::templates;
 use crate::vms;
-use crate::{access_api, disk_api, ha, node_api, pools, spec, storage_cfg};
-use crate::{cluster, config_api, identity, migrate, storage_api, task_api, templates};
 
 pub struct Api {
     pub sim: Arc<Sim>,
@@ -68,13 +82,13 @@ impl Handler for Api {
         }
         let refuse = |resp: Response| {
             self.sim.log_request(json!({
-                "ts": epoch(), "method": head.method, "path": http::rel_uri(&head.path), "params": {},
+                "ts": epoch(), "method": head.method, "path": server::rel_uri(&head.path), "params": {},
                 "status": resp.status, "ms": 0.0, "user": "", "dropped": false,
                 "error": resp.reason,
             }));
             BodyPlan::Refuse(resp)
         };
-        let login = head.method == "POST" && http::rel_uri(&head.path) == "/access/ticket";
+        let login = head.method == "POST" && server::rel_uri(&head.path) == "/access/ticket";
         if head.path.starts_with("/api2/json/")
             && !login
             && let Err(e) = identity::authenticate(&self.sim, head)
@@ -229,11 +243,11 @@ impl Api {
         if !req.path.starts_with("/api2/json/") {
             return Err(ApiErr::not_implemented(&req.method, &req.path));
         }
-        let undef = http::extract_params(req, params)?;
+        let undef = server::extract_params(req, params)?;
         let segs: Vec<String> = path
             .trim_matches('/')
             .split('/')
-            .map(|s| crate::http::percent_decode(s, false))
+            .map(|s| crate::http::server::percent_decode(s, false))
             .collect();
         let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
 
@@ -322,7 +336,7 @@ impl Api {
                         schema::check(&spec::ha_sid(true), params)?;
                         ha::delete(sim, sid)
                     }
-                    _ => Err(ApiErr::not_implemented(m, &http::rel_uri(&req.path))),
+                    _ => Err(ApiErr::not_implemented(m, &server::rel_uri(&req.path))),
                 }
             }
             ["cluster", "ha", "status", "current"] if m == "GET" => {
@@ -369,7 +383,7 @@ impl Api {
                 schema::check(&spec::storage_read(false), params)?;
                 storage_cfg::read(sid)
             }
-            _ => Err(ApiErr::not_implemented(m, &http::rel_uri(&req.path))),
+            _ => Err(ApiErr::not_implemented(m, &server::rel_uri(&req.path))),
         }
     }
 
@@ -396,7 +410,7 @@ impl Api {
             Ok(())
         };
         set(params, "node", node)?;
-        let not_impl = || ApiErr::not_implemented(m, &http::rel_uri(&req.path));
+        let not_impl = || ApiErr::not_implemented(m, &server::rel_uri(&req.path));
         let check_node = || -> Result<(), ApiErr> {
             if sim.opts.nodes.iter().any(|n| n == node) {
                 Ok(())
@@ -645,7 +659,7 @@ impl Api {
                 schema::check(&spec::pool_delete(), params)?;
                 pools::delete(sim, params)
             }
-            _ => Err(ApiErr::not_implemented(m, &http::rel_uri(uri))),
+            _ => Err(ApiErr::not_implemented(m, &server::rel_uri(uri))),
         }
     }
 }

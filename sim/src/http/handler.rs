@@ -1,6 +1,6 @@
 //! What every endpoint handler shares, as PVE's RESTHandler gives it: the error a handler
 //! raises (`die`, `raise_param_exc`), the caller's identity, the merged parameters, and the
-//! wait on the simulator's state. Handlers import this, never the router (`api.rs`).
+//! wait on the simulator's state. Handlers import this, never the router (`http/router.rs`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -35,7 +35,7 @@ impl ApiErr {
     }
 
     /// pve-manager HTTPServer.pm rest_handler, for a path no handler serves: 501 `Method 'M
-    /// $rel_uri' not implemented`, the path without `/api2/json` ([`crate::http::rel_uri`]).
+    /// $rel_uri' not implemented`, the path without `/api2/json` ([`crate::http::server::rel_uri`]).
     pub fn not_implemented(method: &str, rel_uri: &str) -> Self {
         ApiErr {
             status: 501,

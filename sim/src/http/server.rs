@@ -13,7 +13,7 @@ use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use serde_json::Value;
 
 use crate::api_schema;
-use crate::handler::{ApiErr, Params, Undefined};
+use crate::http::handler::{ApiErr, Params, Undefined};
 use crate::schema;
 
 /// A parsed request. Header names are lower-case.
