@@ -4,7 +4,7 @@
 //! codes, authentication, UPIDs, task logs and locks, and imports disks with the real
 //! `qemu-img`. A second, plain-HTTP admin port injects faults and reports task timings.
 
-mod access_api;
+mod access;
 mod admin;
 mod api_schema;
 mod cli;
@@ -18,11 +18,9 @@ mod ha;
 mod ha_rounds;
 mod ha_state;
 mod http;
-mod identity;
 mod migrate;
 mod node_api;
 mod pending;
-mod pools;
 mod qemu_config;
 mod schema;
 mod snapshot_api;
@@ -39,7 +37,6 @@ mod task_api;
 mod tasks;
 mod templates;
 mod upload;
-mod user_cfg;
 mod vms;
 mod write_path;
 

@@ -141,8 +141,8 @@ pub struct State {
     /// VMs whose migration lock is held (`/var/lock/pve-manager/pve-migrate-N`, see
     /// `migrate/phases.rs`).
     pub migration_locks: std::collections::HashSet<u32>,
-    /// The pools of `user.cfg` and which VM is in which (`pools.rs`).
-    pub user_cfg: crate::user_cfg::UserCfg,
+    /// The pools of `user.cfg` and which VM is in which (`access/pools.rs`).
+    pub user_cfg: crate::access::user_cfg::UserCfg,
     /// HA resources, the CRM's service status and its queued commands (`ha.rs`).
     pub ha: crate::ha_state::HaState,
 }

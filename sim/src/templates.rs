@@ -128,7 +128,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
     // clone_vm: `$rpcenv->check_pool_exist($pool)` before anything else.
     let pool = params.get("pool").cloned();
     if let Some(p) = &pool {
-        crate::pools::check_pool_exist(sim, p)?;
+        crate::access::pools::check_pool_exist(sim, p)?;
     }
     let storage_param = params.get("storage").cloned();
     if let Some(s) = &storage_param {
@@ -354,7 +354,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                 drop(st);
                 // AccessControl.pm add_vm_to_pool, at the end of the clone.
                 if let Some(p) = &pool {
-                    crate::pools::add_vm_to_pool(sim, newid, p);
+                    crate::access::pools::add_vm_to_pool(sim, newid, p);
                 }
                 Ok(0)
             });

@@ -54,7 +54,7 @@ pub fn create(
     // create_vm: `$rpcenv->check_pool_exist($pool)` before the drives are checked.
     let pool = params.get("pool").cloned();
     if let Some(p) = &pool {
-        crate::pools::check_pool_exist(sim, p)?;
+        crate::access::pools::check_pool_exist(sim, p)?;
     }
     let params = &write_path::prepare_params(sim, params, undef)?;
     let ops = plan_drives(sim, node, params, auth)?;
@@ -115,7 +115,7 @@ pub fn create(
                 Ok(()) => {
                     // AccessControl.pm add_vm_to_pool, after the config is written.
                     if let Some(p) = &pool {
-                        crate::pools::add_vm_to_pool(sim, vmid, p);
+                        crate::access::pools::add_vm_to_pool(sim, vmid, p);
                     }
                     let mut warnings = 0;
                     if ha_managed {
@@ -440,7 +440,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
             vm.config = BTreeMap::from([("lock".to_string(), "destroyed".to_string())]);
         }
         // remove_vm_access, the firewall config, purge: then destroy_config.
-        crate::pools::remove_vm_access(sim, vmid);
+        crate::access::pools::remove_vm_access(sim, vmid);
         if purge {
             ctx.log(format!("purging VM {vmid} from related configurations.."));
             if crate::ha::service_is_configured(sim, vmid) {

@@ -10,7 +10,9 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::access_api;
+use crate::access::identity;
+use crate::access::lists;
+use crate::access::pools;
 use crate::api_schema;
 use crate::cluster;
 use crate::config_api;
@@ -21,10 +23,8 @@ use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::http::server::{
     self, BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded,
 };
-use crate::identity;
 use crate::migrate;
 use crate::node_api;
-use crate::pools;
 use crate::schema;
 use crate::spec;
 use crate::state::{Sim, epoch};
@@ -345,30 +345,30 @@ impl Api {
             }
             ["access", "users"] if m == "GET" => {
                 schema::check(&spec::user_index(), params)?;
-                Ok(access_api::users(sim, params))
+                Ok(lists::users(sim, params))
             }
             ["access", "users", id] if m == "GET" => {
                 params.insert("userid".into(), id.to_string());
                 schema::check(&spec::one_id("userid"), params)?;
-                access_api::user(sim, id)
+                lists::user(sim, id)
             }
             ["access", "groups"] if m == "GET" => {
                 schema::check(&[], params)?;
-                Ok(access_api::groups())
+                Ok(lists::groups())
             }
             ["access", "groups", id] if m == "GET" => {
                 params.insert("groupid".into(), id.to_string());
                 schema::check(&spec::one_id("groupid"), params)?;
-                access_api::group(id)
+                lists::group(id)
             }
             ["access", "domains"] if m == "GET" => {
                 schema::check(&[], params)?;
-                Ok(access_api::domains())
+                Ok(lists::domains())
             }
             ["access", "domains", id] if m == "GET" => {
                 params.insert("realm".into(), id.to_string());
                 schema::check(&spec::one_id("realm"), params)?;
-                access_api::domain(id)
+                lists::domain(id)
             }
             ["storage"] if m == "GET" => {
                 schema::check(&spec::storage_index(), params)?;

@@ -4,9 +4,9 @@
 
 use serde_json::{Value, json};
 
+use crate::access::user_cfg::Pool;
 use crate::http::handler::{ApiErr, ApiResult, Params};
 use crate::state::Sim;
-use crate::user_cfg::Pool;
 
 /// AccessControl.pm, verify_poolname (the `pve-poolid` format): up to three levels of
 /// `[A-Za-z0-9.-_]+` joined by `/`.
