@@ -2,7 +2,7 @@
 //! `qmcreate` task, imports inside it, cleanup on failure), power, resize, destroy, status,
 //! cloud-init and the guest agent. `…/config` and `…/pending` are in `config_api.rs`, drive
 //! values in `drives.rs`, templates and clones in `templates.rs`; the task endpoints are in
-//! `task_api.rs`, storage's in `storage_api.rs`, the cluster's in `cluster.rs`.
+//! `cluster/tasks.rs`, storage's in `storage_api.rs`, the cluster's in `cluster/resources.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

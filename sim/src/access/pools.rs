@@ -71,7 +71,7 @@ fn pool_info(sim: &Sim, poolid: &str, kind: Option<&String>) -> ApiResult {
         .get(poolid)
         .cloned()
         .ok_or_else(|| ApiErr::die(format!("pool '{poolid}' does not exist")))?;
-    let resources = crate::cluster::cluster_resources(sim, None);
+    let resources = crate::cluster::resources::cluster_resources(sim, None);
     let items = resources.as_array().cloned().unwrap_or_default();
     let mut members = Vec::new();
     if kind.is_none_or(|k| k == "qemu") {

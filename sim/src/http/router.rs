@@ -1,7 +1,7 @@
 //! The router of `/api2/json`: request decoding, authentication, faults, routing and PVE's
 //! response envelopes. The endpoints live by PVE's grouping: `vms.rs` (qemu-server's
-//! API2/Qemu.pm), `task_api.rs` (pve-manager's API2/Tasks.pm), `storage_api.rs` and
-//! `download.rs` (pve-storage), `cluster.rs` (API2/Cluster.pm); what they share is in
+//! API2/Qemu.pm), `cluster/tasks.rs` (pve-manager's API2/Tasks.pm), `storage_api.rs` and
+//! `download.rs` (pve-storage), `cluster/resources.rs` (API2/Cluster.pm); what they share is in
 //! `http/handler.rs`, so no handler imports the router.
 
 use std::collections::BTreeMap;
@@ -14,7 +14,9 @@ use crate::access::identity;
 use crate::access::lists;
 use crate::access::pools;
 use crate::api_schema;
-use crate::cluster;
+use crate::cluster::nodes;
+use crate::cluster::resources;
+use crate::cluster::tasks;
 use crate::config_api;
 use crate::disk_api;
 use crate::faults::Action;
@@ -24,14 +26,12 @@ use crate::http::server::{
     self, BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded,
 };
 use crate::migrate;
-use crate::node_api;
 use crate::schema;
 use crate::spec;
 use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::storage_api;
 use crate::storage_cfg;
-use crate::task_api;
 use crate::templates;
 use crate::vms;
 
@@ -294,12 +294,12 @@ impl Api {
         let m = req.method.as_str();
         let sim = &self.sim;
         match segs.as_slice() {
-            ["version"] if m == "GET" => Ok(node_api::version(&self.sim)),
-            ["nodes"] if m == "GET" => Ok(cluster::nodes(&self.sim)),
-            ["cluster", "status"] if m == "GET" => Ok(cluster::cluster_status(&self.sim)),
+            ["version"] if m == "GET" => Ok(nodes::version(&self.sim)),
+            ["nodes"] if m == "GET" => Ok(resources::nodes(&self.sim)),
+            ["cluster", "status"] if m == "GET" => Ok(resources::cluster_status(&self.sim)),
             ["cluster", "resources"] if m == "GET" => {
                 schema::check(&api_schema::cluster_resources(), params)?;
-                Ok(cluster::cluster_resources(
+                Ok(resources::cluster_resources(
                     sim,
                     params.get("type").map(String::as_str),
                 ))
@@ -309,7 +309,7 @@ impl Api {
             }
             ["cluster", "nextid"] if m == "GET" => {
                 schema::check(&api_schema::next_id(), params)?;
-                cluster::next_id(sim, params.get("vmid"))
+                resources::next_id(sim, params.get("vmid"))
             }
             ["nodes", node, rest @ ..] => self.node_route(req, node, rest, params, &undef, &auth),
             ["pools", rest @ ..] => self.pool_route(m, rest, params, &req.path),
@@ -424,7 +424,7 @@ impl Api {
             ("GET", ["tasks"]) => {
                 schema::check(&api_schema::task_list(), params)?;
                 check_node()?;
-                Ok(task_api::task_list(sim, node, params, auth))
+                Ok(tasks::task_list(sim, node, params, auth))
             }
             (_, ["tasks", upid, tail @ ..]) => {
                 set(params, "upid", upid)?;
@@ -432,17 +432,17 @@ impl Api {
                     ("GET", ["status"]) => {
                         schema::check(&api_schema::task_upid(), params)?;
                         check_node()?;
-                        task_api::task_status(sim, node, upid, auth)
+                        tasks::task_status(sim, node, upid, auth)
                     }
                     ("GET", ["log"]) => {
                         schema::check(&api_schema::task_log(), params)?;
                         check_node()?;
-                        task_api::task_log(sim, node, upid, params, auth)
+                        tasks::task_log(sim, node, upid, params, auth)
                     }
                     ("DELETE", []) => {
                         schema::check(&api_schema::task_upid(), params)?;
                         check_node()?;
-                        task_api::task_stop(sim, node, upid)
+                        tasks::task_stop(sim, node, upid)
                     }
                     _ => Err(not_impl()),
                 }
@@ -450,12 +450,12 @@ impl Api {
             ("GET", ["version"]) => {
                 schema::check(&spec::node_version(), params)?;
                 check_node()?;
-                Ok(node_api::version(sim))
+                Ok(nodes::version(sim))
             }
             ("GET", ["network"]) => {
                 schema::check(&spec::node_network(), params)?;
                 check_node()?;
-                Ok(node_api::network(sim, node, params))
+                Ok(nodes::network(sim, node, params))
             }
             ("GET", ["storage", sid]) => {
                 set(params, "storage", sid)?;
