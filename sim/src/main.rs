@@ -15,8 +15,6 @@ mod download;
 mod drives;
 mod faults;
 mod ha;
-mod ha_rounds;
-mod ha_state;
 mod http;
 mod migrate;
 mod pending;
@@ -106,7 +104,7 @@ fn run() -> Result<(), String> {
     let sim =
         Arc::new(Sim::new(opts.clone(), fingerprint.clone()).map_err(|e| format!("logs: {e}"))?);
     storage_state::init(&sim);
-    ha_rounds::spawn(&sim);
+    ha::rounds::spawn(&sim);
     if let Some(path) = &opts.scenario {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--scenario {}: {e}", path.display()))?;

@@ -143,8 +143,8 @@ pub struct State {
     pub migration_locks: std::collections::HashSet<u32>,
     /// The pools of `user.cfg` and which VM is in which (`access/pools.rs`).
     pub user_cfg: crate::access::user_cfg::UserCfg,
-    /// HA resources, the CRM's service status and its queued commands (`ha.rs`).
-    pub ha: crate::ha_state::HaState,
+    /// HA resources, the CRM's service status and its queued commands (`ha/manager.rs`).
+    pub ha: crate::ha::config::HaState,
 }
 
 /// The simulator.

@@ -121,7 +121,7 @@ pub fn create(
                     if ha_managed {
                         // create_vm: `ha-manager add vm:N --state started|stopped`.
                         ctx.log("Add as HA resource");
-                        crate::ha::add_resource(
+                        crate::ha::manager::add_resource(
                             sim,
                             vmid,
                             if start { "started" } else { "stopped" },
@@ -130,7 +130,7 @@ pub fn create(
                     if start {
                         ctx.log("Execute autostart");
                         // `PVE::API2::Qemu->vm_start`: an HA resource gets its `hastart`.
-                        match crate::ha::power_request(
+                        match crate::ha::manager::power_request(
                             sim,
                             &n2,
                             vmid,
@@ -369,7 +369,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
         if conf.get("protection").is_some_and(|p| p == "1") {
             return Err(format!("can't remove VM {vmid} - protection mode enabled"));
         }
-        if !purge && crate::ha::service_is_configured(sim, vmid) {
+        if !purge && crate::ha::manager::service_is_configured(sim, vmid) {
             return Err(format!(
                 "unable to remove VM {vmid} - used in HA resources and purge parameter not set."
             ));
@@ -443,8 +443,8 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
         crate::access::pools::remove_vm_access(sim, vmid);
         if purge {
             ctx.log(format!("purging VM {vmid} from related configurations.."));
-            if crate::ha::service_is_configured(sim, vmid) {
-                crate::ha::remove_service(sim, vmid);
+            if crate::ha::manager::service_is_configured(sim, vmid) {
+                crate::ha::manager::remove_service(sim, vmid);
                 ctx.log(format!(
                     "NOTE: removed VM {vmid} from HA resource configuration."
                 ));

@@ -43,7 +43,7 @@ pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
                 o["pool"] = json!(p);
             }
             // `hastate`: the CRM's service state, else the resource's requested one.
-            if let Some(h) = crate::ha::hastate(&st.ha, *id) {
+            if let Some(h) = crate::ha::manager::hastate(&st.ha, *id) {
                 o["hastate"] = json!(h);
             }
             out.push(o);

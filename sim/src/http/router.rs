@@ -20,7 +20,7 @@ use crate::cluster::tasks;
 use crate::config_api;
 use crate::disk_api;
 use crate::faults::Action;
-use crate::ha;
+use crate::ha::manager;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::http::server::{
     self, BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded,
@@ -315,33 +315,33 @@ impl Api {
             ["pools", rest @ ..] => self.pool_route(m, rest, params, &req.path),
             ["cluster", "ha", "resources"] if m == "GET" => {
                 schema::check(&spec::ha_index(), params)?;
-                ha::index(sim, params)
+                manager::index(sim, params)
             }
             ["cluster", "ha", "resources"] if m == "POST" => {
                 schema::check(&spec::ha_create(), params)?;
-                ha::create(sim, params)
+                manager::create(sim, params)
             }
             ["cluster", "ha", "resources", sid] => {
                 params.insert("sid".into(), sid.to_string());
                 match m {
                     "GET" => {
                         schema::check(&spec::ha_sid(false), params)?;
-                        ha::read(sim, sid)
+                        manager::read(sim, sid)
                     }
                     "PUT" => {
                         schema::check(&spec::ha_update(), params)?;
-                        ha::update(sim, sid, params)
+                        manager::update(sim, sid, params)
                     }
                     "DELETE" => {
                         schema::check(&spec::ha_sid(true), params)?;
-                        ha::delete(sim, sid)
+                        manager::delete(sim, sid)
                     }
                     _ => Err(ApiErr::not_implemented(m, &server::rel_uri(&req.path))),
                 }
             }
             ["cluster", "ha", "status", "current"] if m == "GET" => {
                 schema::check(&[], params)?;
-                Ok(ha::status_current(sim))
+                Ok(manager::status_current(sim))
             }
             ["access", "users"] if m == "GET" => {
                 schema::check(&spec::user_index(), params)?;
@@ -598,7 +598,7 @@ impl Api {
                         let id = check(api_schema::vm_path(vec![]), params)?;
                         // vm_status: `ha` is PVE::HA::Config::get_service_status.
                         let mut v = vms::status_current(sim, node, id)?;
-                        v["ha"] = ha::service_status(sim, id);
+                        v["ha"] = manager::service_status(sim, id);
                         Ok(v)
                     }
                     ("POST", ["status", action]) => {
@@ -612,7 +612,8 @@ impl Api {
                         let id = check(spec, params)?;
                         // vm_start/vm_stop/vm_shutdown: an HA-managed VM is handed to the HA
                         // stack (`hastart`/`hastop`) instead.
-                        if let Some(upid) = ha::power_request(sim, node, id, action, params, auth)?
+                        if let Some(upid) =
+                            manager::power_request(sim, node, id, action, params, auth)?
                         {
                             return Ok(json!(upid));
                         }

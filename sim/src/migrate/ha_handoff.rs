@@ -33,13 +33,13 @@ pub(super) fn ha_migrate(
             ));
             ctx.sleep(worker_sim.task_duration("hamigrate"))?;
             let sid = format!("vm:{vmid}");
-            if !crate::ha::vm_is_ha_managed(&worker_sim, vmid) {
+            if !crate::ha::manager::vm_is_ha_managed(&worker_sim, vmid) {
                 return Err(format!("service '{sid}' not managed by HA"));
             }
             worker_sim.lock().ha.migrations.push((sid, target));
             Ok(0)
         },
     );
-    crate::ha::ensure_loop(sim);
+    crate::ha::manager::ensure_loop(sim);
     upid
 }

@@ -141,7 +141,7 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
     });
     // HA::Config get_resource_motion_info: pve-sim has no affinity rules, so no resource
     // moves with the VM.
-    if crate::ha::vm_is_ha_managed(sim, vmid) {
+    if crate::ha::manager::vm_is_ha_managed(sim, vmid) {
         answer["dependent-ha-resources"] = json!([]);
     }
     Ok(answer)
@@ -238,7 +238,7 @@ pub(super) fn migrate_in(
             .get("migration_type")
             .is_some_and(|t| t == "insecure"),
     };
-    if crate::ha::vm_is_ha_managed(sim, vmid) && !ha_env {
+    if crate::ha::manager::vm_is_ha_managed(sim, vmid) && !ha_env {
         return Ok(json!(ha_migrate(sim, node, vmid, &target, auth)));
     }
     let (source, worker_sim) = (node.to_string(), sim.clone());

@@ -4,7 +4,7 @@
 //! an HA-managed VM instead of starting or stopping it (`API2/Qemu.pm` vm_start, vm_stop,
 //! vm_shutdown: `ha-manager set vm:N --state started`, `ha-manager crm-command stop vm:N T`),
 //! and what the CRM/LRM loop needs to start. The loop itself, which carries the requests out
-//! with real `qmstart`, `qmshutdown` and `qmstop` tasks, is `ha_rounds.rs`: it uses the VMs'
+//! with real `qmstart`, `qmshutdown` and `qmstop` tasks, is `ha/rounds.rs`: it uses the VMs'
 //! power handlers, which use this module, so it lives above both.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::ha_state::{HaState, Resource, Service};
+use crate::ha::config::{HaState, Resource, Service};
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu_config::config_of;
 use crate::state::Sim;
@@ -333,7 +333,7 @@ pub fn power_request(
 }
 
 /// Starts the CRM/LRM rounds once there is something to manage: the daemons
-/// (`ha_rounds.rs`) wait for this, then work in rounds.
+/// (`ha/rounds.rs`) wait for this, then work in rounds.
 pub(crate) fn ensure_loop(sim: &Arc<Sim>) {
     let mut st = sim.lock();
     if st.ha.running {

@@ -48,7 +48,7 @@ pub struct HaState {
     pub migrations: Vec<(String, String)>,
     /// The last CRM/LRM round (`manager_status` timestamp), once the stack runs.
     pub round: Option<u64>,
-    /// The CRM/LRM daemons work in rounds (`ha_rounds.rs`), set once there is something to
-    /// manage ([`crate::ha::ensure_loop`]).
+    /// The CRM/LRM daemons work in rounds (`ha/rounds.rs`), set once there is something to
+    /// manage ([`crate::ha::manager::ensure_loop`]).
     pub running: bool,
 }

@@ -1,8 +1,8 @@
 //! The HA stack's CRM and LRM daemons, after pve-ha-manager (Manager.pm, LRM.pm;
-//! Resources/PVEVM.pm start and shutdown): they carry the requests of `ha.rs` out with real
+//! Resources/PVEVM.pm start and shutdown): they carry the requests of `ha/manager.rs` out with real
 //! `qmstart`, `qmshutdown` and `qmstop` tasks. Like `pve-ha-crm` and `pve-ha-lrm`, they are
 //! there from the start and go to work once there is something to manage
-//! ([`crate::ha::ensure_loop`]). The loop works in rounds of 10 s (CRM.pm and LRM.pm:
+//! ([`crate::ha::manager::ensure_loop`]). The loop works in rounds of 10 s (CRM.pm and LRM.pm:
 //! `my $max_time = 10`, `sleep_until($startime + $max_time)`), scaled by `--time-scale`: a
 //! request is carried out in the round after it.
 //!
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ha_state::Service;
+use crate::ha::config::Service;
 use crate::http::handler::{Auth, Params};
 use crate::state::{Sim, epoch};
 
