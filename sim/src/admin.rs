@@ -68,7 +68,7 @@ impl Handler for Admin {
                 self.sim.lock().tickets.clear();
                 ok(Value::Null)
             }
-            ("POST", "/storage-lock") => match crate::storage_state::admin_hold(&body) {
+            ("POST", "/storage-lock") => match crate::storage::storage_cfg::admin_hold(&body) {
                 Ok(v) => ok(v),
                 Err(e) => bad(e),
             },

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::state::{ImportProfile, Options};
-use crate::storage;
+use crate::storage::volumes;
 
 const AFTER_HELP: &str = "\
 On start it prints one JSON line to stdout: the API URL, the admin URL, the certificate
@@ -230,7 +230,7 @@ fn fraction(text: &str) -> Result<f64, String> {
 }
 
 fn rate(text: &str) -> Result<u64, String> {
-    storage::parse_size(text)
+    volumes::parse_size(text)
         .filter(|r| *r > 0)
         .ok_or_else(|| format!("invalid rate '{text}'"))
 }

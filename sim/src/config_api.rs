@@ -459,7 +459,7 @@ pub(crate) fn apply_changes(
 /// another's is only dropped from the config), never a base its linked clones still use.
 pub(crate) fn free_owned(sim: &Sim, node: &str, vmid: u32, volids: &[String]) {
     for volid in volids {
-        if let Ok(vol) = crate::storage::parse_volume(&sim.opts.data_dir, node, volid)
+        if let Ok(vol) = crate::storage::volumes::parse_volume(&sim.opts.data_dir, node, volid)
             && vol.vmid == Some(vmid)
             && crate::templates::base_in_use(sim, node, volid).is_none()
         {

@@ -11,7 +11,7 @@ use crate::qemu_config::{self, check_lock, config_of};
 use crate::schema;
 use crate::spec;
 use crate::state::Sim;
-use crate::storage;
+use crate::storage::volumes;
 use crate::tasks::{self, LOCK_CONFIG_TIMEOUT};
 
 type Conf = BTreeMap<String, String>;
@@ -201,7 +201,7 @@ impl Move {
         if is_cdrom(&file, &kv) {
             return Err("you can't move a cdrom".to_string().into());
         }
-        let old = storage::parse_volume(&sim.opts.data_dir, &self.node, &file)?;
+        let old = volumes::parse_volume(&sim.opts.data_dir, &self.node, &file)?;
         let same_format = self.format.as_ref().is_none_or(|f| *f == old.format);
         if old.storage == self.storage && same_format {
             return Err("you can't move to the same storage with same format"
@@ -209,7 +209,7 @@ impl Move {
                 .into());
         }
         // storage_check_enabled, then the content check as a parameter error.
-        let def = storage::storage(&self.storage)
+        let def = volumes::storage(&self.storage)
             .ok_or(format!("storage '{}' does not exist", self.storage))?;
         if !def.content.contains(&"images") {
             return Err(MoveErr::Param(ApiErr::param(
@@ -237,8 +237,8 @@ impl Move {
             self.storage
         ));
         let data = &sim.opts.data_dir;
-        let src = storage::parse_volume(data, &self.node, &old_volid)?;
-        let def = storage::storage(&self.storage).ok_or("storage vanished")?;
+        let src = volumes::parse_volume(data, &self.node, &old_volid)?;
+        let def = volumes::storage(&self.storage).ok_or("storage vanished")?;
         // resolve_dst_disk_format: the format asked for where the storage has it, else the
         // storage's default (raw on block storages, the source's format on file storages).
         let fmt = if def.file_based() {
@@ -250,11 +250,11 @@ impl Move {
             "create full clone of drive {} ({old_volid})",
             self.disk
         ));
-        let name = storage::alloc_name(data, &self.node, &self.storage, self.vmid, &fmt, &[])?;
+        let name = volumes::alloc_name(data, &self.node, &self.storage, self.vmid, &fmt, &[])?;
         let new_volid = format!("{}:{name}", self.storage);
-        let dst = storage::parse_volume(data, &self.node, &new_volid)?;
+        let dst = volumes::parse_volume(data, &self.node, &new_volid)?;
         ctx.log(format!("allocated target volume '{new_volid}'"));
-        let size = match storage::import(
+        let size = match volumes::import(
             ctx,
             &src,
             &dst.path,
@@ -274,7 +274,7 @@ impl Move {
         // clone_disk: `delete $disk->{format}; $disk->{file} = $newvolid; $disk->{size} = …`.
         kv.remove("format");
         kv.insert("file".into(), new_volid.clone());
-        kv.insert("size".into(), storage::format_size(size));
+        kv.insert("size".into(), volumes::format_size(size));
         conf.insert(
             self.disk.clone(),
             schema::print_property_string("file", &kv),
@@ -384,10 +384,10 @@ impl Reassign {
             self.disk, self.vmid, self.target_disk, self.target
         ));
         let data = &sim.opts.data_dir;
-        let vol = storage::parse_volume(data, &node, &volid)?;
+        let vol = volumes::parse_volume(data, &node, &volid)?;
         // Storage.pm rename_volume: the next free name of the target VM on the same storage,
         // keeping a linked clone's base.
-        let own = storage::alloc_name(data, &node, &vol.storage, self.target, &vol.format, &[])?;
+        let own = volumes::alloc_name(data, &node, &vol.storage, self.target, &vol.format, &[])?;
         let new_name = match vol.name.rsplit_once('/') {
             Some((prefix, _)) if vol.name.contains("base-") => {
                 // `base-N-disk-K/vm-M-…` (LVM) or `N/base-….qcow2/M/vm-M-….qcow2` (dir).
@@ -397,7 +397,7 @@ impl Reassign {
             _ => own,
         };
         let new_volid = format!("{}:{new_name}", vol.storage);
-        let dst = storage::parse_volume(data, &node, &new_volid)?;
+        let dst = volumes::parse_volume(data, &node, &new_volid)?;
         if let Some(p) = dst.path.parent() {
             std::fs::create_dir_all(p).map_err(|e| e.to_string())?;
         }
@@ -495,7 +495,7 @@ pub fn unlink(
             .retain(|k, v| !(k.starts_with("unused") && *v == volid));
         drop(st);
         if crate::templates::base_in_use(sim, node, &volid).is_none()
-            && let Ok(vol) = storage::parse_volume(&sim.opts.data_dir, node, &volid)
+            && let Ok(vol) = volumes::parse_volume(&sim.opts.data_dir, node, &volid)
         {
             let _ = std::fs::remove_file(&vol.path);
         }

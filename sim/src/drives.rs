@@ -9,7 +9,7 @@ use crate::api_schema;
 use crate::http::handler::{ApiErr, Auth, Params};
 use crate::schema;
 use crate::state::Sim;
-use crate::storage::{self, Volume};
+use crate::storage::volumes::{self, Volume};
 use crate::tasks::TaskCtx;
 
 /// What to do for one drive key.
@@ -64,7 +64,7 @@ pub(crate) fn plan_drives(
                 ));
             };
             let _ = size;
-            let def = storage::storage(&sid)
+            let def = volumes::storage(&sid)
                 .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
             if !def.content.contains(&"images") {
                 return Err(ApiErr::param(
@@ -90,7 +90,7 @@ pub(crate) fn plan_drives(
                     format,
                 }
             } else {
-                let vol = storage::parse_volume(&sim.opts.data_dir, node, &src)
+                let vol = volumes::parse_volume(&sim.opts.data_dir, node, &src)
                     .map_err(|e| ApiErr::param(key, e))?;
                 if vol.vtype != "images" && vol.vtype != "import" {
                     return Err(ApiErr::param(
@@ -110,7 +110,7 @@ pub(crate) fn plan_drives(
                 opts,
             });
         } else if let Some((sid, gib)) = alloc {
-            storage::storage(&sid)
+            volumes::storage(&sid)
                 .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
             let bytes = (gib * 1024.0 * 1024.0 * 1024.0) as u64;
             ops.push(DiskOp::Alloc {
@@ -120,7 +120,7 @@ pub(crate) fn plan_drives(
                 opts,
             });
         } else if let Some(sid) = file.strip_suffix(":cloudinit") {
-            storage::storage(sid)
+            volumes::storage(sid)
                 .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
             ops.push(DiskOp::CloudInit {
                 key: key.clone(),
@@ -129,7 +129,7 @@ pub(crate) fn plan_drives(
             });
         } else {
             if file != "none" && file != "cdrom" && !file.starts_with('/') {
-                let vol = storage::parse_volume(&sim.opts.data_dir, node, &file)
+                let vol = volumes::parse_volume(&sim.opts.data_dir, node, &file)
                     .map_err(|e| ApiErr::param(key, e))?;
                 if !vol.path.exists() {
                     return Err(ApiErr::die(format!("volume '{file}' does not exist")));
@@ -150,9 +150,9 @@ pub(crate) fn plan_drives(
 pub(crate) fn print_drive(opts: &BTreeMap<String, String>) -> String {
     let mut opts = opts.clone();
     if let Some(size) = opts.get_mut("size")
-        && let Some(bytes) = storage::parse_size(size)
+        && let Some(bytes) = volumes::parse_size(size)
     {
-        *size = storage::format_size(bytes);
+        *size = volumes::format_size(bytes);
     }
     schema::print_property_string("file", &opts)
 }
@@ -168,13 +168,13 @@ fn disk_value(
     mut opts: BTreeMap<String, String>,
 ) -> (String, String) {
     opts.insert("file".into(), format!("{sid}:{name}"));
-    opts.insert("size".into(), storage::format_size(size));
+    opts.insert("size".into(), volumes::format_size(size));
     if fmt != "raw" {
         opts.insert("format".into(), fmt.to_string());
     }
     ctx.log(format!(
         "{key}: successfully created disk '{sid}:{name},size={}'",
-        storage::format_size(size)
+        volumes::format_size(size)
     ));
     (key, print_drive(&opts))
 }
@@ -203,14 +203,14 @@ pub(crate) fn run_drives(
                 src,
                 mut opts,
             } => {
-                let fmt = if storage::storage(&sid).is_some_and(|s| s.file_based()) {
+                let fmt = if volumes::storage(&sid).is_some_and(|s| s.file_based()) {
                     opts.get("format").cloned().unwrap_or_else(|| "raw".into())
                 } else {
                     "raw".into()
                 };
                 opts.remove("format");
-                let name = storage::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
-                let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                let name = volumes::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
+                let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
                 let srcname = if src.storage.is_empty() {
                     src.name.clone()
                 } else {
@@ -227,7 +227,7 @@ pub(crate) fn run_drives(
                 // qcow2), not guessed from its name.
                 let mut src = src;
                 if src.storage.is_empty() {
-                    src.format = storage::detect_format(&src.path)
+                    src.format = volumes::detect_format(&src.path)
                         .map_err(|e| format!("could not get file size of {srcname} - {e}"))?;
                 }
                 made.push(Volume {
@@ -238,7 +238,7 @@ pub(crate) fn run_drives(
                     path: dst.path.clone(),
                     format: fmt.clone(),
                 });
-                let size = storage::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate, &sid)
+                let size = volumes::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate, &sid)
                     .map_err(|e| format!("cannot import from '{srcname}' - {e}"))?;
                 out.push(disk_value(ctx, key, &sid, &name, &fmt, size, opts));
             }
@@ -250,10 +250,10 @@ pub(crate) fn run_drives(
             } => {
                 let fmt = opts
                     .remove("format")
-                    .filter(|_| storage::storage(&sid).is_some_and(|s| s.file_based()))
+                    .filter(|_| volumes::storage(&sid).is_some_and(|s| s.file_based()))
                     .unwrap_or("raw".into());
-                let name = storage::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
-                let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                let name = volumes::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
+                let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
                 // An EFI vars disk gets the size of its OVMF vars template whatever size was
                 // asked (QemuServer.pm, create_efidisk / get_efivars_size: 540672 bytes for
                 // `efitype=4m`, 131072 for the default 2m); a TPM state 4 MiB (Drive.pm,
@@ -264,8 +264,8 @@ pub(crate) fn run_drives(
                     "tpmstate0" => 4 << 20,
                     _ => bytes,
                 };
-                let bytes = storage::allocated_size(&sid, bytes);
-                storage::create_image(&dst.path, &fmt, bytes)?;
+                let bytes = volumes::allocated_size(&sid, bytes);
+                volumes::create_image(&dst.path, &fmt, bytes)?;
                 made.push(Volume {
                     storage: sid.clone(),
                     name: name.clone(),
@@ -281,15 +281,15 @@ pub(crate) fn run_drives(
                 storage: sid,
                 mut opts,
             } => {
-                let dir = storage::storage(&sid).is_some_and(|s| s.file_based());
+                let dir = volumes::storage(&sid).is_some_and(|s| s.file_based());
                 let name = if dir {
                     format!("{vmid}/vm-{vmid}-cloudinit.qcow2")
                 } else {
                     format!("vm-{vmid}-cloudinit")
                 };
-                let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
+                let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
                 let fmt = if dir { "qcow2" } else { "raw" };
-                storage::create_image(&dst.path, fmt, 4 * 1024 * 1024)?;
+                volumes::create_image(&dst.path, fmt, 4 * 1024 * 1024)?;
                 made.push(Volume {
                     storage: sid.clone(),
                     name: name.clone(),
@@ -313,10 +313,10 @@ pub(crate) fn run_drives(
                 if file == "none" || file == "cdrom" {
                     opts.remove("size");
                 } else if !file.starts_with('/') {
-                    let vol = storage::parse_volume(data, node, &file)?;
-                    let size = storage::virtual_size(&vol.path, &vol.format)
+                    let vol = volumes::parse_volume(data, node, &file)?;
+                    let size = volumes::virtual_size(&vol.path, &vol.format)
                         .map_err(|_| format!("volume {file} does not exist"))?;
-                    opts.insert("size".into(), storage::format_size(size));
+                    opts.insert("size".into(), volumes::format_size(size));
                 }
                 out.push((key, print_drive(&opts)));
             }

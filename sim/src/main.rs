@@ -11,7 +11,6 @@ mod cli;
 mod cluster;
 mod config_api;
 mod disk_api;
-mod download;
 mod drives;
 mod faults;
 mod ha;
@@ -22,17 +21,12 @@ mod qemu_config;
 mod schema;
 mod snapshot_api;
 mod snapshot_state;
-mod snapshot_volumes;
 mod snapshots;
 mod spec;
 mod state;
 mod storage;
-mod storage_api;
-mod storage_cfg;
-mod storage_state;
 mod tasks;
 mod templates;
-mod upload;
 mod vms;
 mod write_path;
 
@@ -46,8 +40,8 @@ use crate::state::{Options, Sim};
 
 fn setup(o: &Options) -> Result<(), String> {
     for n in &o.nodes {
-        for s in storage::all() {
-            let d = storage::storage_dir(&o.data_dir, n, s.id);
+        for s in storage::volumes::all() {
+            let d = storage::volumes::storage_dir(&o.data_dir, n, s.id);
             let subs: &[&str] = if s.kind == "dir" {
                 &[
                     "import",
@@ -68,7 +62,7 @@ fn setup(o: &Options) -> Result<(), String> {
             let name = img
                 .file_name()
                 .ok_or(format!("--seed-image: bad path {}", img.display()))?;
-            let dst = storage::storage_dir(&o.data_dir, n, "local")
+            let dst = storage::volumes::storage_dir(&o.data_dir, n, "local")
                 .join("import")
                 .join(name);
             if !dst.exists() {
@@ -103,7 +97,7 @@ fn run() -> Result<(), String> {
     let admin_addr = admin.local_addr().map_err(|e| e.to_string())?;
     let sim =
         Arc::new(Sim::new(opts.clone(), fingerprint.clone()).map_err(|e| format!("logs: {e}"))?);
-    storage_state::init(&sim);
+    storage::storage_cfg::init(&sim);
     ha::rounds::spawn(&sim);
     if let Some(path) = &opts.scenario {
         let text = std::fs::read_to_string(path)

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::http::handler::ApiErr;
 use crate::pending::Pending;
 use crate::state::Sim;
-use crate::storage::Volume;
+use crate::storage::volumes::Volume;
 
 pub(crate) fn no_conf(node: &str, vmid: u32) -> ApiErr {
     ApiErr::die(format!(

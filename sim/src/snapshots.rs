@@ -22,7 +22,7 @@
 //!
 //! The volumes are real files: a qcow2 one gets `qemu-img snapshot -c/-a/-d` (pve-storage
 //! Plugin.pm), a raw LVM-thin one a sparse copy beside it (`snap_<lv>_<snap>`, as
-//! LvmThinPlugin.pm's `lvcreate -s` names it); that storage side is `snapshot_volumes.rs`,
+//! LvmThinPlugin.pm's `lvcreate -s` names it); that storage side is `storage/volume_snapshots.rs`,
 //! the routes and their parameters `snapshot_api.rs`. pve-sim's `digest` covers the main
 //! section and the pending one, not the snapshot sections.
 
@@ -34,9 +34,11 @@ use serde_json::{Value, json};
 
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu_config::{check_lock, config_of, digest, no_conf};
-use crate::snapshot_volumes::{VolumeOp, has_snapshot_feature, volume_op, volume_path, volumes};
 use crate::state::{Sim, epoch};
-use crate::storage;
+use crate::storage::volume_snapshots::{
+    VolumeOp, has_snapshot_feature, volume_op, volume_path, volumes,
+};
+use crate::storage::volumes;
 use crate::tasks::{self, LOCK_CONFIG_TIMEOUT, Outcome, TaskCtx};
 
 fn flag(params: &Params, key: &str) -> bool {
@@ -67,7 +69,7 @@ fn is_unused(key: &str) -> bool {
 /// with QemuServer.pm write_vm_config's rule that a volume a drive uses is not unused.
 fn add_unused(sim: &Sim, node: &str, conf: &mut BTreeMap<String, String>, volid: &str) {
     if volid.contains("-cloudinit") {
-        if let Ok(vol) = storage::parse_volume(&sim.opts.data_dir, node, volid) {
+        if let Ok(vol) = volumes::parse_volume(&sim.opts.data_dir, node, volid) {
             let _ = std::fs::remove_file(vol.path);
         }
         return;
@@ -215,7 +217,7 @@ fn vmstate_storage(conf: &BTreeMap<String, String>) -> String {
     }
     let (mut shared, mut local): (Option<String>, Option<String>) = (None, None);
     for (_, volid) in volumes(conf) {
-        let Some(def) = volid.split_once(':').and_then(|(s, _)| storage::storage(s)) else {
+        let Some(def) = volid.split_once(':').and_then(|(s, _)| volumes::storage(s)) else {
             continue;
         };
         let slot = if def.shared { &mut shared } else { &mut local };
@@ -236,7 +238,7 @@ fn save_vmstate(
     snapname: &str,
 ) -> Result<(String, String), String> {
     let target = vmstate_storage(conf);
-    let def = storage::storage(&target).ok_or(format!("storage '{target}' does not exist"))?;
+    let def = volumes::storage(&target).ok_or(format!("storage '{target}' does not exist"))?;
     let name = if def.block() {
         format!("vm-{vmid}-state-{snapname}")
     } else {
@@ -248,7 +250,7 @@ fn save_vmstate(
         .and_then(|m| m.split(',').next().and_then(|v| v.parse().ok()))
         .unwrap_or(512);
     let path = volume_path(sim, node, &volid)?;
-    storage::create_image(&path, "raw", (memory * 2 + 500) << 20)?;
+    volumes::create_image(&path, "raw", (memory * 2 + 500) << 20)?;
     Ok((volid, target))
 }
 

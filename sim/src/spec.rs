@@ -109,7 +109,7 @@ pub fn one_id(name: &'static str) -> Vec<Param> {
 
 /// `GET /storage` (pve-storage API2/Storage/Config.pm, index).
 pub fn storage_index() -> Vec<Param> {
-    vec![opt("type", Ty::Enum(crate::storage_cfg::TYPES))]
+    vec![opt("type", Ty::Enum(crate::storage::config::TYPES))]
 }
 
 /// `GET /storage/{storage}` (read) and `GET /nodes/{node}/storage/{storage}` (Status.pm,
@@ -127,7 +127,7 @@ pub fn storage_read(with_node: bool) -> Vec<Param> {
 pub fn storage_create() -> Vec<Param> {
     vec![
         req("storage", Ty::Fmt(Named::StorageId)),
-        req("type", Ty::Enum(crate::storage_cfg::TYPES)),
+        req("type", Ty::Enum(crate::storage::config::TYPES)),
         opt("content", Ty::Str),
         opt("shared", Ty::Bool),
         opt("disable", Ty::Bool),

@@ -28,7 +28,7 @@ use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::pending::{CloudInitState, Pending};
 use crate::qemu_config::{check_lock, config_of, free_volumes, random_mac};
 use crate::state::{Sim, Vm};
-use crate::storage::{self, Volume};
+use crate::storage::volumes::{self, Volume};
 use crate::tasks::{self, TaskCtx};
 
 fn is_template(conf: &BTreeMap<String, String>) -> bool {
@@ -94,8 +94,8 @@ pub fn template(sim: &Arc<Sim>, node: &str, vmid: u32, auth: &Auth) -> ApiResult
             let Some(base) = base_name(name) else {
                 continue;
             };
-            let from = storage::parse_volume(data, &n2, &volid)?;
-            let to = storage::parse_volume(data, &n2, &format!("{sid}:{base}"))?;
+            let from = volumes::parse_volume(data, &n2, &volid)?;
+            let to = volumes::parse_volume(data, &n2, &format!("{sid}:{base}"))?;
             std::fs::rename(&from.path, &to.path)
                 .map_err(|e| format!("rename '{volid}' failed: {e}"))?;
             ctx.log(format!(
@@ -132,7 +132,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
     }
     let storage_param = params.get("storage").cloned();
     if let Some(s) = &storage_param {
-        let def = storage::storage(s)
+        let def = volumes::storage(s)
             .ok_or_else(|| ApiErr::die(format!("storage '{s}' does not exist")))?;
         if !def.content.contains(&"images") {
             return Err(ApiErr::param(
@@ -382,7 +382,7 @@ fn shared_vm(conf: &BTreeMap<String, String>, full: bool, storage: Option<&str>)
                 Some(s) if full && !cdrom => s,
                 _ => sid,
             };
-            storage::storage(sid).is_some_and(|s| s.shared)
+            volumes::storage(sid).is_some_and(|s| s.shared)
         })
 }
 
@@ -406,20 +406,20 @@ fn clone_disks(
         let value = conf.get(&key).cloned().unwrap_or_default();
         let rest: Vec<&str> = value.split(',').skip(1).collect();
         let (src_sid, src_name) = volid.split_once(':').unwrap_or_default();
-        let src = storage::parse_volume(data, node, &volid)?;
+        let src = volumes::parse_volume(data, node, &volid)?;
         let sid = target_storage
             .filter(|_| full)
             .unwrap_or(src_sid)
             .to_string();
-        let dir = storage::storage(&sid).is_some_and(|s| s.file_based());
+        let dir = volumes::storage(&sid).is_some_and(|s| s.file_based());
         if cloudinit {
             let name = if dir {
                 format!("{newid}/vm-{newid}-cloudinit.qcow2")
             } else {
                 format!("vm-{newid}-cloudinit")
             };
-            let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
-            storage::create_image(&dst.path, if dir { "qcow2" } else { "raw" }, 4 << 20)?;
+            let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
+            volumes::create_image(&dst.path, if dir { "qcow2" } else { "raw" }, 4 << 20)?;
             made.push(dst);
             let mut v = format!("{sid}:{name}");
             for p in &rest {
@@ -441,7 +441,7 @@ fn clone_disks(
             .iter()
             .map(|v| format!("{}:{}", v.storage, v.name))
             .collect();
-        let own = storage::alloc_name(data, node, &sid, newid, &fmt, &taken)?;
+        let own = volumes::alloc_name(data, node, &sid, newid, &fmt, &taken)?;
         let (new_volid, size) = if linked {
             // pve-storage vdisk_clone: only a base volume has the `clone` feature.
             if !is_base {
@@ -450,9 +450,9 @@ fn clone_disks(
                 ));
             }
             let name = format!("{src_name}/{own}");
-            let dst = storage::parse_volume(data, node, &format!("{sid}:{name}"))?;
-            storage::thin_snapshot(&src.path, &src.format, &dst.path)?;
-            let size = storage::virtual_size(&src.path, &src.format)?;
+            let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
+            volumes::thin_snapshot(&src.path, &src.format, &dst.path)?;
+            let size = volumes::virtual_size(&src.path, &src.format)?;
             made.push(Volume {
                 storage: sid.clone(),
                 name: name.clone(),
@@ -460,7 +460,7 @@ fn clone_disks(
             });
             (format!("{sid}:{name}"), size)
         } else {
-            let dst = storage::parse_volume(data, node, &format!("{sid}:{own}"))?;
+            let dst = volumes::parse_volume(data, node, &format!("{sid}:{own}"))?;
             ctx.log(format!("create full clone of drive {key} ({volid})"));
             made.push(Volume {
                 storage: sid.clone(),
@@ -470,7 +470,7 @@ fn clone_disks(
                 path: dst.path.clone(),
                 format: fmt.clone(),
             });
-            let size = storage::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate, &sid)?;
+            let size = volumes::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate, &sid)?;
             (format!("{sid}:{own}"), size)
         };
         let mut v = new_volid;
@@ -481,7 +481,7 @@ fn clone_disks(
         if dir && fmt != "raw" && !v.contains("format=") {
             v.push_str(&format!(",format={fmt}"));
         }
-        v.push_str(&format!(",size={}", storage::format_size(size)));
+        v.push_str(&format!(",size={}", volumes::format_size(size)));
         out.push((key, v));
     }
     Ok(out)
@@ -495,15 +495,15 @@ pub fn base_in_use(sim: &Sim, node: &str, volid: &str) -> Option<String> {
     if !file.starts_with("base-") || name.contains("/vm-") {
         return None;
     }
-    let base = storage::parse_volume(&sim.opts.data_dir, node, volid).ok()?;
+    let base = volumes::parse_volume(&sim.opts.data_dir, node, volid).ok()?;
     let st = sim.lock();
     for vm in st.vms.values().filter(|v| v.node == node) {
         for v in vm.config.values() {
             let file = v.split(',').next().unwrap_or("");
             if let Some(rest) = file.strip_prefix(&format!("{sid}:{name}/"))
                 && let Ok(vol) =
-                    storage::parse_volume(&sim.opts.data_dir, node, &format!("{sid}:{name}/{rest}"))
-                && storage::backs(&base.path, &vol.path)
+                    volumes::parse_volume(&sim.opts.data_dir, node, &format!("{sid}:{name}/{rest}"))
+                && volumes::backs(&base.path, &vol.path)
             {
                 return Some(format!(
                     "base volume '{volid}' is still in use by linked cloned"

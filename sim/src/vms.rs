@@ -2,7 +2,7 @@
 //! `qmcreate` task, imports inside it, cleanup on failure), power, resize, destroy, status,
 //! cloud-init and the guest agent. `…/config` and `…/pending` are in `config_api.rs`, drive
 //! values in `drives.rs`, templates and clones in `templates.rs`; the task endpoints are in
-//! `cluster/tasks.rs`, storage's in `storage_api.rs`, the cluster's in `cluster/resources.rs`.
+//! `cluster/tasks.rs`, storage's in `storage/status.rs`, the cluster's in `cluster/resources.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use crate::pending::{CloudInitState, Pending};
 use crate::qemu_config::{check_lock, config_of, digest, file_of, free_volumes, no_conf};
 use crate::schema;
 use crate::state::{Sim, Vm};
-use crate::storage;
+use crate::storage::volumes;
 use crate::tasks::{self, TaskCtx};
 use crate::write_path;
 
@@ -319,9 +319,9 @@ pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Aut
         if kv.get("media").is_some_and(|m| m == "cdrom") {
             return Err(format!("can't resize cdrom/cloudinit disk '{disk}'"));
         }
-        let vol = storage::parse_volume(&sim.opts.data_dir, &n2, &kv["file"])?;
-        let cur = storage::virtual_size(&vol.path, &vol.format)?;
-        let delta = storage::parse_size(&size).ok_or(format!("invalid size '{size}'"))?;
+        let vol = volumes::parse_volume(&sim.opts.data_dir, &n2, &kv["file"])?;
+        let cur = volumes::virtual_size(&vol.path, &vol.format)?;
+        let delta = volumes::parse_size(&size).ok_or(format!("invalid size '{size}'"))?;
         let new = if size.starts_with('+') {
             cur + delta
         } else {
@@ -336,13 +336,13 @@ pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Aut
         }
         // The volume grows to whole extents; the config records the size asked for
         // (Qemu.pm, resize_vm: `$drive->{size} = $newsize`).
-        storage::resize_image(
+        volumes::resize_image(
             &vol.path,
             &vol.format,
-            storage::allocated_size(&vol.storage, new),
+            volumes::allocated_size(&vol.storage, new),
         )?;
         ctx.log(format!("Image resized. New size {new} bytes."));
-        kv.insert("size".into(), storage::format_size(new));
+        kv.insert("size".into(), volumes::format_size(new));
         let mut st = sim.lock();
         if let Some(vm) = st.vms.get_mut(&vmid) {
             vm.config
@@ -402,7 +402,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
                 continue;
             }
             let file = v.split(',').next().unwrap_or("");
-            if let Ok(vol) = storage::parse_volume(&sim.opts.data_dir, &n2, file)
+            if let Ok(vol) = volumes::parse_volume(&sim.opts.data_dir, &n2, file)
                 && vol.vmid == Some(vmid)
             {
                 // QemuServer.pm destroy_vm: a disk vdisk_free refuses is left, with
@@ -422,12 +422,12 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
             }
         }
         if unreferenced {
-            for s in storage::all() {
+            for s in volumes::all() {
                 for item in
-                    storage::list_content(&sim.opts.data_dir, &n2, s.id, Some("images"), Some(vmid))
+                    volumes::list_content(&sim.opts.data_dir, &n2, s.id, Some("images"), Some(vmid))
                 {
                     if let Some(volid) = item["volid"].as_str()
-                        && let Ok(vol) = storage::parse_volume(&sim.opts.data_dir, &n2, volid)
+                        && let Ok(vol) = volumes::parse_volume(&sim.opts.data_dir, &n2, volid)
                         && crate::templates::base_in_use(sim, &n2, volid).is_none()
                     {
                         let _ = std::fs::remove_file(&vol.path);

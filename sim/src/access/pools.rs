@@ -264,7 +264,7 @@ pub fn delete(sim: &Sim, params: &Params) -> ApiResult {
     if let Some(sid) = this
         .storage
         .iter()
-        .find(|s| crate::storage::storage(s).is_some())
+        .find(|s| crate::storage::volumes::storage(s).is_some())
     {
         return Err(failed(
             what,

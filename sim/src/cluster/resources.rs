@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::http::handler::{ApiErr, ApiResult};
 use crate::state::Sim;
-use crate::storage;
+use crate::storage::volumes;
 
 /// `GET /cluster/resources`.
 ///
@@ -51,9 +51,9 @@ pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
     }
     if kind.is_none() || kind == Some("storage") {
         for n in &sim.opts.nodes {
-            for s in storage::all()
+            for s in volumes::all()
                 .into_iter()
-                .filter(|s| crate::storage_state::on_node(s.id, n))
+                .filter(|s| crate::storage::storage_cfg::on_node(s.id, n))
             {
                 out.push(json!({"id": format!("storage/{n}/{}", s.id), "type": "storage", "storage": s.id, "node": n,
                     "status": "available", "plugintype": s.kind, "content": s.content.join(","), "shared": s.shared as u8,

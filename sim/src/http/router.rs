@@ -1,7 +1,7 @@
 //! The router of `/api2/json`: request decoding, authentication, faults, routing and PVE's
 //! response envelopes. The endpoints live by PVE's grouping: `vms.rs` (qemu-server's
-//! API2/Qemu.pm), `cluster/tasks.rs` (pve-manager's API2/Tasks.pm), `storage_api.rs` and
-//! `download.rs` (pve-storage), `cluster/resources.rs` (API2/Cluster.pm); what they share is in
+//! API2/Qemu.pm), `cluster/tasks.rs` (pve-manager's API2/Tasks.pm), `storage/status.rs` and
+//! `storage/download.rs` (pve-storage), `cluster/resources.rs` (API2/Cluster.pm); what they share is in
 //! `http/handler.rs`, so no handler imports the router.
 
 use std::collections::BTreeMap;
@@ -29,9 +29,9 @@ use crate::migrate;
 use crate::schema;
 use crate::spec;
 use crate::state::{Sim, epoch};
-use crate::storage;
-use crate::storage_api;
-use crate::storage_cfg;
+use crate::storage::config;
+use crate::storage::status;
+use crate::storage::volumes;
 use crate::templates;
 use crate::vms;
 
@@ -372,16 +372,16 @@ impl Api {
             }
             ["storage"] if m == "GET" => {
                 schema::check(&spec::storage_index(), params)?;
-                Ok(storage_cfg::index(params))
+                Ok(config::index(params))
             }
             ["storage"] if m == "POST" => {
                 schema::check(&spec::storage_create(), params)?;
-                storage_cfg::create(params)
+                config::create(params)
             }
             ["storage", sid] if m == "GET" => {
                 params.insert("storage".into(), sid.to_string());
                 schema::check(&spec::storage_read(false), params)?;
-                storage_cfg::read(sid)
+                config::read(sid)
             }
             _ => Err(ApiErr::not_implemented(m, &server::rel_uri(&req.path))),
         }
@@ -461,12 +461,12 @@ impl Api {
                 set(params, "storage", sid)?;
                 schema::check(&spec::storage_read(true), params)?;
                 check_node()?;
-                Ok(storage_cfg::diridx())
+                Ok(config::diridx())
             }
             ("GET", ["storage"]) => {
                 schema::check(&api_schema::storage_list(), params)?;
                 check_node()?;
-                Ok(storage_api::storage_list(sim, node, params))
+                Ok(status::storage_list(sim, node, params))
             }
             (_, ["storage", sid, tail @ ..]) => {
                 set(params, "storage", sid)?;
@@ -474,11 +474,11 @@ impl Api {
                     ("GET", ["content"]) => {
                         schema::check(&api_schema::storage_content(), params)?;
                         check_node()?;
-                        storage::storage(sid).ok_or_else(|| {
+                        volumes::storage(sid).ok_or_else(|| {
                             ApiErr::die(format!("storage '{sid}' does not exist"))
                         })?;
                         let vmid = params.get("vmid").and_then(|v| v.parse().ok());
-                        Ok(json!(storage::list_content(
+                        Ok(json!(volumes::list_content(
                             &sim.opts.data_dir,
                             node,
                             sid,
@@ -490,17 +490,17 @@ impl Api {
                         set(params, "volume", volume)?;
                         schema::check(&api_schema::storage_volume_delete(), params)?;
                         check_node()?;
-                        storage_api::volume_delete(sim, node, sid, volume, auth)
+                        status::volume_delete(sim, node, sid, volume, auth)
                     }
                     ("POST", ["upload"]) => {
                         schema::check(&api_schema::upload(), params)?;
                         check_node()?;
-                        crate::upload::upload(sim, node, sid, params, auth)
+                        crate::storage::upload::upload(sim, node, sid, params, auth)
                     }
                     ("POST", ["download-url"]) => {
                         schema::check(&api_schema::download_url(), params)?;
                         check_node()?;
-                        crate::download::download_url(sim, node, sid, params, auth)
+                        crate::storage::download::download_url(sim, node, sid, params, auth)
                     }
                     _ => Err(not_impl()),
                 }

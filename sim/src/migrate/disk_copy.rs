@@ -14,7 +14,7 @@ use super::prepare::storage_def;
 use super::pve_format::{dd_line, render_duration};
 use crate::api_schema;
 use crate::schema;
-use crate::storage::{self, render_bytes};
+use crate::storage::volumes::{self, render_bytes};
 
 /// A byte-exact copy of a volume's file (what `pvesm export … | pvesm import …` moves),
 /// readable by its owner only, holes kept.
@@ -38,8 +38,8 @@ fn copy_file(src: &Path, dst: &Path) -> Result<(), String> {
 /// What a drive mirror leaves on the target volume: the `size` bytes the guest sees of the
 /// source (an EFI disk's vars, not its whole LV), in the target's format.
 fn mirror_copy(src: &Path, dst: &Path, dst_fmt: &str, size: u64) -> Result<(), String> {
-    let src_fmt = storage::detect_format(src)?;
-    let whole = storage::virtual_size(src, &src_fmt)? <= size;
+    let src_fmt = volumes::detect_format(src)?;
+    let whole = volumes::virtual_size(src, &src_fmt)? <= size;
     let mut cmd = Command::new("qemu-img");
     if whole {
         cmd.args(["convert", "-n", "-f", &src_fmt, "-O", dst_fmt])
@@ -100,7 +100,7 @@ impl Migration<'_> {
     /// A free `vm-N-disk-K` name on the target storage (pve-storage, `find_free_diskname`).
     fn free_name(&self, sid: &str, fmt: &str) -> Result<String, String> {
         let taken: Vec<String> = self.volume_map.values().cloned().collect();
-        storage::alloc_name(
+        volumes::alloc_name(
             &self.sim.opts.data_dir,
             &self.target,
             sid,
@@ -143,7 +143,7 @@ impl Migration<'_> {
         let mut name = self.target_volname(volid, vol)?;
         let target_kind = storage_def(&vol.targetsid)?.kind;
         let exists = |name: &str| {
-            storage::parse_volume(data, &self.target, &format!("{}:{name}", vol.targetsid))
+            volumes::parse_volume(data, &self.target, &format!("{}:{name}", vol.targetsid))
                 .map(|v| v.path.exists())
         };
         if exists(&name)? {
@@ -153,8 +153,8 @@ impl Migration<'_> {
             name = self.free_name(&vol.targetsid, &vol.format)?;
         }
         let new_volid = format!("{}:{name}", vol.targetsid);
-        let src = storage::parse_volume(data, &self.source, volid)?;
-        let dst = storage::parse_volume(data, &self.target, &new_volid)?;
+        let src = volumes::parse_volume(data, &self.source, volid)?;
+        let dst = volumes::parse_volume(data, &self.target, &new_volid)?;
         copy_file(&src.path, &dst.path)?;
         // The stream is recorded at once so that a failed run frees it (cleanup_remotedisks).
         self.volume_map.insert(volid.to_string(), new_volid.clone());
@@ -235,7 +235,7 @@ impl Migration<'_> {
             };
             let size = drive
                 .get("size")
-                .and_then(|s| storage::parse_size(s))
+                .and_then(|s| volumes::parse_size(s))
                 .unwrap_or(vol.size);
             let def = storage_def(&vol.targetsid)?;
             let fmt =
@@ -246,11 +246,11 @@ impl Migration<'_> {
                 };
             let name = self.free_name(&vol.targetsid, &fmt)?;
             let new_volid = format!("{}:{name}", vol.targetsid);
-            let dst = storage::parse_volume(&self.sim.opts.data_dir, &self.target, &new_volid)?;
-            storage::create_image(
+            let dst = volumes::parse_volume(&self.sim.opts.data_dir, &self.target, &new_volid)?;
+            volumes::create_image(
                 &dst.path,
                 &fmt,
-                storage::allocated_size(&vol.targetsid, size),
+                volumes::allocated_size(&vol.targetsid, size),
             )?;
             self.volume_map.insert(volid.clone(), new_volid.clone());
             drive.insert("file".into(), new_volid.clone());
@@ -284,8 +284,8 @@ impl Migration<'_> {
                 )),
                 None => self.print(&format!("drive mirror is starting for drive-{drive_key}")),
             }
-            let src = storage::parse_volume(&data, &self.source, volid)?;
-            let dst = storage::parse_volume(&data, &self.target, new_volid)?;
+            let src = volumes::parse_volume(&data, &self.source, volid)?;
+            let dst = volumes::parse_volume(&data, &self.target, new_volid)?;
             mirror_copy(&src.path, &dst.path, fmt, *size)?;
             let total = *size;
             let job = format!("drive-{drive_key}");
@@ -344,7 +344,7 @@ impl Migration<'_> {
     pub(super) fn cleanup_remotedisks(&mut self) {
         let data = &self.sim.opts.data_dir;
         for volid in self.volume_map.values() {
-            if let Ok(vol) = storage::parse_volume(data, &self.target, volid) {
+            if let Ok(vol) = volumes::parse_volume(data, &self.target, volid) {
                 let _ = std::fs::remove_file(&vol.path);
             }
         }

@@ -19,7 +19,7 @@ use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu_config::{check_lock, config_of, file_of};
 use crate::schema::{Named, Param, Ty, opt, req};
 use crate::state::Sim;
-use crate::storage;
+use crate::storage::volumes;
 use crate::tasks;
 
 /// `POST /nodes/{node}/qemu/{vmid}/migrate` (API2/Qemu.pm, migrate_vm). `migration_network`
@@ -71,13 +71,13 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
         .filter(|(k, _)| api_schema::is_drive_key(k))
         .filter_map(|(_, v)| api_schema::parse_drive(v).ok()?.get("file").cloned())
         .filter_map(|file| Some(file.split_once(':')?.0.to_string()))
-        .filter(|sid| storage::storage(sid).is_some())
+        .filter(|sid| volumes::storage(sid).is_some())
         .collect();
     for other in sim.opts.nodes.iter().filter(|n| *n != node) {
         let mut why = serde_json::Map::new();
         let mut unavailable: Vec<&String> = drive_storages
             .iter()
-            .filter(|sid| crate::storage_state::check_enabled(sid, other).is_err())
+            .filter(|sid| crate::storage::storage_cfg::check_enabled(sid, other).is_err())
             .collect();
         unavailable.sort();
         unavailable.dedup();

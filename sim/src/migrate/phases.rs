@@ -17,7 +17,7 @@ use crate::pending::Pending;
 use crate::qemu_config::file_of;
 use crate::schema;
 use crate::state::Sim;
-use crate::storage::{self, render_bytes};
+use crate::storage::volumes::{self, render_bytes};
 use crate::tasks::{self, INTERRUPT, TaskCtx};
 
 /// How long `guest_migration_lock` waits for `/var/lock/pve-manager/pve-migrate-N`.
@@ -248,7 +248,7 @@ impl<'a> Migration<'a> {
             };
             let old = drive
                 .get("size")
-                .and_then(|s| storage::parse_size(s))
+                .and_then(|s| volumes::parse_size(s))
                 .unwrap_or(0);
             if old != vol.size {
                 let msg = format!(
@@ -462,11 +462,11 @@ impl<'a> Migration<'a> {
         // Destroy the local copies (vdisk_free; LVM's lvremove prints its line).
         let data = self.sim.opts.data_dir.clone();
         for volid in self.local_volumes.keys() {
-            let Ok(vol) = storage::parse_volume(&data, &self.source, volid) else {
+            let Ok(vol) = volumes::parse_volume(&data, &self.source, volid) else {
                 continue;
             };
             if std::fs::remove_file(&vol.path).is_ok()
-                && storage::storage(&vol.storage).is_some_and(|s| s.kind == "lvmthin")
+                && volumes::storage(&vol.storage).is_some_and(|s| s.kind == "lvmthin")
             {
                 let lv = vol.name.rsplit('/').next().unwrap_or(&vol.name).to_string();
                 self.print(&format!("  Logical volume \"{lv}\" successfully removed."));

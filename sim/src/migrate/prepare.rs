@@ -12,7 +12,7 @@ use crate::api_schema;
 use crate::pending::Pending;
 use crate::qemu_config::check_lock;
 use crate::state::Sim;
-use crate::storage;
+use crate::storage::volumes;
 
 /// The installed path of QemuMigrate.pm and the line of its linked-clone `die`, which has no
 /// trailing newline, so Perl appends where it died (QemuMigrate.pm, scan_local_volumes).
@@ -80,7 +80,7 @@ pub(super) fn foreach_volid(
             attr.in_pending = true;
         }
         if attr.size.is_none() {
-            attr.size = drive.get("size").and_then(|s| storage::parse_size(s));
+            attr.size = drive.get("size").and_then(|s| volumes::parse_size(s));
         }
         if key == "tpmstate0" {
             attr.is_tpmstate = true;
@@ -161,13 +161,13 @@ pub(super) fn vnc_clipboard(conf: &BTreeMap<String, String>) -> bool {
 pub(super) fn on_shared(volid: &str) -> bool {
     volid
         .split_once(':')
-        .and_then(|(sid, _)| storage::storage(sid))
+        .and_then(|(sid, _)| volumes::storage(sid))
         .is_some_and(|s| s.shared)
 }
 
 /// pve-storage, `storage_check_enabled` and `storage_config`: the storage exists on the node.
-pub(super) fn storage_def(sid: &str) -> Result<&'static storage::StorageDef, String> {
-    storage::storage(sid).ok_or_else(|| format!("storage '{sid}' does not exist"))
+pub(super) fn storage_def(sid: &str) -> Result<&'static volumes::StorageDef, String> {
+    volumes::storage(sid).ok_or_else(|| format!("storage '{sid}' does not exist"))
 }
 
 /// pve-storage Storage.pm, `storage_check_enabled`: the storage exists, is not disabled and
@@ -175,15 +175,15 @@ pub(super) fn storage_def(sid: &str) -> Result<&'static storage::StorageDef, Str
 pub(super) fn storage_enabled(
     sid: &str,
     node: &str,
-) -> Result<&'static storage::StorageDef, String> {
+) -> Result<&'static volumes::StorageDef, String> {
     let def = storage_def(sid)?;
-    crate::storage_state::check_enabled(sid, node)?;
+    crate::storage::storage_cfg::check_enabled(sid, node)?;
     Ok(def)
 }
 
 /// The content type of a volume (`PVE::Storage::parse_volname`'s first value).
 fn vtype_of(sim: &Sim, node: &str, volid: &str) -> Result<&'static str, String> {
-    storage::parse_volume(&sim.opts.data_dir, node, volid).map(|v| v.vtype)
+    volumes::parse_volume(&sim.opts.data_dir, node, volid).map(|v| v.vtype)
 }
 
 /// QemuServer.pm, `check_storage_availability`: each drive's storage exists on both nodes and
@@ -414,9 +414,9 @@ impl Migration<'_> {
         if storage_def(sid)?.shared {
             return Ok(());
         }
-        let vol = storage::parse_volume(&self.sim.opts.data_dir, &self.source, volid)?;
+        let vol = volumes::parse_volume(&self.sim.opts.data_dir, &self.source, volid)?;
         let size = if vol.vtype == "images" {
-            storage::virtual_size(&vol.path, &vol.format)
+            volumes::virtual_size(&vol.path, &vol.format)
                 .map_err(|_| format!("unable to determine size for volume '{volid}'"))?
         } else {
             std::fs::metadata(&vol.path).map(|m| m.len()).unwrap_or(0)

@@ -5,14 +5,14 @@
 //! holds the same volumes on every node, and allocating on it takes the cluster-wide storage
 //! lock (Storage/Plugin.pm cluster_lock_storage → PVE::Cluster cfs_lock_storage, 10 s), which
 //! fails with `cfs-lock 'storage-X' error: got lock request timeout` when contended. These
-//! are the API handlers; `storage.cfg` itself and the lock are data in `storage_state.rs`.
+//! are the API handlers; `storage.cfg` itself and the lock are data in `storage/storage_cfg.rs`.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
 use crate::http::handler::{ApiErr, ApiResult, Params};
-use crate::storage_state::{self, StorageDef, section};
+use crate::storage::storage_cfg::{self, StorageDef, section};
 
 /// The storage types `POST /storage` takes here (PVE has more: iSCSI, ZFS, PBS, …).
 pub const TYPES: &[&str] = &["dir", "nfs", "cifs", "rbd", "lvm", "lvmthin"];
@@ -56,7 +56,7 @@ fn content_types(kind: &str) -> (&'static [&'static str], &'static str) {
 
 fn cfg_digest() -> String {
     let mut text = String::new();
-    for s in storage_state::all() {
+    for s in storage_cfg::all() {
         if let Some(c) = section(s.id) {
             text.push_str(&format!("{}: {}\n", c["type"], s.id));
             for (k, v) in c.iter().filter(|(k, _)| *k != "type") {
@@ -88,7 +88,7 @@ fn api_storage_config(sid: &str) -> Option<Value> {
 /// `GET /storage` (Config.pm, index), `type` filtering.
 pub fn index(params: &Params) -> Value {
     json!(
-        storage_state::all()
+        storage_cfg::all()
             .iter()
             .filter_map(|s| api_storage_config(s.id))
             .filter(|c| params.get("type").is_none_or(|t| c["type"] == json!(t)))
@@ -181,7 +181,7 @@ pub fn create(params: &Params) -> ApiResult {
     let kind_static: &'static str = TYPES.iter().find(|t| **t == kind).copied().unwrap_or("dir");
     // Added storages live as long as the simulator (storage.cfg entries are never freed
     // here: there is no DELETE /storage).
-    let defined = storage_state::define(&sid, || {
+    let defined = storage_cfg::define(&sid, || {
         let def: &'static StorageDef = Box::leak(Box::new(StorageDef {
             id: Box::leak(sid.clone().into_boxed_str()),
             kind: kind_static,

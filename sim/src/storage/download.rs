@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::state::Sim;
-use crate::storage;
+use crate::storage::volumes;
 use crate::tasks::{self, TaskCtx};
 
 /// pve-storage API2/Storage/Status.pm, download_url: ISO and container-template extensions
@@ -79,7 +79,7 @@ pub fn download_url(
     params: &Params,
     auth: &Auth,
 ) -> ApiResult {
-    let def = storage::storage(sid)
+    let def = volumes::storage(sid)
         .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
     if !def.file_based() {
         return Err(ApiErr::die(format!(
@@ -120,7 +120,7 @@ pub fn download_url(
         "vztmpl" => "vztmpl/",
         _ => "import/",
     };
-    let vol = storage::parse_volume(
+    let vol = volumes::parse_volume(
         &sim.opts.data_dir,
         node,
         &format!("{sid}:{prefix}{filename}"),
@@ -178,7 +178,7 @@ pub fn download_url(
             }
             if content == "import" {
                 let fmt = filename.rsplit('.').next().unwrap_or("raw");
-                storage::virtual_size(&tmp, fmt)
+                volumes::virtual_size(&tmp, fmt)
                     .map_err(|e| format!("file '{filename}' is not a valid {fmt} image - {e}"))?;
             }
             std::fs::rename(&tmp, &dest).map_err(|e| e.to_string())
@@ -261,10 +261,10 @@ fn fetch(sim: &Sim, ctx: &TaskCtx, url: &str, to: &Path) -> Result<(), String> {
             }
         }
         if done >= next_report {
-            let total = len.map(storage::render_bytes).unwrap_or_else(|| "?".into());
+            let total = len.map(volumes::render_bytes).unwrap_or_else(|| "?".into());
             ctx.log(format!(
                 "{} of {total} downloaded",
-                storage::render_bytes(done)
+                volumes::render_bytes(done)
             ));
             next_report = done + len.unwrap_or(u64::MAX).max(1) / 10;
         }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 /// The storages as `storage.cfg` defines them, kept in the leaf `storage_state` (which
 /// `storage_cfg`, the API handlers, uses too); named here as well, as the volumes' storages.
-pub use crate::storage_state::{StorageDef, all, storage};
+pub use crate::storage::storage_cfg::{StorageDef, all, storage};
 use crate::tasks::{INTERRUPT, TaskCtx};
 
 /// The size a volume of `bytes` really gets on storage `sid`.
@@ -162,8 +162,8 @@ pub fn alloc_name(
     // pve-storage Storage.pm vdisk_alloc: activate_storage checks the storage is enabled on
     // the node, then alloc_image runs under cluster_lock_storage (the cluster-wide
     // `storage-X` lock on a shared storage).
-    crate::storage_state::check_enabled(sid, node)?;
-    crate::storage_state::cluster_lock_storage(sid, || {
+    crate::storage::storage_cfg::check_enabled(sid, node)?;
+    crate::storage::storage_cfg::cluster_lock_storage(sid, || {
         for k in 0..1000 {
             let name = if def.block() {
                 format!("vm-{vmid}-disk-{k}")

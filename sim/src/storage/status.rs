@@ -7,17 +7,17 @@ use serde_json::{Value, json};
 
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::state::Sim;
-use crate::storage;
+use crate::storage::volumes;
 use crate::tasks;
 
 /// `GET /nodes/{node}/storage`.
 pub fn storage_list(sim: &Sim, node: &str, params: &Params) -> Value {
     let content = params.get("content");
-    json!(storage::all().into_iter().filter(|s| crate::storage_state::on_node(s.id, node)).filter(|s| content.is_none_or(|c| c.split(',').all(|c| s.content.contains(&c))))
+    json!(volumes::all().into_iter().filter(|s| crate::storage::storage_cfg::on_node(s.id, node)).filter(|s| content.is_none_or(|c| c.split(',').all(|c| s.content.contains(&c))))
         .filter(|s| params.get("storage").is_none_or(|id| id == s.id))
         .map(|s| {
-            let used: u64 = storage::list_content(&sim.opts.data_dir, node, s.id, None, None).iter().map(|v| v["used"].as_u64().unwrap_or(0)).sum();
-            json!({"storage": s.id, "type": s.kind, "content": s.content.join(","), "active": crate::storage_state::check_enabled(s.id, node).is_ok() as u8, "enabled": crate::storage_state::check_enabled(s.id, node).is_ok() as u8, "shared": s.shared as u8,
+            let used: u64 = volumes::list_content(&sim.opts.data_dir, node, s.id, None, None).iter().map(|v| v["used"].as_u64().unwrap_or(0)).sum();
+            json!({"storage": s.id, "type": s.kind, "content": s.content.join(","), "active": crate::storage::storage_cfg::check_enabled(s.id, node).is_ok() as u8, "enabled": crate::storage::storage_cfg::check_enabled(s.id, node).is_ok() as u8, "shared": s.shared as u8,
                    "total": 107374182400u64, "used": used, "avail": 107374182400u64 - used.min(107374182400u64),
                    "used_fraction": used as f64 / 107374182400.0})
         }).collect::<Vec<_>>())
@@ -36,7 +36,7 @@ pub fn volume_delete(
     } else {
         format!("{sid}:{volume}")
     };
-    let vol = storage::parse_volume(&sim.opts.data_dir, node, &volid).map_err(ApiErr::die)?;
+    let vol = volumes::parse_volume(&sim.opts.data_dir, node, &volid).map_err(ApiErr::die)?;
     if !vol.path.exists() {
         return Err(ApiErr::die(format!("volume '{volid}' does not exist")));
     }

@@ -26,7 +26,7 @@ pub struct StorageDef {
     /// (4 MiB by default; pve-storage LVMThinPlugin.pm, alloc_image and volume_resize call
     /// `lvcreate -V` / `lvextend -L`, which round up). 1 for file storages.
     pub extent: u64,
-    /// The same volumes on every node (`shared` in `storage.cfg`; see `storage_cfg.rs`).
+    /// The same volumes on every node (`shared` in `storage.cfg`; see `storage/config.rs`).
     pub shared: bool,
 }
 

@@ -12,7 +12,7 @@ use std::process::Command;
 
 use crate::api_schema;
 use crate::state::Sim;
-use crate::storage;
+use crate::storage::volumes;
 
 /// The drives of a config section that hold a volume: (key, volid), CD-ROMs left out
 /// (Drive.pm drive_is_cdrom: `media=cdrom`, the cloud-init drive included).
@@ -35,7 +35,7 @@ fn can_snapshot(volid: &str) -> bool {
     let Some((sid, name)) = volid.split_once(':') else {
         return false;
     };
-    let Some(def) = storage::storage(sid) else {
+    let Some(def) = volumes::storage(sid) else {
         return false;
     };
     let own = name.rsplit('/').next().unwrap_or(name);
@@ -54,7 +54,7 @@ pub fn has_snapshot_feature(conf: &BTreeMap<String, String>) -> bool {
 
 /// The file behind a volume on this node.
 pub fn volume_path(sim: &Sim, node: &str, volid: &str) -> Result<PathBuf, String> {
-    storage::parse_volume(&sim.opts.data_dir, node, volid).map(|v| v.path)
+    volumes::parse_volume(&sim.opts.data_dir, node, volid).map(|v| v.path)
 }
 
 fn is_qcow2(path: &Path) -> bool {

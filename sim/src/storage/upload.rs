@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::download::{checksum, ext_ok, normalize_filename};
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::state::Sim;
-use crate::storage;
+use crate::storage::download::{checksum, ext_ok, normalize_filename};
+use crate::storage::volumes;
 use crate::tasks;
 
 /// `POST …/upload`: the checks before the worker, then an `imgcopy` task (no VM id).
 pub fn upload(sim: &Arc<Sim>, node: &str, sid: &str, params: &Params, auth: &Auth) -> ApiResult {
-    let def = storage::storage(sid)
+    let def = volumes::storage(sid)
         .ok_or_else(|| ApiErr::die(format!("storage '{sid}' does not exist")))?;
     if !def.file_based() {
         return Err(ApiErr::die(format!(
@@ -66,7 +66,7 @@ pub fn upload(sim: &Arc<Sim>, node: &str, sid: &str, params: &Params, auth: &Aut
         "vztmpl" => "vztmpl/",
         _ => "import/",
     };
-    let dest = storage::parse_volume(
+    let dest = volumes::parse_volume(
         &sim.opts.data_dir,
         node,
         &format!("{sid}:{prefix}{filename}"),
