@@ -84,11 +84,14 @@ impl Handler for Admin {
                         // A password in plain is shown as `********` (a crypt() hash as is).
                         let mut conf = vm.config.clone();
                         if let Some(pw) = conf.get_mut("cipassword")
-                            && !crate::write_path::is_crypted(pw)
+                            && !crate::qemu::write_path::is_crypted(pw)
                         {
                             *pw = "********".into();
                         }
-                        ok(json!(crate::qemu_config::file_text(&conf, &vm.pending)))
+                        ok(json!(crate::qemu::config_file::file_text(
+                            &conf,
+                            &vm.pending
+                        )))
                     }
                     None => bad("no such VM".into()),
                 }

@@ -114,14 +114,14 @@ pub struct Vm {
     pub node: String,
     pub config: BTreeMap<String, String>,
     /// The `[PENDING]` section: changes a running VM could not take at once.
-    pub pending: crate::pending::Pending,
+    pub pending: crate::qemu::pending::Pending,
     /// How the cloud-init drive differs from the config.
-    pub cloudinit: crate::pending::CloudInitState,
+    pub cloudinit: crate::qemu::pending::CloudInitState,
     pub running: bool,
     pub started: Option<Instant>,
     pub pid: u32,
-    /// The `[snapname]` sections (`snapshot_state.rs`; their handlers are `snapshots.rs`).
-    pub snapshots: crate::snapshot_state::Snapshots,
+    /// The `[snapname]` sections (`qemu/snapshot_sections.rs`; their handlers are `qemu/snapshots.rs`).
+    pub snapshots: crate::qemu::snapshot_sections::Snapshots,
 }
 
 /// Everything mutable, behind one mutex.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::ha::config::{HaState, Resource, Service};
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
-use crate::qemu_config::config_of;
+use crate::qemu::config_file::config_of;
 use crate::state::Sim;
 use crate::tasks;
 

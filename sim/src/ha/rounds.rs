@@ -116,7 +116,7 @@ fn round(sim: &Arc<Sim>) {
     };
     // The migrations asked for since the last round (Manager.pm update_crm_commands and
     // next_state_started/stopped: state `migrate`; LRM.pm: the resource agent's migrate).
-    let moving = crate::migrate::ha_round(sim);
+    let moving = crate::qemu::migrate::ha_round(sim);
     for (sid, vmid, node, action, timeout) in work {
         if moving.contains(&sid) {
             continue;
@@ -126,7 +126,7 @@ fn round(sim: &Arc<Sim>) {
             params.insert("timeout".into(), t.to_string());
             params.insert("forceStop".into(), "1".into());
         }
-        if let Ok(upid) = crate::vms::power(sim, &node, vmid, action, &params, &root)
+        if let Ok(upid) = crate::qemu::vms::power(sim, &node, vmid, action, &params, &root)
             && let Some(u) = upid.as_str()
             && let Some(s) = sim.lock().ha.services.get_mut(&sid)
         {

@@ -1,5 +1,5 @@
 //! The router of `/api2/json`: request decoding, authentication, faults, routing and PVE's
-//! response envelopes. The endpoints live by PVE's grouping: `vms.rs` (qemu-server's
+//! response envelopes. The endpoints live by PVE's grouping: `qemu/vms.rs` (qemu-server's
 //! API2/Qemu.pm), `cluster/tasks.rs` (pve-manager's API2/Tasks.pm), `storage/status.rs` and
 //! `storage/download.rs` (pve-storage), `cluster/resources.rs` (API2/Cluster.pm); what they share is in
 //! `http/handler.rs`, so no handler imports the router.
@@ -17,23 +17,23 @@ use crate::api_schema;
 use crate::cluster::nodes;
 use crate::cluster::resources;
 use crate::cluster::tasks;
-use crate::config_api;
-use crate::disk_api;
 use crate::faults::Action;
 use crate::ha::manager;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::http::server::{
     self, BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded,
 };
-use crate::migrate;
+use crate::qemu::config;
+use crate::qemu::disks;
+use crate::qemu::migrate;
+use crate::qemu::templates;
+use crate::qemu::vms;
 use crate::schema;
 use crate::spec;
 use crate::state::{Sim, epoch};
-use crate::storage::config;
+use crate::storage;
 use crate::storage::status;
 use crate::storage::volumes;
-use crate::templates;
-use crate::vms;
 
 pub struct Api {
     pub sim: Arc<Sim>,
@@ -372,16 +372,16 @@ impl Api {
             }
             ["storage"] if m == "GET" => {
                 schema::check(&spec::storage_index(), params)?;
-                Ok(config::index(params))
+                Ok(storage::config::index(params))
             }
             ["storage"] if m == "POST" => {
                 schema::check(&spec::storage_create(), params)?;
-                config::create(params)
+                storage::config::create(params)
             }
             ["storage", sid] if m == "GET" => {
                 params.insert("storage".into(), sid.to_string());
                 schema::check(&spec::storage_read(false), params)?;
-                config::read(sid)
+                storage::config::read(sid)
             }
             _ => Err(ApiErr::not_implemented(m, &server::rel_uri(&req.path))),
         }
@@ -461,7 +461,7 @@ impl Api {
                 set(params, "storage", sid)?;
                 schema::check(&spec::storage_read(true), params)?;
                 check_node()?;
-                Ok(config::diridx())
+                Ok(storage::config::diridx())
             }
             ("GET", ["storage"]) => {
                 schema::check(&api_schema::storage_list(), params)?;
@@ -528,7 +528,7 @@ impl Api {
                     Ok(vmid.parse().unwrap_or(0))
                 };
                 if let Some(answer) =
-                    crate::snapshot_api::route(sim, m, tail, params, auth, check_node)
+                    crate::qemu::snapshot_routes::route(sim, m, tail, params, auth, check_node)
                 {
                     return answer;
                 }
@@ -536,7 +536,7 @@ impl Api {
                     ("GET", ["config"]) => {
                         let id = check(api_schema::vm_config_get(), params)?;
                         let current = params.get("current").is_some_and(|v| v == "1");
-                        config_api::get_config(sim, node, id, current)
+                        config::get_config(sim, node, id, current)
                     }
                     ("GET", ["agent", "network-get-interfaces"]) => {
                         let id = check(api_schema::vm_path(vec![]), params)?;
@@ -560,7 +560,7 @@ impl Api {
                     }
                     ("GET", ["pending"]) => {
                         let id = check(api_schema::vm_path(vec![]), params)?;
-                        config_api::get_pending(sim, node, id)
+                        config::get_pending(sim, node, id)
                     }
                     ("GET", ["cloudinit"]) => {
                         let id = check(api_schema::vm_path(vec![]), params)?;
@@ -572,19 +572,19 @@ impl Api {
                     }
                     ("PUT", ["config"]) => {
                         let id = check(api_schema::update_vm(false), params)?;
-                        config_api::update(sim, node, id, params, undef, auth, false)
+                        config::update(sim, node, id, params, undef, auth, false)
                     }
                     ("POST", ["config"]) => {
                         let id = check(api_schema::update_vm(true), params)?;
-                        config_api::update(sim, node, id, params, undef, auth, true)
+                        config::update(sim, node, id, params, undef, auth, true)
                     }
                     ("POST", ["move_disk"]) => {
                         let id = check(spec::move_disk(), params)?;
-                        disk_api::move_disk(sim, node, id, params, auth)
+                        disks::move_disk(sim, node, id, params, auth)
                     }
                     ("PUT", ["unlink"]) => {
                         let id = check(spec::unlink(), params)?;
-                        disk_api::unlink(sim, node, id, params, undef, auth)
+                        disks::unlink(sim, node, id, params, undef, auth)
                     }
                     ("PUT", ["resize"]) => {
                         let id = check(api_schema::resize(), params)?;

@@ -23,7 +23,7 @@
 //! The volumes are real files: a qcow2 one gets `qemu-img snapshot -c/-a/-d` (pve-storage
 //! Plugin.pm), a raw LVM-thin one a sparse copy beside it (`snap_<lv>_<snap>`, as
 //! LvmThinPlugin.pm's `lvcreate -s` names it); that storage side is `storage/volume_snapshots.rs`,
-//! the routes and their parameters `snapshot_api.rs`. pve-sim's `digest` covers the main
+//! the routes and their parameters `qemu/snapshot_routes.rs`. pve-sim's `digest` covers the main
 //! section and the pending one, not the snapshot sections.
 
 use std::collections::BTreeMap;
@@ -33,7 +33,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
-use crate::qemu_config::{check_lock, config_of, digest, no_conf};
+use crate::qemu::config_file::{check_lock, config_of, digest, no_conf};
 use crate::state::{Sim, epoch};
 use crate::storage::volume_snapshots::{
     VolumeOp, has_snapshot_feature, volume_op, volume_path, volumes,
@@ -155,7 +155,7 @@ pub fn get_config(sim: &Sim, node: &str, vmid: u32, snapname: &str) -> ApiResult
         .map(|(k, v)| {
             let typed = match (k.as_str(), v.parse::<u64>()) {
                 ("snaptime", Ok(t)) => json!(t),
-                _ => crate::write_path::typed(k, v),
+                _ => crate::qemu::write_path::typed(k, v),
             };
             (k.clone(), typed)
         })
@@ -418,7 +418,7 @@ pub fn rollback(
         &vmid.to_string(),
         &auth.id,
         move |ctx| {
-            crate::migrate::migration_locked(&s2, ctx, vmid, || {
+            crate::qemu::migrate::migration_locked(&s2, ctx, vmid, || {
                 snapshot_rollback(&s2, ctx, &n2, vmid, &name)?;
                 let running = s2.lock().vms.get(&vmid).is_some_and(|v| v.running);
                 if start && !running {
@@ -503,7 +503,7 @@ fn snapshot_rollback(
         new_conf.remove("runningmachine");
         new_conf.remove("runningcpu");
         if new_conf.contains_key("vmgenid") {
-            new_conf.insert("vmgenid".into(), crate::qemu_config::uuid(sim));
+            new_conf.insert("vmgenid".into(), crate::qemu::config_file::uuid(sim));
         }
         for volid in unused {
             add_unused(sim, node, &mut new_conf, &volid);
@@ -542,7 +542,7 @@ pub fn delete(
             if force {
                 snapshot_delete(&s2, ctx, &n2, vmid, &name, force)
             } else {
-                crate::migrate::migration_locked(&s2, ctx, vmid, || {
+                crate::qemu::migrate::migration_locked(&s2, ctx, vmid, || {
                     snapshot_delete(&s2, ctx, &n2, vmid, &name, force)
                 })
             }

@@ -16,7 +16,7 @@ use super::prepare::{
 };
 use crate::api_schema::{self, vm_path};
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
-use crate::qemu_config::{check_lock, config_of, file_of};
+use crate::qemu::config_file::{check_lock, config_of, file_of};
 use crate::schema::{Named, Param, Ty, opt, req};
 use crate::state::Sim;
 use crate::storage::volumes;

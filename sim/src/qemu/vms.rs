@@ -1,7 +1,7 @@
 //! The VM endpoints, after qemu-server's `API2/Qemu.pm`: create (`lock: create` for the whole
 //! `qmcreate` task, imports inside it, cleanup on failure), power, resize, destroy, status,
-//! cloud-init and the guest agent. `…/config` and `…/pending` are in `config_api.rs`, drive
-//! values in `drives.rs`, templates and clones in `templates.rs`; the task endpoints are in
+//! cloud-init and the guest agent. `…/config` and `…/pending` are in `qemu/config.rs`, drive
+//! values in `qemu/drives.rs`, templates and clones in `qemu/templates.rs`; the task endpoints are in
 //! `cluster/tasks.rs`, storage's in `storage/status.rs`, the cluster's in `cluster/resources.rs`.
 
 use std::collections::BTreeMap;
@@ -11,16 +11,16 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::api_schema;
-use crate::config_api::{free_owned, has_cloudinit_drive, prepare_start};
-use crate::drives::{plan_drives, run_drives};
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
-use crate::pending::{CloudInitState, Pending};
-use crate::qemu_config::{check_lock, config_of, digest, file_of, free_volumes, no_conf};
+use crate::qemu::config::{free_owned, has_cloudinit_drive, prepare_start};
+use crate::qemu::config_file::{check_lock, config_of, digest, file_of, free_volumes, no_conf};
+use crate::qemu::drives::{plan_drives, run_drives};
+use crate::qemu::pending::{CloudInitState, Pending};
+use crate::qemu::write_path;
 use crate::schema;
 use crate::state::{Sim, Vm};
 use crate::storage::volumes;
 use crate::tasks::{self, TaskCtx};
-use crate::write_path;
 
 /// `GET /nodes/{node}/qemu`: read from each VM's config at once (qemu-server
 /// QemuServer.pm, vmstatus), so a VM without a name is listed as `VM <vmid>`.
@@ -407,7 +407,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
             {
                 // QemuServer.pm destroy_vm: a disk vdisk_free refuses is left, with
                 // a warning (a template's base volume its linked clones still use).
-                if let Some(e) = crate::templates::base_in_use(sim, &n2, file) {
+                if let Some(e) = crate::qemu::templates::base_in_use(sim, &n2, file) {
                     ctx.log(format!(
                         "WARN: Could not remove disk '{file}', check manually: {e}"
                     ));
@@ -428,7 +428,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
                 {
                     if let Some(volid) = item["volid"].as_str()
                         && let Ok(vol) = volumes::parse_volume(&sim.opts.data_dir, &n2, volid)
-                        && crate::templates::base_in_use(sim, &n2, volid).is_none()
+                        && crate::qemu::templates::base_in_use(sim, &n2, volid).is_none()
                     {
                         let _ = std::fs::remove_file(&vol.path);
                         ctx.log(format!("Removing unreferenced volume '{volid}'"));

@@ -10,8 +10,10 @@ use std::sync::Arc;
 
 use crate::api_schema;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
+use crate::qemu::snapshots::{
+    cmd_index, create, delete, get_config, list, rollback, update_config,
+};
 use crate::schema::{self, Param, Ty, opt, req};
-use crate::snapshots::{cmd_index, create, delete, get_config, list, rollback, update_config};
 use crate::state::Sim;
 
 /// pve-common JSONSchema.pm `$CONFIGID_RE` (`[a-z][a-z0-9_-]+`, case-insensitive), the

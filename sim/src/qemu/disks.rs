@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
-use crate::qemu_config::{self, check_lock, config_of};
+use crate::qemu::config_file::{self, check_lock, config_of};
 use crate::schema;
 use crate::spec;
 use crate::state::Sim;
@@ -46,7 +46,7 @@ fn digest_of(sim: &Sim, vmid: u32, conf: &Conf) -> String {
         .get(&vmid)
         .map(|v| v.pending.clone())
         .unwrap_or_default();
-    qemu_config::digest(conf, &pending)
+    config_file::digest(conf, &pending)
 }
 
 fn assert_if_modified(
@@ -476,7 +476,7 @@ pub fn unlink(
             file.contains(':').then(|| (k.clone(), file.to_string()))
         })
         .collect();
-    let res = crate::config_api::update(sim, node, vmid, &p, undef, auth, false)?;
+    let res = crate::qemu::config::update(sim, node, vmid, &p, undef, auth, false)?;
     for (_, volid) in volumes {
         let mut st = sim.lock();
         let Some(vm) = st.vms.get_mut(&vmid) else {
@@ -494,7 +494,7 @@ pub fn unlink(
         vm.config
             .retain(|k, v| !(k.starts_with("unused") && *v == volid));
         drop(st);
-        if crate::templates::base_in_use(sim, node, &volid).is_none()
+        if crate::qemu::templates::base_in_use(sim, node, &volid).is_none()
             && let Ok(vol) = volumes::parse_volume(&sim.opts.data_dir, node, &volid)
         {
             let _ = std::fs::remove_file(&vol.path);

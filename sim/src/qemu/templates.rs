@@ -25,8 +25,8 @@ use serde_json::json;
 
 use crate::api_schema;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
-use crate::pending::{CloudInitState, Pending};
-use crate::qemu_config::{check_lock, config_of, free_volumes, random_mac};
+use crate::qemu::config_file::{check_lock, config_of, free_volumes, random_mac};
+use crate::qemu::pending::{CloudInitState, Pending};
 use crate::state::{Sim, Vm};
 use crate::storage::volumes::{self, Volume};
 use crate::tasks::{self, TaskCtx};
@@ -335,14 +335,14 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                             .collect()
                     })
                     .unwrap_or_default();
-                smbios.push(format!("uuid={}", crate::qemu_config::uuid(sim)));
+                smbios.push(format!("uuid={}", crate::qemu::config_file::uuid(sim)));
                 smbios.sort_by(|a, b| a.split('=').next().cmp(&b.split('=').next()));
                 newconf.insert("smbios1".into(), smbios.join(","));
                 if conf
                     .get("vmgenid")
                     .is_some_and(|value| !value.is_empty() && value != "0")
                 {
-                    newconf.insert("vmgenid".into(), crate::qemu_config::uuid(sim));
+                    newconf.insert("vmgenid".into(), crate::qemu::config_file::uuid(sim));
                 }
                 let mut st = sim.lock();
                 let vm = st.vms.get_mut(&newid).ok_or("VM vanished")?;

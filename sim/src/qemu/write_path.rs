@@ -3,7 +3,7 @@
 //! `update_vm_api`), QemuServer.pm (`write_vm_config`/`parse_vm_config`, `check_type`),
 //! Machine.pm, pve-common and pve-guest-common. Each step is one function here, named in the
 //! table in `sim/WRITE_PATH.md` with its source and its test. The form decoding (empty value →
-//! undef) is `http::decode_urlencoded`; drive values are `drives.rs` (`create_disks`).
+//! undef) is `http::decode_urlencoded`; drive values are `qemu/drives.rs` (`create_disks`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::api_schema;
 use crate::http::handler::{ApiErr, Params, Undefined};
 use crate::http::server::percent_decode;
-use crate::qemu_config::{random_mac, uuid};
+use crate::qemu::config_file::{random_mac, uuid};
 use crate::schema::{self, Ty};
 use crate::state::Sim;
 

@@ -9,8 +9,8 @@ use super::local_volumes::{LocalVolume, Reference};
 use super::options::StorageMap;
 use super::phases::Migration;
 use crate::api_schema;
-use crate::pending::Pending;
-use crate::qemu_config::check_lock;
+use crate::qemu::config_file::check_lock;
+use crate::qemu::pending::Pending;
 use crate::state::Sim;
 use crate::storage::volumes;
 
@@ -435,7 +435,7 @@ impl Migration<'_> {
             let owner = vol.vmid.map(|o| o.to_string()).unwrap_or_default();
             return Err(format!("owned by other VM (owner = VM {owner})"));
         }
-        if crate::templates::base_in_use(self.sim, &self.source, volid).is_some() {
+        if crate::qemu::templates::base_in_use(self.sim, &self.source, volid).is_some() {
             return Err("referenced by linked clone(s)".into());
         }
         Ok(())

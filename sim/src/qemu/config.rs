@@ -10,13 +10,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::api_schema;
-use crate::drives::{plan_drives, run_drives};
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined, wait_until};
-use crate::pending::Pending;
-use crate::qemu_config::{check_lock, digest, file_of, free_volumes};
+use crate::qemu::config_file::{check_lock, digest, file_of, free_volumes};
+use crate::qemu::drives::{plan_drives, run_drives};
+use crate::qemu::pending::Pending;
+use crate::qemu::write_path::{self, typed};
 use crate::state::{Sim, Vm};
 use crate::tasks::{self, TaskCtx};
-use crate::write_path::{self, typed};
 
 /// qemu-server API2/Qemu.pm, `$load_and_check_config`: a balloon target above the
 /// (new or current) memory is refused.
@@ -461,7 +461,7 @@ pub(crate) fn free_owned(sim: &Sim, node: &str, vmid: u32, volids: &[String]) {
     for volid in volids {
         if let Ok(vol) = crate::storage::volumes::parse_volume(&sim.opts.data_dir, node, volid)
             && vol.vmid == Some(vmid)
-            && crate::templates::base_in_use(sim, node, volid).is_none()
+            && crate::qemu::templates::base_in_use(sim, node, volid).is_none()
         {
             let _ = std::fs::remove_file(&vol.path);
         }

@@ -36,7 +36,7 @@ mod handlers;
 mod local_volumes;
 mod options;
 mod phases;
-/// The migration lock, which a snapshot rollback and delete take too (`snapshots.rs`).
+/// The migration lock, which a snapshot rollback and delete take too (`qemu/snapshots.rs`).
 pub(crate) use phases::migration_locked;
 mod prepare;
 mod pve_format;

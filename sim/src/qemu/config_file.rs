@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::http::handler::ApiErr;
-use crate::pending::Pending;
+use crate::qemu::pending::Pending;
 use crate::state::Sim;
 use crate::storage::volumes::Volume;
 
