@@ -6,7 +6,6 @@
 
 mod access;
 mod admin;
-mod api_schema;
 mod cli;
 mod cluster;
 mod faults;
@@ -14,10 +13,10 @@ mod ha;
 mod http;
 mod qemu;
 mod schema;
-mod spec;
 mod state;
 mod storage;
 mod tasks;
+mod tools;
 
 use std::net::TcpListener;
 use std::sync::Arc;

@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::api_schema;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::http::server::Request;
 use crate::schema;
@@ -64,7 +63,7 @@ pub fn permissions(sim: &Sim, auth: &Auth, params: &Params) -> Value {
 /// ticket and a CSRF token for a known user and password, or a renewed one for a valid
 /// ticket given as the password; a failure waits `--auth-failure-delay`, as pveproxy does.
 pub fn login(sim: &Sim, params: &Params, user_out: &mut String) -> ApiResult {
-    schema::check(&api_schema::ticket(), params)?;
+    schema::check(&schema::ticket(), params)?;
     let mut username = params["username"].clone();
     if let Some(realm) = params.get("realm")
         && !username.contains('@')

@@ -148,7 +148,6 @@ pub fn domain(realm: &str) -> ApiResult {
         .iter()
         .map(|(r, k, c)| format!("{k}: {r}\n\tcomment {c}\n\n"))
         .collect();
-    let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, cfg.as_bytes());
-    let digest: String = d.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let digest = crate::tools::sha1_hex(&cfg);
     Ok(json!({"type": kind, "comment": comment, "digest": digest}))
 }

@@ -50,8 +50,7 @@ fn digest(ha: &HaState) -> String {
             format!("{sid}\n{opts}\n")
         })
         .collect();
-    let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
-    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::tools::sha1_hex(&text)
 }
 
 fn copy_config(ha: &HaState, sid: &str) -> Result<Value, ApiErr> {
@@ -165,8 +164,8 @@ pub fn update(sim: &Sim, sid: &str, params: &Params) -> ApiResult {
     let deletes: Vec<String> = params
         .get("delete")
         .map(|d| {
-            d.split([',', ';', ' '])
-                .filter(|s| !s.is_empty())
+            crate::tools::split_list(d)
+                .into_iter()
                 .map(str::to_string)
                 .collect()
         })
@@ -432,16 +431,7 @@ pub fn status_current(sim: &Sim) -> Value {
 fn localtime(ts: u64) -> String {
     let days = (ts / 86400) as i64;
     let secs = ts % 86400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::tools::civil_from_days(days);
     let wday = (days + 4).rem_euclid(7) as usize;
     const WD: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
     const MO: [&str; 12] = [

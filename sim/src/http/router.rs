@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use crate::access::identity;
 use crate::access::lists;
 use crate::access::pools;
-use crate::api_schema;
 use crate::cluster::nodes;
 use crate::cluster::resources;
 use crate::cluster::tasks;
@@ -29,7 +28,6 @@ use crate::qemu::migrate;
 use crate::qemu::templates;
 use crate::qemu::vms;
 use crate::schema;
-use crate::spec;
 use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::storage::status;
@@ -298,7 +296,7 @@ impl Api {
             ["nodes"] if m == "GET" => Ok(resources::nodes(&self.sim)),
             ["cluster", "status"] if m == "GET" => Ok(resources::cluster_status(&self.sim)),
             ["cluster", "resources"] if m == "GET" => {
-                schema::check(&api_schema::cluster_resources(), params)?;
+                schema::check(&schema::cluster_resources(), params)?;
                 Ok(resources::cluster_resources(
                     sim,
                     params.get("type").map(String::as_str),
@@ -308,32 +306,32 @@ impl Api {
                 Ok(identity::permissions(&self.sim, &auth, params))
             }
             ["cluster", "nextid"] if m == "GET" => {
-                schema::check(&api_schema::next_id(), params)?;
+                schema::check(&schema::next_id(), params)?;
                 resources::next_id(sim, params.get("vmid"))
             }
             ["nodes", node, rest @ ..] => self.node_route(req, node, rest, params, &undef, &auth),
             ["pools", rest @ ..] => self.pool_route(m, rest, params, &req.path),
             ["cluster", "ha", "resources"] if m == "GET" => {
-                schema::check(&spec::ha_index(), params)?;
+                schema::check(&schema::ha_index(), params)?;
                 manager::index(sim, params)
             }
             ["cluster", "ha", "resources"] if m == "POST" => {
-                schema::check(&spec::ha_create(), params)?;
+                schema::check(&schema::ha_create(), params)?;
                 manager::create(sim, params)
             }
             ["cluster", "ha", "resources", sid] => {
                 params.insert("sid".into(), sid.to_string());
                 match m {
                     "GET" => {
-                        schema::check(&spec::ha_sid(false), params)?;
+                        schema::check(&schema::ha_sid(false), params)?;
                         manager::read(sim, sid)
                     }
                     "PUT" => {
-                        schema::check(&spec::ha_update(), params)?;
+                        schema::check(&schema::ha_update(), params)?;
                         manager::update(sim, sid, params)
                     }
                     "DELETE" => {
-                        schema::check(&spec::ha_sid(true), params)?;
+                        schema::check(&schema::ha_sid(true), params)?;
                         manager::delete(sim, sid)
                     }
                     _ => Err(ApiErr::not_implemented(m, &server::rel_uri(&req.path))),
@@ -344,12 +342,12 @@ impl Api {
                 Ok(manager::status_current(sim))
             }
             ["access", "users"] if m == "GET" => {
-                schema::check(&spec::user_index(), params)?;
+                schema::check(&schema::user_index(), params)?;
                 Ok(lists::users(sim, params))
             }
             ["access", "users", id] if m == "GET" => {
                 params.insert("userid".into(), id.to_string());
-                schema::check(&spec::one_id("userid"), params)?;
+                schema::check(&schema::one_id("userid"), params)?;
                 lists::user(sim, id)
             }
             ["access", "groups"] if m == "GET" => {
@@ -358,7 +356,7 @@ impl Api {
             }
             ["access", "groups", id] if m == "GET" => {
                 params.insert("groupid".into(), id.to_string());
-                schema::check(&spec::one_id("groupid"), params)?;
+                schema::check(&schema::one_id("groupid"), params)?;
                 lists::group(id)
             }
             ["access", "domains"] if m == "GET" => {
@@ -367,20 +365,20 @@ impl Api {
             }
             ["access", "domains", id] if m == "GET" => {
                 params.insert("realm".into(), id.to_string());
-                schema::check(&spec::one_id("realm"), params)?;
+                schema::check(&schema::one_id("realm"), params)?;
                 lists::domain(id)
             }
             ["storage"] if m == "GET" => {
-                schema::check(&spec::storage_index(), params)?;
+                schema::check(&schema::storage_index(), params)?;
                 Ok(storage::config::index(params))
             }
             ["storage"] if m == "POST" => {
-                schema::check(&spec::storage_create(), params)?;
+                schema::check(&schema::storage_create(), params)?;
                 storage::config::create(params)
             }
             ["storage", sid] if m == "GET" => {
                 params.insert("storage".into(), sid.to_string());
-                schema::check(&spec::storage_read(false), params)?;
+                schema::check(&schema::storage_read(false), params)?;
                 storage::config::read(sid)
             }
             _ => Err(ApiErr::not_implemented(m, &server::rel_uri(&req.path))),
@@ -422,7 +420,7 @@ impl Api {
         };
         match (m, rest) {
             ("GET", ["tasks"]) => {
-                schema::check(&api_schema::task_list(), params)?;
+                schema::check(&schema::task_list(), params)?;
                 check_node()?;
                 Ok(tasks::task_list(sim, node, params, auth))
             }
@@ -430,17 +428,17 @@ impl Api {
                 set(params, "upid", upid)?;
                 match (m, tail) {
                     ("GET", ["status"]) => {
-                        schema::check(&api_schema::task_upid(), params)?;
+                        schema::check(&schema::task_upid(), params)?;
                         check_node()?;
                         tasks::task_status(sim, node, upid, auth)
                     }
                     ("GET", ["log"]) => {
-                        schema::check(&api_schema::task_log(), params)?;
+                        schema::check(&schema::task_log(), params)?;
                         check_node()?;
                         tasks::task_log(sim, node, upid, params, auth)
                     }
                     ("DELETE", []) => {
-                        schema::check(&api_schema::task_upid(), params)?;
+                        schema::check(&schema::task_upid(), params)?;
                         check_node()?;
                         tasks::task_stop(sim, node, upid)
                     }
@@ -448,23 +446,23 @@ impl Api {
                 }
             }
             ("GET", ["version"]) => {
-                schema::check(&spec::node_version(), params)?;
+                schema::check(&schema::node_version(), params)?;
                 check_node()?;
                 Ok(nodes::version(sim))
             }
             ("GET", ["network"]) => {
-                schema::check(&spec::node_network(), params)?;
+                schema::check(&schema::node_network(), params)?;
                 check_node()?;
                 Ok(nodes::network(sim, node, params))
             }
             ("GET", ["storage", sid]) => {
                 set(params, "storage", sid)?;
-                schema::check(&spec::storage_read(true), params)?;
+                schema::check(&schema::storage_read(true), params)?;
                 check_node()?;
                 Ok(storage::config::diridx())
             }
             ("GET", ["storage"]) => {
-                schema::check(&api_schema::storage_list(), params)?;
+                schema::check(&schema::storage_list(), params)?;
                 check_node()?;
                 Ok(status::storage_list(sim, node, params))
             }
@@ -472,7 +470,7 @@ impl Api {
                 set(params, "storage", sid)?;
                 match (m, tail) {
                     ("GET", ["content"]) => {
-                        schema::check(&api_schema::storage_content(), params)?;
+                        schema::check(&schema::storage_content(), params)?;
                         check_node()?;
                         volumes::storage(sid).ok_or_else(|| {
                             ApiErr::die(format!("storage '{sid}' does not exist"))
@@ -488,17 +486,17 @@ impl Api {
                     }
                     ("DELETE", ["content", volume]) => {
                         set(params, "volume", volume)?;
-                        schema::check(&api_schema::storage_volume_delete(), params)?;
+                        schema::check(&schema::storage_volume_delete(), params)?;
                         check_node()?;
                         status::volume_delete(sim, node, sid, volume, auth)
                     }
                     ("POST", ["upload"]) => {
-                        schema::check(&api_schema::upload(), params)?;
+                        schema::check(&schema::upload(), params)?;
                         check_node()?;
                         crate::storage::upload::upload(sim, node, sid, params, auth)
                     }
                     ("POST", ["download-url"]) => {
-                        schema::check(&api_schema::download_url(), params)?;
+                        schema::check(&schema::download_url(), params)?;
                         check_node()?;
                         crate::storage::download::download_url(sim, node, sid, params, auth)
                     }
@@ -516,7 +514,7 @@ impl Api {
                 Ok(json!([]))
             }
             ("POST", ["qemu"]) => {
-                schema::check(&api_schema::create_vm(), params)?;
+                schema::check(&schema::create_vm(), params)?;
                 check_node()?;
                 vms::create(sim, node, params, undef, auth)
             }
@@ -534,20 +532,20 @@ impl Api {
                 }
                 match (m, tail) {
                     ("GET", ["config"]) => {
-                        let id = check(api_schema::vm_config_get(), params)?;
+                        let id = check(schema::vm_config_get(), params)?;
                         let current = params.get("current").is_some_and(|v| v == "1");
                         config::get_config(sim, node, id, current)
                     }
                     ("GET", ["agent", "network-get-interfaces"]) => {
-                        let id = check(api_schema::vm_path(vec![]), params)?;
+                        let id = check(schema::vm_path(vec![]), params)?;
                         vms::agent_network(sim, node, id)
                     }
                     ("POST", ["template"]) => {
-                        let id = check(api_schema::template(), params)?;
+                        let id = check(schema::template(), params)?;
                         templates::template(sim, node, id, auth)
                     }
                     ("POST", ["clone"]) => {
-                        let id = check(api_schema::clone_vm(), params)?;
+                        let id = check(schema::clone_vm(), params)?;
                         templates::clone(sim, node, id, params, auth)
                     }
                     ("GET", ["migrate"]) => {
@@ -559,43 +557,43 @@ impl Api {
                         migrate::migrate(sim, node, id, params, auth)
                     }
                     ("GET", ["pending"]) => {
-                        let id = check(api_schema::vm_path(vec![]), params)?;
+                        let id = check(schema::vm_path(vec![]), params)?;
                         config::get_pending(sim, node, id)
                     }
                     ("GET", ["cloudinit"]) => {
-                        let id = check(api_schema::vm_path(vec![]), params)?;
+                        let id = check(schema::vm_path(vec![]), params)?;
                         vms::get_cloudinit(sim, node, id)
                     }
                     ("PUT", ["cloudinit"]) => {
-                        let id = check(api_schema::vm_path(vec![]), params)?;
+                        let id = check(schema::vm_path(vec![]), params)?;
                         vms::put_cloudinit(sim, node, id)
                     }
                     ("PUT", ["config"]) => {
-                        let id = check(api_schema::update_vm(false), params)?;
+                        let id = check(schema::update_vm(false), params)?;
                         config::update(sim, node, id, params, undef, auth, false)
                     }
                     ("POST", ["config"]) => {
-                        let id = check(api_schema::update_vm(true), params)?;
+                        let id = check(schema::update_vm(true), params)?;
                         config::update(sim, node, id, params, undef, auth, true)
                     }
                     ("POST", ["move_disk"]) => {
-                        let id = check(spec::move_disk(), params)?;
+                        let id = check(schema::move_disk(), params)?;
                         disks::move_disk(sim, node, id, params, auth)
                     }
                     ("PUT", ["unlink"]) => {
-                        let id = check(spec::unlink(), params)?;
+                        let id = check(schema::unlink(), params)?;
                         disks::unlink(sim, node, id, params, undef, auth)
                     }
                     ("PUT", ["resize"]) => {
-                        let id = check(api_schema::resize(), params)?;
+                        let id = check(schema::resize(), params)?;
                         vms::resize(sim, node, id, params, auth)
                     }
                     ("DELETE", []) => {
-                        let id = check(api_schema::delete_vm(), params)?;
+                        let id = check(schema::delete_vm(), params)?;
                         vms::destroy(sim, node, id, params, auth)
                     }
                     ("GET", ["status", "current"]) => {
-                        let id = check(api_schema::vm_path(vec![]), params)?;
+                        let id = check(schema::vm_path(vec![]), params)?;
                         // vm_status: `ha` is PVE::HA::Config::get_service_status.
                         let mut v = vms::status_current(sim, node, id)?;
                         v["ha"] = manager::service_status(sim, id);
@@ -603,10 +601,10 @@ impl Api {
                     }
                     ("POST", ["status", action]) => {
                         let spec = match *action {
-                            "start" => api_schema::vm_start(),
-                            "stop" => api_schema::vm_stop(),
-                            "shutdown" => api_schema::vm_shutdown(),
-                            "reboot" => api_schema::vm_reboot(),
+                            "start" => schema::vm_start(),
+                            "stop" => schema::vm_stop(),
+                            "shutdown" => schema::vm_shutdown(),
+                            "reboot" => schema::vm_reboot(),
                             _ => return Err(not_impl()),
                         };
                         let id = check(spec, params)?;
@@ -641,23 +639,23 @@ impl Api {
         }
         match (m, rest.len()) {
             ("GET", 0) => {
-                schema::check(&spec::pool_index(), params)?;
+                schema::check(&schema::pool_index(), params)?;
                 pools::index(sim, params)
             }
             ("GET", 1) => {
-                schema::check(&spec::pool_read(), params)?;
+                schema::check(&schema::pool_read(), params)?;
                 pools::read(sim, rest[0], params)
             }
             ("POST", 0) => {
-                schema::check(&spec::pool_create(), params)?;
+                schema::check(&schema::pool_create(), params)?;
                 pools::create(sim, params)
             }
             ("PUT", 0 | 1) => {
-                schema::check(&spec::pool_update(), params)?;
+                schema::check(&schema::pool_update(), params)?;
                 pools::update(sim, params)
             }
             ("DELETE", 0 | 1) => {
-                schema::check(&spec::pool_delete(), params)?;
+                schema::check(&schema::pool_delete(), params)?;
                 pools::delete(sim, params)
             }
             _ => Err(ApiErr::not_implemented(m, &server::rel_uri(uri))),

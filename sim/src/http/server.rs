@@ -12,7 +12,6 @@ use std::time::Duration;
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use serde_json::Value;
 
-use crate::api_schema;
 use crate::http::handler::{ApiErr, Params, Undefined};
 use crate::schema;
 
@@ -599,7 +598,7 @@ pub fn decode_form(text: &str) -> Vec<(String, FormValue)> {
 /// pve-http-server AnyEvent.pm `extract_params`: the parameters of a request from its body
 /// (JSON or a form) with its query on top, into `params`; returns the keys given without a
 /// value. A repeated key is joined for a `-list` format or refused (400) as RESTHandler.pm
-/// and JSONSchema.pm do ([`crate::api_schema::join_repeated`]).
+/// and JSONSchema.pm do ([`crate::schema::join_repeated`]).
 pub fn extract_params(req: &Request, params: &mut Params) -> Result<Undefined, ApiErr> {
     // pve-http-server AnyEvent.pm extract_params: the body (JSON or a form), then the
     // query on top; an empty form value or a JSON null is undef (a key without a value),
@@ -638,7 +637,7 @@ pub fn extract_params(req: &Request, params: &mut Params) -> Result<Undefined, A
             FormValue::One(v) => {
                 params.insert(k, v);
             }
-            FormValue::Many(values) => match api_schema::join_repeated(&k, &values) {
+            FormValue::Many(values) => match schema::join_repeated(&k, &values) {
                 Ok(joined) => {
                     params.insert(k, joined);
                 }

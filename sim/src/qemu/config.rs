@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::api_schema;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined, wait_until};
 use crate::qemu::config_file::{check_lock, digest, file_of, free_volumes};
 use crate::qemu::drives::{plan_drives, run_drives};
 use crate::qemu::pending::Pending;
 use crate::qemu::write_path::{self, typed};
+use crate::schema;
 use crate::state::{Sim, Vm};
 use crate::tasks::{self, TaskCtx};
 
@@ -136,7 +136,7 @@ fn planned_changes(
     };
     let ostype = vm.config.get("ostype").map(String::as_str);
     let mut out = Vec::new();
-    for (key, value) in sets.iter().filter(|(k, _)| !api_schema::is_drive_key(k)) {
+    for (key, value) in sets.iter().filter(|(k, _)| !schema::is_drive_key(k)) {
         if vm.pending.set.get(key) == Some(value) {
             continue;
         }
@@ -201,8 +201,8 @@ pub fn update(
     let deletes: Vec<String> = params
         .get("delete")
         .map(|d| {
-            d.split([',', ';', ' '])
-                .filter(|s| !s.is_empty())
+            crate::tools::split_list(d)
+                .into_iter()
                 .map(str::to_string)
                 .collect()
         })
@@ -214,18 +214,18 @@ pub fn update(
                 format!("you can't use '-{d}' and -delete {d}' at the same time"),
             ));
         }
-        if !api_schema::is_config_key(d) {
+        if !schema::is_config_key(d) {
             return Err(ApiErr::param("delete", format!("unknown option '{d}'")));
         }
     }
     let undef: Vec<String> = undef
         .iter()
-        .filter(|k| api_schema::is_config_key(k))
+        .filter(|k| schema::is_config_key(k))
         .cloned()
         .collect();
     let sets: Vec<(String, String)> = params
         .iter()
-        .filter(|(k, _)| api_schema::is_config_key(k))
+        .filter(|(k, _)| schema::is_config_key(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     // `!$delete_str && !$revert_str && !scalar(keys %$param)`: a key without a value counts.
@@ -258,7 +258,7 @@ pub fn update(
         ));
     }
     let prepared = write_path::prepare_params(sim, params, &Undefined::new())?;
-    if let Some(drive) = undef.iter().find(|k| api_schema::is_drive_key(k)) {
+    if let Some(drive) = undef.iter().find(|k| schema::is_drive_key(k)) {
         return Err(ApiErr::param(drive, "unable to parse drive options"));
     }
     let mut sets: Vec<(String, String)> = sets
@@ -303,7 +303,7 @@ pub fn update(
                     "can't remove unused disk '{volid}' - protection mode enabled"
                 ));
             }
-            if api_schema::is_drive_key(d) && vm.config.contains_key(d) {
+            if schema::is_drive_key(d) && vm.config.contains_key(d) {
                 return Err(format!(
                     "can't remove drive '{d}' - protection mode enabled"
                 ));
@@ -421,11 +421,11 @@ pub(crate) fn apply_changes(
             vm.cloudinit.record(d, Some(&old), None);
             let volid = old.split(',').next().unwrap_or("").to_string();
             // vmconfig_delete_or_detach_drive with force: try_deallocate_drive frees it.
-            if forced && api_schema::is_drive_key(d) && !old.contains("media=cdrom") {
+            if forced && schema::is_drive_key(d) && !old.contains("media=cdrom") {
                 freed.push(volid);
                 continue;
             }
-            if api_schema::is_drive_key(d)
+            if schema::is_drive_key(d)
                 && !old.contains("media=cdrom")
                 && !old.contains("cloudinit")
                 && let Some(u) = unused(&vm.config)
@@ -436,7 +436,7 @@ pub(crate) fn apply_changes(
         }
     }
     for (k, v) in sets {
-        if api_schema::is_drive_key(&k) {
+        if schema::is_drive_key(&k) {
             let old_vol = vm
                 .config
                 .get(&k)
@@ -483,5 +483,5 @@ pub(crate) fn prepare_start(vm: &mut Vm) -> Vec<String> {
 
 pub(crate) fn has_cloudinit_drive(conf: &BTreeMap<String, String>) -> bool {
     conf.iter()
-        .any(|(k, v)| api_schema::is_drive_key(k) && v.contains("cloudinit"))
+        .any(|(k, v)| schema::is_drive_key(k) && v.contains("cloudinit"))
 }

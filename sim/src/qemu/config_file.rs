@@ -80,8 +80,7 @@ fn encode_text(line: &str) -> String {
 /// SHA-1 of the config file's text ([`file_text`]), hex: PVE's `digest`.
 pub fn digest(conf: &BTreeMap<String, String>, pending: &Pending) -> String {
     let text = file_text(conf, pending);
-    let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
-    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::tools::sha1_hex(&text)
 }
 
 pub(crate) fn free_volumes(vols: &[Volume]) {

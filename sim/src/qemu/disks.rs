@@ -9,7 +9,6 @@ use std::sync::Arc;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::qemu::config_file::{self, check_lock, config_of};
 use crate::schema;
-use crate::spec;
 use crate::state::Sim;
 use crate::storage::volumes;
 use crate::tasks::{self, LOCK_CONFIG_TIMEOUT};
@@ -25,7 +24,7 @@ fn param_pair(a: &str, b: &str, msg: &str) -> ApiErr {
 
 /// The `disk`/`target-disk` enum (Drive.pm, valid_drive_names_with_unused).
 fn check_disk_name(key: &str, v: &str) -> Result<(), ApiErr> {
-    let names = spec::drive_names_with_unused();
+    let names = schema::drive_names_with_unused();
     if names.iter().any(|n| n == v) {
         return Ok(());
     }
@@ -69,7 +68,7 @@ fn drive_of(conf: &Conf, disk: &str) -> Result<(String, Conf), String> {
     let value = conf
         .get(disk)
         .ok_or(format!("disk '{disk}' does not exist"))?;
-    let mut kv = crate::api_schema::parse_drive(value)?;
+    let mut kv = crate::schema::parse_drive(value)?;
     let file = kv.remove("file").unwrap_or_default();
     if file.is_empty() {
         return Err(format!("disk '{disk}' has no associated volume"));
@@ -231,7 +230,7 @@ impl Move {
                 .unwrap_or(e.msg),
             MoveErr::Die(m) => m,
         })?;
-        let (oldstore, _) = old_volid.split_once(':').unwrap_or(("", ""));
+        let (oldstore, _) = crate::tools::volume_parts(&old_volid).unwrap_or(("", ""));
         ctx.log(format!(
             "copying volume '{old_volid}' from current storage '{oldstore}' to target storage '{}'",
             self.storage
@@ -425,7 +424,7 @@ impl Reassign {
         let value = if self.target_disk.starts_with("unused") {
             new_volid.clone()
         } else {
-            let mut kv = crate::api_schema::parse_drive(&old_value).unwrap_or_default();
+            let mut kv = crate::schema::parse_drive(&old_value).unwrap_or_default();
             kv.insert("file".into(), new_volid.clone());
             schema::print_property_string("file", &kv)
         };
@@ -458,8 +457,8 @@ pub fn unlink(
     let ids: Vec<String> = p
         .remove("idlist")
         .map(|ids| {
-            ids.split([',', ';', ' ', '\0'])
-                .filter(|s| !s.is_empty())
+            crate::tools::split_list(&ids)
+                .into_iter()
                 .map(str::to_string)
                 .collect()
         })

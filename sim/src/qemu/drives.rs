@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::api_schema;
 use crate::http::handler::{ApiErr, Auth, Params};
 use crate::schema;
 use crate::state::Sim;
@@ -47,12 +46,12 @@ pub(crate) fn plan_drives(
     auth: &Auth,
 ) -> Result<Vec<DiskOp>, ApiErr> {
     let mut ops = Vec::new();
-    for (key, value) in params.iter().filter(|(k, _)| api_schema::is_drive_key(k)) {
-        let mut opts = api_schema::parse_drive(value)
+    for (key, value) in params.iter().filter(|(k, _)| schema::is_drive_key(k)) {
+        let mut opts = schema::parse_drive(value)
             .map_err(|e| ApiErr::param(key, format!("invalid format - {e}")))?;
         let file = opts.remove("file").unwrap_or_default();
         let import = opts.remove("import-from");
-        let alloc = file.split_once(':').and_then(|(s, n)| {
+        let alloc = crate::tools::volume_parts(&file).and_then(|(s, n)| {
             let ok = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit() || b == b'.');
             ok.then(|| (s.to_string(), n.parse::<f64>().unwrap_or(0.0)))
         });

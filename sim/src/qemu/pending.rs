@@ -58,8 +58,8 @@ pub fn hotplug_features(conf: &BTreeMap<String, String>) -> BTreeSet<String> {
     if v == "0" {
         return BTreeSet::new();
     }
-    v.split([',', ';', ' '])
-        .filter(|s| !s.is_empty())
+    crate::tools::split_list(v)
+        .into_iter()
         .map(str::to_string)
         .collect()
 }

@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use crate::api_schema;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu::snapshots::{
     cmd_index, create, delete, get_config, list, rollback, update_config,
@@ -112,7 +111,7 @@ pub fn route(
 }
 
 fn path_params(extra: Vec<Param>) -> Vec<Param> {
-    api_schema::vm_path(extra)
+    schema::vm_path(extra)
 }
 
 /// `GET …/snapshot` (snapshot_list).

@@ -217,7 +217,8 @@ fn vmstate_storage(conf: &BTreeMap<String, String>) -> String {
     }
     let (mut shared, mut local): (Option<String>, Option<String>) = (None, None);
     for (_, volid) in volumes(conf) {
-        let Some(def) = volid.split_once(':').and_then(|(s, _)| volumes::storage(s)) else {
+        let Some(def) = crate::tools::volume_parts(&volid).and_then(|(s, _)| volumes::storage(s))
+        else {
             continue;
         };
         let slot = if def.shared { &mut shared } else { &mut local };

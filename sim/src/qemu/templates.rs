@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::api_schema;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu::config_file::{check_lock, config_of, free_volumes, random_mac};
 use crate::qemu::pending::{CloudInitState, Pending};
+use crate::schema;
 use crate::state::{Sim, Vm};
 use crate::storage::volumes::{self, Volume};
 use crate::tasks::{self, TaskCtx};
@@ -43,7 +43,7 @@ fn running(sim: &Sim, vmid: u32) -> bool {
 /// CD-ROMs (and `none`) left out; the cloud-init drive flagged.
 fn disks(conf: &BTreeMap<String, String>) -> Vec<(String, String, bool)> {
     conf.iter()
-        .filter(|(k, _)| api_schema::is_drive_key(k))
+        .filter(|(k, _)| schema::is_drive_key(k))
         .filter_map(|(k, v)| {
             let file = v.split(',').next().unwrap_or("");
             let cloudinit = file.contains("cloudinit");
@@ -90,7 +90,7 @@ pub fn template(sim: &Arc<Sim>, node: &str, vmid: u32, auth: &Auth) -> ApiResult
             if cloudinit {
                 continue;
             }
-            let (sid, name) = volid.split_once(':').unwrap_or_default();
+            let (sid, name) = crate::tools::volume_parts(&volid).unwrap_or_default();
             let Some(base) = base_name(name) else {
                 continue;
             };
@@ -291,7 +291,7 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
                             "running-nets-host-mtu",
                         ]
                         .contains(&k.as_str())
-                        || api_schema::is_drive_key(k) && drives.iter().any(|(dk, _)| dk == k);
+                        || schema::is_drive_key(k) && drives.iter().any(|(dk, _)| dk == k);
                     if skip {
                         continue;
                     }
@@ -370,11 +370,11 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
 /// included.
 fn shared_vm(conf: &BTreeMap<String, String>, full: bool, storage: Option<&str>) -> bool {
     conf.iter()
-        .filter(|(k, _)| api_schema::is_drive_key(k))
+        .filter(|(k, _)| schema::is_drive_key(k))
         .all(|(_, v)| {
             let file = v.split(',').next().unwrap_or("");
             let file = file.strip_prefix("file=").unwrap_or(file);
-            let Some((sid, _)) = file.split_once(':') else {
+            let Some((sid, _)) = crate::tools::volume_parts(file) else {
                 return true;
             };
             let cdrom = v.split(',').any(|p| p == "media=cdrom");
@@ -405,7 +405,7 @@ fn clone_disks(
     for (key, volid, cloudinit) in disks(conf) {
         let value = conf.get(&key).cloned().unwrap_or_default();
         let rest: Vec<&str> = value.split(',').skip(1).collect();
-        let (src_sid, src_name) = volid.split_once(':').unwrap_or_default();
+        let (src_sid, src_name) = crate::tools::volume_parts(&volid).unwrap_or_default();
         let src = volumes::parse_volume(data, node, &volid)?;
         let sid = target_storage
             .filter(|_| full)
@@ -490,7 +490,7 @@ fn clone_disks(
 /// Whether a base volume still backs a linked clone (pve-storage, vdisk_free: "base volume
 /// '…' is still in use by linked cloned").
 pub fn base_in_use(sim: &Sim, node: &str, volid: &str) -> Option<String> {
-    let (sid, name) = volid.split_once(':')?;
+    let (sid, name) = crate::tools::volume_parts(volid)?;
     let file = name.rsplit('/').next().unwrap_or("");
     if !file.starts_with("base-") || name.contains("/vm-") {
         return None;

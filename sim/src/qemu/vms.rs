@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::api_schema;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::qemu::config::{free_owned, has_cloudinit_drive, prepare_start};
 use crate::qemu::config_file::{check_lock, config_of, digest, file_of, free_volumes, no_conf};
@@ -315,7 +314,7 @@ pub fn resize(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Aut
         let value = conf
             .get(&disk)
             .ok_or(format!("disk '{disk}' does not exist"))?;
-        let mut kv = api_schema::parse_drive(value)?;
+        let mut kv = schema::parse_drive(value)?;
         if kv.get("media").is_some_and(|m| m == "cdrom") {
             return Err(format!("can't resize cdrom/cloudinit disk '{disk}'"));
         }
@@ -398,7 +397,7 @@ pub fn destroy(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Au
         ctx.sleep(sim.task_duration("qmdestroy") / 2)?;
         let mut warnings = 0;
         for (k, v) in &conf {
-            if !(api_schema::is_drive_key(k) || k.starts_with("unused")) {
+            if !(schema::is_drive_key(k) || k.starts_with("unused")) {
                 continue;
             }
             let file = v.split(',').next().unwrap_or("");

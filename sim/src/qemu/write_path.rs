@@ -12,24 +12,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
 
-use crate::api_schema;
 use crate::http::handler::{ApiErr, Params, Undefined};
 use crate::http::server::percent_decode;
 use crate::qemu::config_file::{random_mac, uuid};
 use crate::schema::{self, Ty};
 use crate::state::Sim;
+use crate::tools::split_list;
 
 /// The QEMU version pve-sim's nodes run (`meta: creation-qemu=`, and what a Windows guest's
 /// machine is pinned to).
 pub const QEMU_VERSION: &str = "9.2.0";
-
-/// ParseUtils.pm `split_list`: items separated by `,`, `;` or whitespace, empty ones dropped.
-pub fn split_list(text: &str) -> Vec<String> {
-    text.split(|c: char| c == ',' || c == ';' || c.is_whitespace())
-        .filter(|item| !item.is_empty())
-        .map(str::to_string)
-        .collect()
-}
 
 /// pve-guest-common GuestHelpers.pm `get_unique_tags` with the default `tag-style` of
 /// datacenter.cfg (not case-sensitive, ordered): lower-cased, sorted, duplicates dropped,
@@ -57,7 +49,7 @@ pub fn print_bootorder(devices: &[String]) -> String {
 pub fn boot_devices(boot: &str) -> Vec<String> {
     boot.split(',')
         .find_map(|part| part.strip_prefix("order="))
-        .map(split_list)
+        .map(|order| split_list(order).into_iter().map(str::to_string).collect())
         .unwrap_or_default()
 }
 
@@ -71,7 +63,7 @@ pub fn default_boot(conf: &BTreeMap<String, String>) -> String {
             .flat_map(|(bus, count)| (0..*count).map(move |i| format!("{bus}{i}")))
             .find(|key| {
                 conf.get(key).is_some_and(|v| {
-                    let is_cdrom = api_schema::parse_drive(v)
+                    let is_cdrom = schema::parse_drive(v)
                         .is_ok_and(|d| d.get("media").is_some_and(|m| m == "cdrom"));
                     is_cdrom == cdrom
                 })
@@ -155,7 +147,7 @@ fn pinned_version() -> String {
 pub fn pin_machine(machine: Option<&str>, ostype: Option<&str>) -> Option<String> {
     let mut kv = machine
         .filter(|m| !m.is_empty())
-        .and_then(|m| api_schema::parse_machine(m).ok())
+        .and_then(|m| schema::parse_machine(m).ok())
         .unwrap_or_default();
     let machine_type = kv.get("type").cloned();
     let pinnable = machine_type
@@ -208,7 +200,7 @@ pub fn update_cipassword(sim: &Sim, value: &str, ostype: Option<&str>) -> String
 /// The `net` branch (create_vm `add_random_macs`, update_vm_api): parsed and printed again
 /// (`model=MAC` first, booleans as 0/1), with a new MAC address where none was given.
 pub fn print_net(sim: &Sim, value: &str) -> String {
-    let mut kv = api_schema::parse_net(value).unwrap_or_default();
+    let mut kv = schema::parse_net(value).unwrap_or_default();
     kv.entry("macaddr".into())
         .or_insert_with(|| random_mac(sim));
     schema::print_net(&kv)
@@ -339,10 +331,7 @@ fn unformatted_string(key: &str) -> bool {
     matches!(
         key,
         "args" | "ciuser" | "cipassword" | "searchdomain" | "keyboard"
-    ) || matches!(
-        api_schema::config_key_type(key),
-        Some(Ty::Enum(_) | Ty::Pat(_))
-    )
+    ) || matches!(schema::config_key_type(key), Some(Ty::Enum(_) | Ty::Pat(_)))
 }
 
 /// What one value becomes in the config file and back (QemuServer.pm `write_vm_config`, which
@@ -361,7 +350,7 @@ pub fn write_value(key: &str, value: Option<&str>) -> Result<Option<String>, Str
     if value.contains(['\n', '\r']) {
         return Err(fail("property contains a line feed"));
     }
-    let value = match api_schema::config_key_type(key) {
+    let value = match schema::config_key_type(key) {
         Some(Ty::Bool) => match value.to_ascii_lowercase().as_str() {
             "1" | "on" | "yes" | "true" => "1".to_string(),
             "0" | "off" | "no" | "false" => "0".to_string(),
@@ -420,7 +409,7 @@ fn description(value: &str) -> Option<String> {
 /// address ([`print_net`]); and for drives given without a value, check_drive_param's
 /// "unable to parse drive options".
 pub fn prepare_params(sim: &Sim, params: &Params, undef: &Undefined) -> Result<Params, ApiErr> {
-    if let Some(drive) = undef.iter().find(|k| api_schema::is_drive_key(k)) {
+    if let Some(drive) = undef.iter().find(|k| schema::is_drive_key(k)) {
         return Err(ApiErr::param(drive, "unable to parse drive options"));
     }
     let mut params = params.clone();
@@ -456,11 +445,11 @@ pub fn create_config(
 ) -> Result<BTreeMap<String, String>, String> {
     let mut conf: BTreeMap<String, Option<String>> = BTreeMap::new();
     for (key, value) in params {
-        if api_schema::is_config_key(key) && !api_schema::is_drive_key(key) && key != "lock" {
+        if schema::is_config_key(key) && !schema::is_drive_key(key) && key != "lock" {
             conf.insert(key.clone(), Some(value.clone()));
         }
     }
-    for key in undef.iter().filter(|k| api_schema::is_config_key(k)) {
+    for key in undef.iter().filter(|k| schema::is_config_key(k)) {
         conf.insert(key.clone(), None);
     }
     for (key, value) in drives {
@@ -508,7 +497,7 @@ pub fn create_config(
 /// `number` keys the string the file has (`"2.0"`, not a JSON float), the rest strings;
 /// `cipassword` masked.
 pub(crate) fn typed(key: &str, value: &str) -> Value {
-    match (key, api_schema::config_key_type(key)) {
+    match (key, schema::config_key_type(key)) {
         ("cipassword", _) => json!("**********"),
         (_, Some(Ty::Int(..)) | Some(Ty::Bool)) => value
             .parse::<i64>()

@@ -12,12 +12,10 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::http::handler::{ApiErr, ApiResult, Params};
+use crate::schema::STORAGE_TYPES;
 use crate::storage::storage_cfg::{self, StorageDef, section};
 
-/// The storage types `POST /storage` takes here (PVE has more: iSCSI, ZFS, PBS, …).
-pub const TYPES: &[&str] = &["dir", "nfs", "cifs", "rbd", "lvm", "lvmthin"];
-
-/// Storage/Plugin.pm `@SHARED_STORAGE`, as far as [`TYPES`] go: always shared.
+/// Storage/Plugin.pm `@SHARED_STORAGE`, as far as [`STORAGE_TYPES`] go: always shared.
 const SHARED_TYPES: &[&str] = &["nfs", "cifs", "rbd"];
 
 /// Options every plugin has.
@@ -65,8 +63,7 @@ fn cfg_digest() -> String {
             text.push('\n');
         }
     }
-    let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
-    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    crate::tools::sha1_hex(&text)
 }
 
 fn api_storage_config(sid: &str) -> Option<Value> {
@@ -178,7 +175,11 @@ pub fn create(params: &Params) -> ApiResult {
     if SHARED_TYPES.contains(&kind.as_str()) {
         cfg.insert("shared".into(), "1".into());
     }
-    let kind_static: &'static str = TYPES.iter().find(|t| **t == kind).copied().unwrap_or("dir");
+    let kind_static: &'static str = STORAGE_TYPES
+        .iter()
+        .find(|t| **t == kind)
+        .copied()
+        .unwrap_or("dir");
     // Added storages live as long as the simulator (storage.cfg entries are never freed
     // here: there is no DELETE /storage).
     let defined = storage_cfg::define(&sid, || {

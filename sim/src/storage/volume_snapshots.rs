@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::api_schema;
+use crate::schema;
 use crate::state::Sim;
 use crate::storage::volumes;
 
@@ -18,7 +18,7 @@ use crate::storage::volumes;
 /// (Drive.pm drive_is_cdrom: `media=cdrom`, the cloud-init drive included).
 pub fn volumes(conf: &BTreeMap<String, String>) -> Vec<(String, String)> {
     conf.iter()
-        .filter(|(k, _)| api_schema::is_drive_key(k))
+        .filter(|(k, _)| schema::is_drive_key(k))
         .filter_map(|(k, v)| {
             let file = v.split(',').next().unwrap_or("");
             let cdrom = v.split(',').any(|p| p == "media=cdrom");
@@ -32,7 +32,7 @@ pub fn volumes(conf: &BTreeMap<String, String>) -> Vec<(String, String)> {
 /// snapshot any volume but a template's base volume; plain LVM only qcow2 (volume chains),
 /// which pve-sim's raw LVM volumes are not; an absolute path cannot be snapshotted.
 fn can_snapshot(volid: &str) -> bool {
-    let Some((sid, name)) = volid.split_once(':') else {
+    let Some((sid, name)) = crate::tools::volume_parts(volid) else {
         return false;
     };
     let Some(def) = volumes::storage(sid) else {

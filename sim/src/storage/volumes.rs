@@ -49,9 +49,8 @@ fn format_of(name: &str) -> String {
 
 /// Resolves `storage:name` on a node, as `PVE::Storage::parse_volname` would.
 pub fn parse_volume(data: &Path, node: &str, volid: &str) -> Result<Volume, String> {
-    let (sid, name) = volid
-        .split_once(':')
-        .ok_or(format!("unable to parse volume ID '{volid}'"))?;
+    let (sid, name) =
+        crate::tools::volume_parts(volid).ok_or(format!("unable to parse volume ID '{volid}'"))?;
     let def = storage(sid).ok_or(format!("storage '{sid}' does not exist"))?;
     let dir = storage_dir(data, node, sid);
     if name.contains("..") || name.is_empty() {

@@ -12,7 +12,6 @@ use super::local_volumes::{LocalVolume, Reference};
 use super::phases::Migration;
 use super::prepare::storage_def;
 use super::pve_format::{dd_line, render_duration};
-use crate::api_schema;
 use crate::schema;
 use crate::storage::volumes::{self, render_bytes};
 
@@ -70,7 +69,7 @@ impl Migration<'_> {
     /// `storage_migrate` and `$volname_for_storage`): the same name on a storage of the same
     /// type, else `N/name.format` on a directory storage or the bare name on LVM-thin.
     fn target_volname(&self, volid: &str, vol: &LocalVolume) -> Result<String, String> {
-        let (sid, name) = volid.split_once(':').unwrap_or_default();
+        let (sid, name) = crate::tools::volume_parts(volid).unwrap_or_default();
         let (src, dst) = (storage_def(sid)?, storage_def(&vol.targetsid)?);
         if src.kind == dst.kind {
             return Ok(name.to_string());
@@ -230,7 +229,7 @@ impl Migration<'_> {
         let mut mirrors = Vec::new();
         for (drive_key, volid, vol) in &online {
             let drive_key = drive_key.clone();
-            let Ok(mut drive) = api_schema::parse_drive(&self.conf[&drive_key]) else {
+            let Ok(mut drive) = schema::parse_drive(&self.conf[&drive_key]) else {
                 continue;
             };
             let size = drive

@@ -14,9 +14,9 @@ use super::prepare::{
     check_storage_availability, foreach_volid, local_resources, on_shared, storage_enabled,
     vnc_clipboard,
 };
-use crate::api_schema::{self, vm_path};
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu::config_file::{check_lock, config_of, file_of};
+use crate::schema::{self, vm_path};
 use crate::schema::{Named, Param, Ty, opt, req};
 use crate::state::Sim;
 use crate::storage::volumes;
@@ -68,9 +68,9 @@ pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult 
     // Each drive's storage (not the unused volumes'): disabled, or not among a node's.
     let drive_storages: Vec<String> = conf
         .iter()
-        .filter(|(k, _)| api_schema::is_drive_key(k))
-        .filter_map(|(_, v)| api_schema::parse_drive(v).ok()?.get("file").cloned())
-        .filter_map(|file| Some(file.split_once(':')?.0.to_string()))
+        .filter(|(k, _)| schema::is_drive_key(k))
+        .filter_map(|(_, v)| schema::parse_drive(v).ok()?.get("file").cloned())
+        .filter_map(|file| Some(crate::tools::volume_parts(&file)?.0.to_string()))
         .filter(|sid| volumes::storage(sid).is_some())
         .collect();
     for other in sim.opts.nodes.iter().filter(|n| *n != node) {

@@ -7,11 +7,7 @@
 
 use std::collections::BTreeMap;
 
-/// `PVE::JSONSchema::split_list`.
-fn split_list(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| c == ',' || c == ';' || c == '\0' || c.is_whitespace())
-        .filter(|s| !s.is_empty())
-}
+use crate::tools::split_list;
 
 /// pve-common JSONSchema.pm, `parse_id` for a storage: why `id` is no storage ID, if it is not.
 fn storage_id_error(id: &str) -> Option<String> {

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use super::local_volumes::LocalVolume;
 use super::options::{Opts, in_network};
 use super::pve_format::{pve_format_size, round_powerof2, stamp};
-use crate::api_schema;
 use crate::http::handler::wait_until;
 use crate::qemu::config_file::file_of;
 use crate::qemu::pending::Pending;
@@ -237,10 +236,10 @@ impl<'a> Migration<'a> {
     fn config_update_local_disksizes(&mut self) {
         let keys: Vec<String> = self.conf.keys().cloned().collect();
         for key in keys {
-            if !api_schema::is_drive_key(&key) || key == "efidisk0" || key == "tpmstate0" {
+            if !schema::is_drive_key(&key) || key == "efidisk0" || key == "tpmstate0" {
                 continue;
             }
-            let Ok(mut drive) = api_schema::parse_drive(&self.conf[&key]) else {
+            let Ok(mut drive) = schema::parse_drive(&self.conf[&key]) else {
                 continue;
             };
             let Some(vol) = self.local_volumes.get(&drive["file"]) else {
@@ -267,7 +266,7 @@ impl<'a> Migration<'a> {
         // 540672 bytes for `efitype=4m`, else 131072), whatever its volume has;
         // update_tpmstate_size: TPMSTATE_DISK_SIZE (4 MiB).
         for key in ["efidisk0", "tpmstate0"] {
-            let Some(Ok(mut drive)) = self.conf.get(key).map(|v| api_schema::parse_drive(v)) else {
+            let Some(Ok(mut drive)) = self.conf.get(key).map(|v| schema::parse_drive(v)) else {
                 continue;
             };
             let size: u64 = match key {
@@ -421,12 +420,12 @@ impl<'a> Migration<'a> {
         // update_volume_ids: the drives, the unused volumes and the pending values.
         let map = self.volume_map.clone();
         for (key, value) in self.conf.iter_mut() {
-            if api_schema::is_drive_key(key) || key.starts_with("unused") {
+            if schema::is_drive_key(key) || key.starts_with("unused") {
                 *value = rename(value, &map);
             }
         }
         for (key, value) in self.pending.set.iter_mut() {
-            if api_schema::is_drive_key(key) || key.starts_with("unused") {
+            if schema::is_drive_key(key) || key.starts_with("unused") {
                 *value = rename(value, &map);
             }
         }

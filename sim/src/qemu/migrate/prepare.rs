@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use super::local_volumes::{LocalVolume, Reference};
 use super::options::StorageMap;
 use super::phases::Migration;
-use crate::api_schema;
 use crate::qemu::config_file::check_lock;
 use crate::qemu::pending::Pending;
+use crate::schema;
 use crate::state::Sim;
 use crate::storage::volumes;
 
@@ -45,8 +45,8 @@ pub(super) fn foreach_volid(
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         let (volid, drive) = if unused {
             (value.to_string(), BTreeMap::new())
-        } else if api_schema::is_drive_key(key) {
-            match api_schema::parse_drive(value) {
+        } else if schema::is_drive_key(key) {
+            match schema::parse_drive(value) {
                 Ok(kv) => (kv.get("file").cloned().unwrap_or_default(), kv),
                 Err(_) => return,
             }
@@ -159,8 +159,7 @@ pub(super) fn vnc_clipboard(conf: &BTreeMap<String, String>) -> bool {
 
 /// Whether a volume lies on a shared storage (`$scfg->{shared}`).
 pub(super) fn on_shared(volid: &str) -> bool {
-    volid
-        .split_once(':')
+    crate::tools::volume_parts(volid)
         .and_then(|(sid, _)| volumes::storage(sid))
         .is_some_and(|s| s.shared)
 }
@@ -195,13 +194,16 @@ pub(super) fn check_storage_availability(
     conf: &BTreeMap<String, String>,
 ) -> Result<(), String> {
     for (key, value) in conf {
-        if !api_schema::is_drive_key(key) {
+        if !schema::is_drive_key(key) {
             continue;
         }
-        let Ok(drive) = api_schema::parse_drive(value) else {
+        let Ok(drive) = schema::parse_drive(value) else {
             continue;
         };
-        let Some((sid, _)) = drive.get("file").and_then(|f| f.split_once(':')) else {
+        let Some((sid, _)) = drive
+            .get("file")
+            .and_then(|f| crate::tools::volume_parts(f))
+        else {
             continue;
         };
         let def = storage_enabled(sid, node)?;
@@ -264,7 +266,7 @@ impl Migration<'_> {
         // get_vm_volumes: each volume's storage on the source, its target storage on the
         // target, with the volume's content type.
         for volid in foreach_volid(&self.conf, &self.pending).keys() {
-            let Some((sid, _)) = volid.split_once(':') else {
+            let Some((sid, _)) = crate::tools::volume_parts(volid) else {
                 continue;
             };
             let targetsid = self.target_sid(sid)?;
@@ -344,7 +346,7 @@ impl Migration<'_> {
         for volid in self.local_volumes.keys() {
             // parse_volname's base name: an LVM-thin `base-N-disk-K/vm-M-disk-J`, a directory
             // storage's `N/base-N-disk-K.qcow2/M/vm-M-disk-J.qcow2`.
-            let name = volid.split_once(':').map_or("", |(_, n)| n);
+            let name = crate::tools::volume_parts(volid).map_or("", |(_, n)| n);
             let base = match name.split('/').collect::<Vec<_>>().as_slice() {
                 [base, _] if base.starts_with("base-") => Some(base.to_string()),
                 [_, base, _, _] if base.starts_with("base-") => Some(base.to_string()),
@@ -405,8 +407,7 @@ impl Migration<'_> {
                 return Ok(());
             }
         }
-        let (sid, _) = volid
-            .split_once(':')
+        let (sid, _) = crate::tools::volume_parts(volid)
             .ok_or_else(|| format!("unable to parse volume ID '{volid}'"))?;
         let targetsid = self.target_sid(sid)?;
         self.target_storage_check_available(&targetsid, volid)?;

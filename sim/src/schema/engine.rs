@@ -1,7 +1,7 @@
 //! The checking engine of `PVE::JSONSchema` (pve-common JSONSchema.pm): types, named formats,
 //! `check_type`-style value checks with PVE's own error texts, and property strings
 //! (`parse_property_string`, `print_property_string`). The tables it checks against, one per
-//! implemented endpoint, are in `api_schema.rs`.
+//! implemented endpoint, are its siblings in `schema/`, one file per PVE package.
 
 use std::collections::BTreeMap;
 
@@ -454,7 +454,7 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
             if v.starts_with('/') || v == "none" || v == "cdrom" {
                 return Ok(());
             }
-            match v.split_once(':') {
+            match crate::tools::volume_parts(v) {
                 Some((s, name)) if check_named(Named::StorageId, s).is_ok() && !name.is_empty() => {
                     Ok(())
                 }
@@ -617,6 +617,28 @@ pub fn print_net(kv: &BTreeMap<String, String>) -> String {
             .map(|(k, v)| format!("{k}={v}")),
     );
     out.join(",")
+}
+
+/// Parameters that only name the node and VM, plus the given extra ones.
+pub fn vm_path(extra: Vec<Param>) -> Vec<Param> {
+    let mut p = vec![
+        req("node", Ty::Fmt(Named::Node)),
+        req("vmid", Ty::Fmt(Named::Vmid)),
+    ];
+    p.extend(extra);
+    p
+}
+
+/// Parameters that only name the node, plus the given extra ones.
+pub fn node_path(extra: Vec<Param>) -> Vec<Param> {
+    let mut p = vec![req("node", Ty::Fmt(Named::Node))];
+    p.extend(extra);
+    p
+}
+
+/// The `node` parameter every node-scoped endpoint has.
+pub fn node_param() -> Param {
+    req("node", Ty::Fmt(Named::Node))
 }
 
 #[cfg(test)]

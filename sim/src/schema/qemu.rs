@@ -1,21 +1,16 @@
-//! The parameter tables of the endpoints pve-sim implements, as `PVE::JSONSchema` declares
-//! them in PVE 9.1 (qemu-server, pve-manager, pve-storage, pve-access-control), written out by
-//! hand from the official schema (which is not shipped in this repository) so that a request
-//! real PVE would reject is rejected here with the same 400 `Parameter verification failed.`
-//! The engine that checks them is `schema.rs`.
+//! The parameter tables of qemu-server's endpoints (API2/Qemu.pm: create, config, power,
+//! resize, destroy, template, clone, move_disk, unlink) and the VM config's property strings
+//! (drives, NICs, machine), as PVE 9.1 declares them.
 
 use std::collections::BTreeMap;
 
-use crate::schema::{
-    Named, Param, Sub, Ty, default_sub, find, idx, is_size, opt, parse_property_string, req, sub,
+use super::engine::{
+    Named, Param, Sub, Ty, default_sub, find, idx, is_size, node_param, opt, parse_property_string,
+    req, sub, vm_path,
 };
 
 fn is_serial_dev(s: &str) -> bool {
     s == "socket" || (s.starts_with("/dev/") && s.len() > 5)
-}
-
-fn is_url(s: &str) -> bool {
-    s.starts_with("http://") || s.starts_with("https://")
 }
 
 fn is_digest(s: &str) -> bool {
@@ -95,12 +90,14 @@ const NET_SUBS: &[Sub] = &[
 ];
 
 const MEMORY_SUBS: &[Sub] = &[default_sub("current", Ty::Int(Some(16), None))];
+
 const AGENT_SUBS: &[Sub] = &[
     default_sub("enabled", Ty::Bool),
     sub("freeze-fs-on-backup", Ty::Bool),
     sub("fstrim_cloned_disks", Ty::Bool),
     sub("type", Ty::Enum(&["virtio", "isa"])),
 ];
+
 const VGA_SUBS: &[Sub] = &[
     Sub {
         key: "type",
@@ -127,6 +124,7 @@ const VGA_SUBS: &[Sub] = &[
     sub("clipboard", Ty::Enum(&["vnc"])),
     sub("memory", Ty::Int(Some(4), Some(512))),
 ];
+
 const MACHINE_SUBS: &[Sub] = &[
     Sub {
         key: "type",
@@ -283,23 +281,6 @@ pub fn update_vm(async_api: bool) -> Vec<Param> {
     p
 }
 
-/// Parameters that only name the node and VM, plus the given extra ones.
-pub fn vm_path(extra: Vec<Param>) -> Vec<Param> {
-    let mut p = vec![
-        req("node", Ty::Fmt(Named::Node)),
-        req("vmid", Ty::Fmt(Named::Vmid)),
-    ];
-    p.extend(extra);
-    p
-}
-
-/// Parameters that only name the node, plus the given extra ones.
-pub fn node_path(extra: Vec<Param>) -> Vec<Param> {
-    let mut p = vec![req("node", Ty::Fmt(Named::Node))];
-    p.extend(extra);
-    p
-}
-
 /// Disk keys accepted by `PUT …/resize`.
 fn is_resize_disk(s: &str) -> bool {
     let idx_in = |prefix: &str, hi: u32| {
@@ -400,113 +381,6 @@ pub fn vm_config_get() -> Vec<Param> {
     vm_path(vec![opt("current", Ty::Bool), opt("snapshot", Ty::Str)])
 }
 
-pub fn task_list() -> Vec<Param> {
-    node_path(vec![
-        opt("errors", Ty::Bool),
-        opt("limit", Ty::Int(Some(0), None)),
-        opt("since", Ty::Int(None, None)),
-        opt("source", Ty::Enum(&["archive", "active", "all"])),
-        opt("start", Ty::Int(Some(0), None)),
-        opt("statusfilter", Ty::Str),
-        opt("typefilter", Ty::Str),
-        opt("until", Ty::Int(None, None)),
-        opt("userfilter", Ty::Str),
-        opt("vmid", Ty::Fmt(Named::Vmid)),
-    ])
-}
-
-pub fn task_upid() -> Vec<Param> {
-    node_path(vec![req("upid", Ty::Str)])
-}
-
-pub fn task_log() -> Vec<Param> {
-    node_path(vec![
-        req("upid", Ty::Str),
-        opt("start", Ty::Int(Some(0), None)),
-        opt("limit", Ty::Int(Some(0), None)),
-        opt("download", Ty::Bool),
-    ])
-}
-
-pub fn storage_list() -> Vec<Param> {
-    node_path(vec![
-        opt("content", Ty::Str),
-        opt("enabled", Ty::Bool),
-        opt("format", Ty::Bool),
-        opt("storage", Ty::Fmt(Named::StorageId)),
-        opt("target", Ty::Fmt(Named::Node)),
-    ])
-}
-
-pub fn storage_content() -> Vec<Param> {
-    node_path(vec![
-        req("storage", Ty::Fmt(Named::StorageId)),
-        opt("content", Ty::Str),
-        opt("vmid", Ty::Fmt(Named::Vmid)),
-    ])
-}
-
-pub fn storage_volume_delete() -> Vec<Param> {
-    node_path(vec![
-        opt("storage", Ty::Fmt(Named::StorageId)),
-        req("volume", Ty::Str),
-        opt("delay", Ty::Int(Some(1), Some(30))),
-    ])
-}
-
-pub fn download_url() -> Vec<Param> {
-    node_path(vec![
-        req("storage", Ty::Fmt(Named::StorageId)),
-        req("content", Ty::Enum(&["iso", "vztmpl", "import"])),
-        req("filename", Ty::Str),
-        req("url", Ty::Pat(is_url)),
-        opt("checksum", Ty::Str),
-        opt(
-            "checksum-algorithm",
-            Ty::Enum(&["md5", "sha1", "sha224", "sha256", "sha384", "sha512"]),
-        ),
-        opt("compression", Ty::Str),
-        opt("verify-certificates", Ty::Bool),
-    ])
-}
-
-/// `POST /nodes/{node}/storage/{storage}/upload` (pve-storage API2/Storage/Status.pm,
-/// upload); `tmpfilename` is set by the HTTP server.
-pub fn upload() -> Vec<Param> {
-    node_path(vec![
-        req("storage", Ty::Fmt(Named::StorageId)),
-        req("content", Ty::Enum(&["iso", "vztmpl", "import"])),
-        req("filename", Ty::StrMax(255)),
-        opt("checksum", Ty::Str),
-        opt(
-            "checksum-algorithm",
-            Ty::Enum(&["md5", "sha1", "sha224", "sha256", "sha384", "sha512"]),
-        ),
-        opt("tmpfilename", Ty::Str),
-    ])
-}
-
-pub fn next_id() -> Vec<Param> {
-    vec![opt("vmid", Ty::Fmt(Named::Vmid))]
-}
-
-pub fn cluster_resources() -> Vec<Param> {
-    vec![opt("type", Ty::Enum(&["vm", "storage", "node", "sdn"]))]
-}
-
-pub fn ticket() -> Vec<Param> {
-    vec![
-        req("username", Ty::StrMax(64)),
-        req("password", Ty::Str),
-        opt("otp", Ty::Str),
-        opt("realm", Ty::Str),
-        opt("path", Ty::Str),
-        opt("privs", Ty::Str),
-        opt("new-format", Ty::Bool),
-        opt("tfa-challenge", Ty::Str),
-    ]
-}
-
 /// True when `name` is a VM configuration key (`scsi0`, `cores`, …).
 pub fn is_config_key(name: &str) -> bool {
     find(&vm_config_params(), name).is_some()
@@ -569,10 +443,54 @@ pub fn parse_net(v: &str) -> Result<BTreeMap<String, String>, String> {
     parse_property_string(NET_SUBS, v)
 }
 
+fn vmid() -> Param {
+    req("vmid", Ty::Fmt(Named::Vmid))
+}
+
+/// Drive names with `unusedN` (qemu-server Drive.pm, valid_drive_names_with_unused).
+pub fn drive_names_with_unused() -> Vec<String> {
+    let mut out = Vec::new();
+    for (bus, n) in [("ide", 4), ("scsi", 31), ("virtio", 16), ("sata", 6)] {
+        out.extend((0..n).map(|i| format!("{bus}{i}")));
+    }
+    out.push("efidisk0".into());
+    out.push("tpmstate0".into());
+    out.extend((0..256).map(|i| format!("unused{i}")));
+    out
+}
+
+/// `POST /nodes/{node}/qemu/{vmid}/move_disk` (qemu-server API2/Qemu.pm, move_vm_disk). The
+/// `disk` and `target-disk` enums are checked by the handler (their list is long).
+pub fn move_disk() -> Vec<Param> {
+    vec![
+        node_param(),
+        vmid(),
+        opt("target-vmid", Ty::Fmt(Named::Vmid)),
+        req("disk", Ty::Str),
+        opt("storage", Ty::Fmt(Named::StorageId)),
+        opt("format", Ty::Enum(&["raw", "qcow2", "vmdk"])),
+        opt("delete", Ty::Bool),
+        opt("digest", Ty::StrMax(40)),
+        opt("bwlimit", Ty::Int(Some(0), None)),
+        opt("target-disk", Ty::Str),
+        opt("target-digest", Ty::StrMax(40)),
+    ]
+}
+
+/// `PUT /nodes/{node}/qemu/{vmid}/unlink` (qemu-server API2/Qemu.pm, unlink).
+pub fn unlink() -> Vec<Param> {
+    vec![
+        node_param(),
+        vmid(),
+        req("idlist", Ty::Fmt(Named::ConfigIdList)),
+        opt("force", Ty::Bool),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{check, print_net, print_property_string};
+    use crate::schema::engine::{check, print_net, print_property_string};
 
     fn map(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
         kv.iter()
