@@ -1,8 +1,9 @@
 //! The HA part of the cluster file system as data (`resources.cfg`, the CRM's
 //! `manager_status`, its queued `crm_commands`), held in [`crate::state::State`].
 //!
-//! Apart from `ha` (the API handlers and the CRM/LRM loop, which use the state, the tasks and
-//! the VMs) so that `state` uses this leaf and never `ha` back: `ha` → `state` → `ha_state`.
+//! Apart from `manager` (the API handlers and the CRM/LRM loop, which use the state, the tasks and
+//! the VMs) so that `state` uses this leaf and never `manager` back: `manager` → `state` →
+//! `config`.
 
 use std::collections::BTreeMap;
 

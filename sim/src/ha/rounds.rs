@@ -6,8 +6,9 @@
 //! `my $max_time = 10`, `sleep_until($startime + $max_time)`), scaled by `--time-scale`: a
 //! request is carried out in the round after it.
 //!
-//! Apart from `ha` (the API handlers and the HA side of a VM's power requests) because a
-//! round runs the VMs' power handlers (`vms`), which use `ha`: `ha_rounds` → `vms` → `ha`.
+//! Apart from `manager` (the API handlers and the HA side of a VM's power requests) because a
+//! round runs the VMs' power handlers (`qemu::vms`), which use `manager`: `rounds` →
+//! `qemu::vms` → `manager`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! pve-common's `pve-snapshot-name` (JSONSchema.pm).
 //!
 //! Apart from `snapshots` (what each call does) so that a refused parameter has one home:
-//! `snapshot_api` → `snapshots`.
+//! `snapshot_routes` → `snapshots`.
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //!
 //! Apart from `snapshots` (the snapshot API handlers and their workers, which use the state,
 //! the tasks, the storages and the migration lock) so that `state` uses this leaf and never
-//! `snapshots` back: `snapshots` → `state` → `snapshot_state`.
+//! `snapshots` back: `snapshots` → `state` → `snapshot_sections`.
 
 use std::collections::BTreeMap;
 

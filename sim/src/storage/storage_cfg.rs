@@ -4,9 +4,9 @@
 //! cluster-wide storage lock an allocation on a shared storage takes (Storage/Plugin.pm
 //! `cluster_lock_storage` → PVE::Cluster `cfs_lock_storage`).
 //!
-//! Apart from `storage_cfg` (the `/storage` API handlers) and `storage` (the volumes, which
-//! allocate under the lock) so that both use this leaf and neither uses the other:
-//! `storage_cfg` → `storage_state` ← `storage`.
+//! Apart from `config` (the `/storage` API handlers) and `volumes` (which allocate under the
+//! lock) so that both use this leaf and neither uses the other: `config` → `storage_cfg` ←
+//! `volumes`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-/// The storages as `storage.cfg` defines them, kept in the leaf `storage_state` (which
-/// `storage_cfg`, the API handlers, uses too); named here as well, as the volumes' storages.
+/// The storages as `storage.cfg` defines them, kept in the leaf `storage_cfg` (which
+/// `config`, the API handlers, uses too); named here as well, as the volumes' storages.
 pub use crate::storage::storage_cfg::{StorageDef, all, storage};
 use crate::tasks::{INTERRUPT, TaskCtx};
 
