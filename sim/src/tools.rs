@@ -6,9 +6,9 @@
 /// pve-common ParseUtils.pm `split_list`: a text holding a NUL is split at the NULs only (as
 /// multi-valued form fields arrive), any other at each run of `,`, `;` and whitespace, with no
 /// empty item at either end.
-pub fn split_list(text: &str) -> Vec<&str> {
+pub fn split_list(text: &str) -> Vec<String> {
     if text.contains('\0') {
-        let mut items: Vec<&str> = text.split('\0').collect();
+        let mut items: Vec<String> = text.split('\0').map(str::to_string).collect();
         while items.last().is_some_and(|item| item.is_empty()) {
             items.pop();
         }
@@ -16,6 +16,7 @@ pub fn split_list(text: &str) -> Vec<&str> {
     }
     text.split(|c: char| c == ',' || c == ';' || c.is_whitespace())
         .filter(|item| !item.is_empty())
+        .map(str::to_string)
         .collect()
 }
 

@@ -163,12 +163,7 @@ pub fn update(sim: &Sim, sid: &str, params: &Params) -> ApiResult {
     };
     let deletes: Vec<String> = params
         .get("delete")
-        .map(|d| {
-            crate::tools::split_list(d)
-                .into_iter()
-                .map(str::to_string)
-                .collect()
-        })
+        .map(|d| crate::tools::split_list(d))
         .unwrap_or_default();
     const OPTIONS: &[&str] = &[
         "state",

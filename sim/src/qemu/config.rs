@@ -200,12 +200,7 @@ pub fn update(
     }
     let deletes: Vec<String> = params
         .get("delete")
-        .map(|d| {
-            crate::tools::split_list(d)
-                .into_iter()
-                .map(str::to_string)
-                .collect()
-        })
+        .map(|d| crate::tools::split_list(d))
         .unwrap_or_default();
     for d in &deletes {
         if params.contains_key(d) {

@@ -456,12 +456,7 @@ pub fn unlink(
     let mut p = params.clone();
     let ids: Vec<String> = p
         .remove("idlist")
-        .map(|ids| {
-            crate::tools::split_list(&ids)
-                .into_iter()
-                .map(str::to_string)
-                .collect()
-        })
+        .map(|ids| crate::tools::split_list(&ids))
         .unwrap_or_default();
     p.insert("delete".into(), ids.join(","));
     let force = p.remove("force").is_some_and(|f| f == "1");

@@ -58,10 +58,7 @@ pub fn hotplug_features(conf: &BTreeMap<String, String>) -> BTreeSet<String> {
     if v == "0" {
         return BTreeSet::new();
     }
-    crate::tools::split_list(v)
-        .into_iter()
-        .map(str::to_string)
-        .collect()
+    crate::tools::split_list(v).into_iter().collect()
 }
 
 fn numbered(k: &str, prefix: &str) -> bool {

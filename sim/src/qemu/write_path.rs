@@ -3,7 +3,7 @@
 //! `update_vm_api`), QemuServer.pm (`write_vm_config`/`parse_vm_config`, `check_type`),
 //! Machine.pm, pve-common and pve-guest-common. Each step is one function here, named in the
 //! table in `sim/WRITE_PATH.md` with its source and its test. The form decoding (empty value →
-//! undef) is `http::decode_urlencoded`; drive values are `qemu/drives.rs` (`create_disks`).
+//! undef) is `http::server::decode_urlencoded`; drive values are `qemu/drives.rs` (`create_disks`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -49,7 +49,7 @@ pub fn print_bootorder(devices: &[String]) -> String {
 pub fn boot_devices(boot: &str) -> Vec<String> {
     boot.split(',')
         .find_map(|part| part.strip_prefix("order="))
-        .map(|order| split_list(order).into_iter().map(str::to_string).collect())
+        .map(split_list)
         .unwrap_or_default()
 }
 

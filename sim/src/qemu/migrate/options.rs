@@ -54,13 +54,13 @@ impl StorageMap {
                 }
                 map.entries.insert(source.into(), target.into());
             } else {
-                if let Some(e) = storage_id_error(entry) {
+                if let Some(e) = storage_id_error(&entry) {
                     return Err((true, format!("entry '{entry}' contains invalid ID - {e}")));
                 }
                 if map.default.is_some() {
                     return Err((false, "default target ID can only be provided once".into()));
                 }
-                map.default = Some(entry.into());
+                map.default = Some(entry);
             }
         }
         if map.identity && (map.default.is_some() || !map.entries.is_empty()) {
