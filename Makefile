@@ -35,9 +35,9 @@ build:
 ## venv: a local Python environment with the pinned ansible-core, ansible-lint, molecule and
 ## antsibull tools
 venv: $(VENV)/.installed
-$(VENV)/.installed: tests/requirements.txt
-	py=$$(tests/find-python.sh) && "$$py" -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+$(VENV)/.installed: tests/ansible/requirements.txt
+	py=$$(tests/ansible/find-python.sh) && "$$py" -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r tests/ansible/requirements.txt
 	touch $@
 
 ## dist: the collection users install, build/sankofa-proxmox-<version>.tar.gz, with the
@@ -78,10 +78,10 @@ binaries:
 	  for m in $(MODULES); do install -m 0755 target/dist/$$triple/release/$$m plugins/bin/$$platform/$$m; done; \
 	  echo "binaries: built $$platform ($$target)"; \
 	done
-$(DIST_TOOLS)/.installed: tests/requirements-dist.txt
+$(DIST_TOOLS)/.installed: tests/ansible/requirements-dist.txt
 	mkdir -p $(DIST_TOOLS)
 	python3 -m venv $(DIST_TOOLS)/venv
-	$(DIST_TOOLS)/venv/bin/pip install --quiet --disable-pip-version-check -r tests/requirements-dist.txt
+	$(DIST_TOOLS)/venv/bin/pip install --quiet --disable-pip-version-check -r tests/ansible/requirements-dist.txt
 	cargo install --quiet --locked cargo-zigbuild --version $(ZIGBUILD_VERSION) --root $(DIST_TOOLS)
 	touch $@
 
@@ -92,7 +92,7 @@ collection:
 
 ## demo: create VM 100 from a cloud image on pve-sim, run it again (changed=0), stop pve-sim
 demo: build venv collection
-	tests/demo.sh
+	tests/ansible/demo.sh
 
 ## docs: the docs site, .work/docs/html/index.html (antsibull-docs and Sphinx from the venv)
 DOCS_NODE := $(WORK)/docs-node
@@ -107,7 +107,7 @@ docs: venv collection
 ## docs-test: antsibull-docs' linter, the site build, and the site in headless Chromium
 ## (playwright-core from npm in .work/docs-node drives Debian's /usr/bin/chromium)
 docs-test: venv collection $(DOCS_NODE)/.installed-$(PLAYWRIGHT_VERSION)
-	tests/docs-site.sh
+	tests/ansible/docs-site.sh
 
 ## test: everything: format, lint, unit and integration tests, sanity, molecule, a galaxy install
 test: fmt-check clippy build venv collection cargo-test lint changelog sanity docs-test playbooks platforms molecule oldest-ansible galaxy-smoke ee
@@ -127,14 +127,14 @@ lint: venv collection
 	ansible-lint --offline playbooks/ molecule/
 
 sanity: build venv
-	tests/sanity.sh
+	tests/ansible/sanity.sh
 
 playbooks: build venv collection
-	tests/playbooks.sh
+	tests/ansible/playbooks.sh
 
 ## platforms: the action plugins run the binary of the host's platform, or fail naming it
 platforms: build venv collection
-	tests/platforms.sh
+	tests/ansible/platforms.sh
 
 molecule: build venv collection
 	rm -rf $(ANSIBLE_HOME)/tmp/molecule.*  # a previous run's state would skip `prepare`
@@ -143,28 +143,28 @@ molecule: build venv collection
 ## oldest-ansible: the playbooks, molecule default and sanity again on ansible-core 2.16, the
 ## oldest version meta/runtime.yml claims (its own venv, Python 3.10-3.12)
 OLD_VENV := $(WORK)/venv-ansible-2.16
-$(OLD_VENV)/.installed: tests/requirements-2.16.txt
-	py=$$(tests/find-python.sh 3.10 3.12) && "$$py" -m venv $(OLD_VENV)
-	$(OLD_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/requirements-2.16.txt
+$(OLD_VENV)/.installed: tests/ansible/requirements-2.16.txt
+	py=$$(tests/ansible/find-python.sh 3.10 3.12) && "$$py" -m venv $(OLD_VENV)
+	$(OLD_VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/ansible/requirements-2.16.txt
 	touch $@
 oldest-ansible: build collection $(OLD_VENV)/.installed
-	ANSIBLE_VENV=$(OLD_VENV) tests/playbooks.sh
-	ANSIBLE_VENV=$(OLD_VENV) tests/platforms.sh
+	ANSIBLE_VENV=$(OLD_VENV) tests/ansible/playbooks.sh
+	ANSIBLE_VENV=$(OLD_VENV) tests/ansible/platforms.sh
 	rm -rf $(ANSIBLE_HOME)/tmp/molecule.*
 	PATH="$(OLD_VENV)/bin:$$PATH" CI=true molecule test -s default < /dev/null
-	ANSIBLE_VENV=$(OLD_VENV) tests/sanity.sh
+	ANSIBLE_VENV=$(OLD_VENV) tests/ansible/sanity.sh
 	@echo "oldest-ansible: ansible-core $$($(OLD_VENV)/bin/python -c 'import ansible; print(ansible.__version__)') passed"
 
 galaxy-smoke: dist
-	tests/galaxy-smoke.sh build/sankofa-proxmox-$(VERSION).tar.gz
+	tests/ansible/galaxy-smoke.sh build/sankofa-proxmox-$(VERSION).tar.gz
 
 ## changelog: antsibull-changelog lint, and CHANGELOG.md generated from changelogs/
 changelog: venv
-	tests/changelog.sh
+	tests/ansible/changelog.sh
 
 ## ee: the execution-environment metadata, through ansible-builder introspect and create
 ee: dist
-	tests/ee.sh build/sankofa-proxmox-$(VERSION).tar.gz
+	tests/ansible/ee.sh build/sankofa-proxmox-$(VERSION).tar.gz
 
 ## bench: benchmarks against community.proxmox on the same pve-sim (bench/results/latest.md
 ## and PNG plots beside it; about 20 minutes)

@@ -6,7 +6,7 @@
 # Needs `make venv collection` (`make docs` runs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source tests/env.sh
+source tests/ansible/env.sh
 out=$root/.work/docs
 rm -rf "$out" && mkdir -p "$out" && mkdir -m 0700 "$out/rst"
 antsibull-docs --config-file docs/site/antsibull-docs.cfg collection --use-current --squash-hierarchy \

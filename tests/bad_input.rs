@@ -1,13 +1,11 @@
 //! Bad input: every invalid option fails with a message naming the option or the cause, no
 //! panic, and nothing changed on the server.
 
-mod support;
-
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 fn disk(extra: Value) -> Value {
     json!([merge(&[

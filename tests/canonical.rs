@@ -3,10 +3,8 @@
 //! against the canonical value, and values PVE would refuse are refused before any write.
 //! The rules and their PVE sources are in `pve/src/values/config.rs`.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 /// A real public key (made with ssh-keygen, its private half discarded).
 const TEST_KEY: &str = include_str!("keys/test_ed25519.pub").trim_ascii_end();

@@ -1,14 +1,12 @@
 //! The fault matrix: every operation (create, update, resize, start, delete) under every fault
 //! pve-sim injects. Each cell must end as PVE allows (success, or a clear failure for a failed
 //! task), with exactly one task of the operation: never a second dispatch, never a duplicate VM.
-//! The matrix is printed as a table (`cargo test --test fault_matrix -- --nocapture`).
-
-mod support;
+//! The matrix is printed as a table (`cargo test --test integration fault_matrix -- --nocapture`).
 
 use std::time::Duration;
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 struct Op {
     name: &'static str,

@@ -4,10 +4,8 @@
 //! scaled by `--time-scale`), on one node and on three, and parallel creates and linked
 //! clones on a shared storage whose cluster lock is contended.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 /// The status PVE reports for a VM (`running`, `stopped`).
 fn status(sim: &Sim, node: &str, vmid: u32) -> String {

@@ -3,12 +3,10 @@
 //! redirects or logs a million lines; signals of every kind; check mode spelled as Ansible may
 //! spell it; secrets echoed in other spellings; parallel runs that share a name.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 fn vm(sim: &Sim, extra: Value) -> Value {
     merge(&[

@@ -1,12 +1,10 @@
 //! The `image` module against `pve-sim`: download, re-run unchanged, checksum mismatch,
 //! timeout with the task stopped, absent.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 fn args(sim: &Sim, extra: Value) -> Value {
     merge(&[

@@ -6,14 +6,12 @@
 //! It needs the virtualenv and the collection link that `make test` sets up first
 //! (`make venv collection`).
 
-mod support;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 fn make_vm(sim: &Sim, vmid: &str, extra: &[(&str, &str)]) {
     let mut form = vec![("vmid", vmid), ("memory", "512")];

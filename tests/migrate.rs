@@ -3,12 +3,10 @@
 //! it), a VM left where it is without it, a config converged on the new node, ten VMs moved
 //! at once, and clones asked on another node than their template's.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 const NODES: &[&str] = &["--nodes", "pve1,pve2,pve3", "--time-scale", "0.2"];
 

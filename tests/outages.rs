@@ -1,18 +1,20 @@
 //! Exactly once through outages (issue 23), against a forwarder of our own that plays
-//! pveproxy in front of pve-sim (`support::forwarder`): answers to creates and clones lost
+//! pveproxy in front of pve-sim (`outages::forwarder`): answers to creates and clones lost
 //! after PVE acted, pveproxy down, hanging and resetting, another user's VM taking the vmid, a
 //! parallel clone of the same template by the same user, a node clock that is not ours, a
 //! node that does not answer, a create killed mid-import, every catchable signal, an exit
 //! status beyond 32 bits. Each test asserts what a user would check: how many creates or
 //! clones reached PVE, how many VMs there are, what the result says, what was written.
 
-mod support;
+// The forwarder can do every fault it documents; not each one has a test of its own yet.
+#[allow(dead_code)]
+mod forwarder;
 
 use std::time::Duration;
 
+use crate::support::*;
+use forwarder::{Action, Forwarder, Rule, act_as, percent_encode, shift_upid};
 use serde_json::{Value, json};
-use support::forwarder::{Action, Forwarder, Rule, act_as, percent_encode, shift_upid};
-use support::*;
 
 const CREATE: &str = "/nodes/pve1/qemu";
 
@@ -352,7 +354,7 @@ fn the_forwarders_clock_shifts_upids_both_ways() {
     );
     let path = format!("/nodes/pve1/tasks/{}/status", percent_encode(&shifted));
     assert_eq!(
-        support::forwarder::shift_upids_in_path(&path, &clocks, -1),
+        forwarder::shift_upids_in_path(&path, &clocks, -1),
         format!("/nodes/pve1/tasks/{}/status", percent_encode(upid))
     );
     let other = "UPID:pve2:00001234:00ABCDEF:68D7279C:qmcreate:100:root@pam:";
@@ -642,7 +644,7 @@ fn a_parallel_clone_of_the_same_template_by_the_same_user_is_not_taken_for_ours(
     let theirs = act_as(
         sim.port(),
         "root@pam",
-        support::PASSWORD,
+        crate::support::PASSWORD,
         "POST",
         CLONE,
         &[("newid", "555"), ("name", "theirs")],

@@ -3,10 +3,8 @@
 //! (AccessControl.pm add_vm_to_pool), and refuse a pool that does not exist before anything
 //! is made (`check_pool_exist`: `Permission check failed (pool 'X' does not exist)`).
 
-mod support;
-
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 fn members(sim: &Sim, pool: &str) -> Vec<Value> {
     let v = sim.get(&format!("/pools?poolid={pool}"));

@@ -3,15 +3,13 @@
 //! to end, `NO_PROXY` and `proxy: ""` connect directly, and a proxy that cannot be reached or
 //! refuses the tunnel fails at once, naming the proxy.
 
-mod support;
-
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::json;
-use support::*;
 
 struct Tinyproxy {
     child: Child,

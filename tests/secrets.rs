@@ -1,10 +1,8 @@
 //! Secrets never appear in stdout, stderr, the result or the simulator's request log, on
 //! success and on failure, at any verbosity.
 
-mod support;
-
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 const CI_PASSWORD: &str = "Ci-Pass-Secret-9911";
 

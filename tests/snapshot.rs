@@ -2,12 +2,10 @@
 //! retention, check and diff mode, a VM found by name, and the clear error where a disk's
 //! storage cannot snapshot.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 /// Creates a VM with these config values directly on PVE (not through the module) and waits
 /// for its `qmcreate`.

@@ -1,11 +1,9 @@
 //! Templates and clones from one imported cloud image, and UEFI/TPM VMs, against pve-sim.
 
-mod support;
-
 use std::collections::BTreeSet;
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 /// The template: imported once, converged, converted (`qmtemplate`); a re-run is unchanged.
 fn make_template(sim: &Sim) {

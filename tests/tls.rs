@@ -2,10 +2,8 @@
 //! right `api_fingerprint` are accepted; a wrong fingerprint is refused; `validate_certs: false`
 //! works and warns.
 
-mod support;
-
+use crate::support::*;
 use serde_json::json;
-use support::*;
 
 #[test]
 fn certificate_checks() {

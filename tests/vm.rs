@@ -1,11 +1,9 @@
 //! The `vm` module against `pve-sim`, run as Ansible runs it: an args file, one JSON result.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 /// A real public key (made with ssh-keygen, its private half discarded): PVE checks each key
 /// with `ssh-keygen -l` before any write.

@@ -1,12 +1,10 @@
 //! The `vm_info` module against `pve-sim`: VMs found by vmid, by tag, by pool and all of them,
 //! with config (current and pending), status, snapshots and agent addresses; nothing written.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::{Value, json};
-use support::*;
 
 fn wait(sim: &Sim, answer: Value) {
     let upid = answer["data"].as_str().expect("a UPID").to_string();

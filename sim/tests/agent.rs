@@ -3,11 +3,9 @@
 //! PVE/QMPClient.pm (a command's default 5 s timeout, `VM N qga command '…' failed - got
 //! timeout`).
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::{Session, Sim, quick_vm};
+use crate::support::{Session, Sim, quick_vm};
 
 #[test]
 fn the_ping_times_out_before_the_agent_is_up_and_a_busy_agent_times_out_its_command() {

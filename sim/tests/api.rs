@@ -1,8 +1,6 @@
 //! pve-sim against PVE's documented behaviour, through raw HTTP (to see status lines exactly)
 //! and once through HTTPS. The first test replays the incident this project exists for.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
@@ -10,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use support::*;
+use crate::support::*;
 
 #[test]
 fn the_incident_update_during_import_is_refused_waiting_on_the_upid_succeeds() {

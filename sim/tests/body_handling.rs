@@ -1,15 +1,13 @@
 //! pveproxy's body handling (pve-http-server AnyEvent.pm authenticate_and_handle_request,
 //! file_upload_multipart) and rest_handler's answer for a path no handler serves.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 
 use serde_json::Value;
 
-use support::*;
+use crate::support::*;
 
 /// Sends a head and then the body in pieces (going on if the server stops reading), and
 /// returns (status, reason, body text) of the answer.

@@ -3,12 +3,10 @@
 //! qemu-server API2/Qemu.pm (vm_start, vm_stop, vm_shutdown fork `hastart`/`hastop` for an
 //! HA-managed VM; destroy_vm refuses one without `purge`).
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::{Session, Sim, quick_vm};
 use serde_json::{Value, json};
-use support::{Session, Sim, quick_vm};
 
 fn fails(s: &Session, method: &str, path: &str, params: &[(&str, &str)]) -> String {
     let (code, reason, body) = s.call(method, path, params);

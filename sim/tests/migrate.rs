@@ -4,14 +4,12 @@
 //! (`migrate`: the verdicts and the stamped log) and GuestHelpers.pm
 //! (`guest_migration_lock`), on a three-node simulator over plain HTTP.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::{Session, Sim, enc, image, raw, vsize};
 use serde_json::{Value, json};
-use support::{Session, Sim, enc, image, raw, vsize};
 
 /// A plain-HTTP simulator with nodes pve1, pve2 and pve3.
 fn cluster(args: &[&str], images: &[&Path]) -> Sim {

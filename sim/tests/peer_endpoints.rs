@@ -5,10 +5,8 @@
 //! API2/Network.pm), storage config (pve-storage API2/Storage/Config.pm, Status.pm diridx),
 //! and a VM's disks moved and unlinked (qemu-server API2/Qemu.pm move_vm_disk, unlink).
 
-mod support;
-
+use crate::support::{Session, Sim};
 use serde_json::{Value, json};
-use support::{Session, Sim};
 
 /// A request that must fail with `status`: its reason phrase and body.
 fn fails(

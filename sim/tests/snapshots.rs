@@ -3,12 +3,10 @@
 //! (the `[snapname]` sections, `parent`, `snaptime`, `vmstate`, the `snapshot` lock), and
 //! pve-storage volume_has_feature (which storages can snapshot).
 
-mod support;
-
 use std::process::Command;
 
+use crate::support::{Session, Sim, is_upid, quick_vm};
 use serde_json::Value;
-use support::{Session, Sim, is_upid, quick_vm};
 
 const VM: &str = "/nodes/pve1/qemu/100";
 

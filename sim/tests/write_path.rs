@@ -2,11 +2,9 @@
 //! `sim/WRITE_PATH.md`: what a value becomes between the request and what `GET …/config`
 //! answers (and what the config file holds, read on the admin port).
 
-mod support;
-
 use serde_json::{Value, json};
 
-use support::*;
+use crate::support::*;
 
 /// A real ed25519 public key (made with ssh-keygen for these tests).
 const KEY: &str =

@@ -1,8 +1,5 @@
 //! Test support: start a `pve-sim`, make images with `qemu-img`, run the module binary the way
 //! Ansible does (an args file as its only argument), and read what the simulator logged.
-#![allow(dead_code)]
-
-pub mod forwarder;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1,6 +1,5 @@
 //! What the pve-sim suites share: a scratch directory, test images, a simulator started with
 //! known users, raw HTTP requests (to see status lines exactly) and a ticket session.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -5,14 +5,14 @@
 #  - a local connection on a controller whose platform has no binary (a copy of the
 #    collection without plugins/bin/<this platform>/): the message names it, and no uname is sent;
 #  - hosts that answer `uname -sm` as a Mac, an ARM Linux and this machine would, and one
-#    without uname (tests/platforms/, a test connection): one uname each, the binary runs on
+#    without uname (tests/ansible/platforms/, a test connection): one uname each, the binary runs on
 #    the one whose platform has a binary, the others fail naming theirs;
 #  - a host whose cached facts say Darwin arm64, and one whose facts were gathered: no uname;
 #  - the same hosts through delegate_to.
 # Needs `make build venv collection`.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tests/env.sh
+cd "$(dirname "$0")/../.."
+source tests/ansible/env.sh
 dir=$PWD/.work/platforms
 rm -rf "$dir" && mkdir -p "$dir"
 platform=$(uname -s | tr '[:upper:]' '[:lower:]')-$(uname -m | sed 's/^arm64$/aarch64/')
@@ -31,7 +31,7 @@ grep -q "uname" <<< "$out" && { echo "$out"; echo "a local connection sent uname
 echo "ok: no binary for the controller's platform: $want"
 passed=$((passed + 1))
 
-FAKE_UNAME_LOG="$dir/commands.log" ansible-playbook -i tests/platforms/inventory.yml tests/platforms/platforms.yml \
+FAKE_UNAME_LOG="$dir/commands.log" ansible-playbook -i tests/ansible/platforms/inventory.yml tests/ansible/platforms/platforms.yml \
   -e controller_platform="$platform" > "$dir/platforms.log" 2>&1 \
   || { cat "$dir/platforms.log"; echo "the platform playbook failed" >&2; exit 1; }
 grep -Eq '^localhost +:.* failed=0 ' "$dir/platforms.log" || { cat "$dir/platforms.log"; exit 1; }

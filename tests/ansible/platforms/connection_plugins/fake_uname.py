@@ -4,7 +4,7 @@
 
 """A test connection: a remote host that runs commands here but answers `uname -sm` as told.
 
-tests/platforms.sh uses it to stand in for a Mac or an ARM host: the action plugins must treat
+tests/ansible/platforms.sh uses it to stand in for a Mac or an ARM host: the action plugins must treat
 it as a remote host (its transport is not local), ask it for its platform once, and pick (or
 fail to find) the binary for the platform it names. Every command it runs is appended to the
 file in $FAKE_UNAME_LOG, so the test can count the round trips.
@@ -20,7 +20,7 @@ DOCUMENTATION = r"""
 name: fake_uname
 short_description: Runs commands locally, answers uname -sm with a given platform
 description:
-  - A test connection for tests/platforms.sh.
+  - A test connection for tests/ansible/platforms.sh.
 author:
   - sankofa.proxmox maintainers
 options:

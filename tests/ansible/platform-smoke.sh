@@ -5,7 +5,7 @@
 # and name the argument. galaxy-smoke.sh runs it here; the release workflow runs it on each of
 # its runners (Linux x86_64 and aarch64, macOS x86_64 and arm64).
 set -euo pipefail
-tarball=${1:?usage: tests/platform-smoke.sh build/sankofa-proxmox-VERSION.tar.gz}
+tarball=${1:?usage: tests/ansible/platform-smoke.sh build/sankofa-proxmox-VERSION.tar.gz}
 platform=$(uname -s | tr '[:upper:]' '[:lower:]')-$(uname -m | sed 's/^arm64$/aarch64/')
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT

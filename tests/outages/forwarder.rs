@@ -30,7 +30,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use serde_json::{Value, json};
 
-use super::{PASSWORD, Sim};
+use crate::support::{PASSWORD, Sim};
 
 /// What a [`Rule`] does to a matching request.
 pub enum Action {

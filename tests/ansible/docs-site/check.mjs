@@ -1,5 +1,5 @@
 // Opens the built docs site in headless Chromium (Debian's /usr/bin/chromium, driven by
-// playwright-core) as a reader would, and checks what tests/docs-site.sh promises:
+// playwright-core) as a reader would, and checks what tests/ansible/docs-site.sh promises:
 //  - every page reachable from the index loads with no failed request, no script error and no
 //    docutils error box;
 //  - the index links every module and every guide of docs/docsite/extra-docs.yml;
@@ -14,7 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 
-// playwright-core is installed outside the repo (.work/docs-node, see tests/docs-site.sh).
+// playwright-core is installed outside the repo (.work/docs-node, see tests/ansible/docs-site.sh).
 const { chromium } = createRequire(`${process.env.DOCS_NODE_DIR}/`)('playwright-core');
 
 const [base, shots, docJson, guideList] = process.argv.slice(2);

@@ -4,9 +4,9 @@
 # localhost -m sankofa.proxmox.vm` call against the installed copy, which runs the binary of
 # this controller's platform.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tests/env.sh
-tarball=${1:?usage: tests/galaxy-smoke.sh build/sankofa-proxmox-VERSION.tar.gz (make dist writes it)}
+cd "$(dirname "$0")/../.."
+source tests/ansible/env.sh
+tarball=${1:?usage: tests/ansible/galaxy-smoke.sh build/sankofa-proxmox-VERSION.tar.gz (make dist writes it)}
 dir=.work/galaxy
 rm -rf "$dir/installed" && mkdir -p "$dir/installed"
 listing=$(tar tvzf "$tarball")
@@ -29,10 +29,10 @@ for bin in "$installed"/plugins/bin/linux-*/*; do
   fi
   echo "$name: needs glibc $need"
 done
-tests/platform-smoke.sh "$tarball"
-tests/sim-ctl.sh stop "$dir" 2>/dev/null || true
-trap 'tests/sim-ctl.sh stop "$dir"' EXIT
-tests/sim-ctl.sh start "$dir" > /dev/null
+tests/ansible/platform-smoke.sh "$tarball"
+tests/ansible/sim-ctl.sh stop "$dir" 2>/dev/null || true
+trap 'tests/ansible/sim-ctl.sh stop "$dir"' EXIT
+tests/ansible/sim-ctl.sh start "$dir" > /dev/null
 read -r port fp < <(python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print(s["port"], s["fingerprint"])' "$dir/data/sim.json")
 export ANSIBLE_COLLECTIONS_PATH="$PWD/$dir/installed"
 ANSIBLE_DOC="$(ansible-doc sankofa.proxmox.vm)"

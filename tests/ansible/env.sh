@@ -1,5 +1,5 @@
 # Sourced by the test scripts: use this checkout's venv and collection, never ~/.ansible.
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # ANSIBLE_VENV picks another venv (the oldest ansible-core claimed, say).
 export PATH="${ANSIBLE_VENV:-$root/.venv}/bin:$PATH"
 export ANSIBLE_HOME="$root/.work/ansible-home"

@@ -3,8 +3,8 @@
 # pass `antsibull-changelog lint`, and CHANGELOG.md is what `antsibull-changelog generate`
 # makes of them (add a fragment under changelogs/fragments/ for every change; see README).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tests/env.sh
+cd "$(dirname "$0")/../.."
+source tests/ansible/env.sh
 antsibull-changelog lint
 antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 before=$(mktemp)

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # `make demo`: pve-sim with a cloud-image-like qcow2, playbooks/demo.yml twice, then stop.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tests/env.sh
+cd "$(dirname "$0")/../.."
+source tests/ansible/env.sh
 dir=.work/demo
-tests/sim-ctl.sh stop "$dir" 2>/dev/null || true
-trap 'tests/sim-ctl.sh stop "$dir"' EXIT
+tests/ansible/sim-ctl.sh stop "$dir" 2>/dev/null || true
+trap 'tests/ansible/sim-ctl.sh stop "$dir"' EXIT
 # Throttled like real storage: the import of the 2 GiB image takes a few seconds.
-tests/sim-ctl.sh start "$dir" --import-rate 600M
+tests/ansible/sim-ctl.sh start "$dir" --import-rate 600M
 echo
 echo "=== First run: create VM 100 from local:import/noble-server-cloudimg-amd64.qcow2"
 ansible-playbook -i localhost, -e @"$dir/pve.yml" playbooks/demo.yml

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Starts or stops a pve-sim for the demo, the playbook tests and the molecule scenarios.
 #
-#   tests/sim-ctl.sh start DIR [pve-sim options…]   start it; write DIR/pve.yml (connection vars)
-#   tests/sim-ctl.sh stop DIR                       stop it
+#   tests/ansible/sim-ctl.sh start DIR [pve-sim options…]   start it; write DIR/pve.yml (connection vars)
+#   tests/ansible/sim-ctl.sh stop DIR                       stop it
 #
 # `start` generates a cloud-image-like qcow2 (2 GiB virtual, 64 MiB of data) and a corrupt
 # one, seeds them into every node's local:import/, serves the images over HTTP on loopback
@@ -11,7 +11,7 @@ set -euo pipefail
 cmd=${1:?usage: sim-ctl.sh start|stop DIR [pve-sim options]}
 dir=${2:?usage: sim-ctl.sh start|stop DIR [pve-sim options]}
 shift 2
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 sim=${PVE_SIM:-$root/target/release/pve-sim}
 
 case "$cmd" in
@@ -51,7 +51,7 @@ import json, sys
 d, web_port, sha = sys.argv[1], sys.argv[2], sys.argv[3]
 s = json.load(open(f"{d}/data/sim.json"))
 with open(f"{d}/pve.yml", "w") as f:
-    f.write("---\n# Connection to the pve-sim started by tests/sim-ctl.sh\n")
+    f.write("---\n# Connection to the pve-sim started by tests/ansible/sim-ctl.sh\n")
     for k, v in [("pve_api_host", s["host"]), ("pve_api_port", s["port"]), ("pve_api_user", "root@pam"),
                  ("pve_api_password", "pve-sim-demo"), ("pve_api_token_id", "root@pam!sankofa"),
                  ("pve_api_token_secret", "5ec2e7a0-demo-token"), ("pve_api_fingerprint", s["fingerprint"]),

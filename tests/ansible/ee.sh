@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Checks the execution-environment metadata: ansible-builder reads the collection's
 # meta/execution-environment.yml (introspect, on the installed tarball), and creates a build
-# context for tests/ee/execution-environment.yml (create: no container engine needed).
+# context for tests/ansible/ee/execution-environment.yml (create: no container engine needed).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tests/env.sh
-tarball=${1:?usage: tests/ee.sh build/sankofa-proxmox-VERSION.tar.gz}
+cd "$(dirname "$0")/../.."
+source tests/ansible/env.sh
+tarball=${1:?usage: tests/ansible/ee.sh build/sankofa-proxmox-VERSION.tar.gz}
 dir=.work/ee
 rm -rf "$dir" && mkdir -p "$dir/collections"
 ansible-galaxy collection install --force "$tarball" -p "$dir/collections" > /dev/null 2>&1
@@ -17,7 +17,7 @@ grep -qx 'python: \[\]' <<< "$deps" && grep -qx 'system: \[\]' <<< "$deps" \
   || { echo "unexpected EE dependencies" >&2; exit 1; }
 # The EE definition takes the tarball from build/ under a fixed name.
 cp "$tarball" build/sankofa-proxmox.tar.gz
-ansible-builder create -f tests/ee/execution-environment.yml -c "$dir/context" > "$dir/create.log"
+ansible-builder create -f tests/ansible/ee/execution-environment.yml -c "$dir/context" > "$dir/create.log"
 # Containerfile for podman, Dockerfile where docker is the runtime found.
 grep -qs 'ansible-galaxy collection install' "$dir"/context/{Containerfile,Dockerfile} \
   || { echo "no Containerfile made" >&2; exit 1; }

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs every playbook under playbooks/ against pve-sim and checks what each should do.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-source tests/env.sh
+cd "$(dirname "$0")/../.."
+source tests/ansible/env.sh
 dir=.work/playbooks
-tests/sim-ctl.sh stop "$dir" 2>/dev/null || true
-trap 'tests/sim-ctl.sh stop "$dir"' EXIT
-tests/sim-ctl.sh start "$dir" --import-rate 2G --nodes pve1,pve2,pve3 --time-scale 0.5
+tests/ansible/sim-ctl.sh stop "$dir" 2>/dev/null || true
+trap 'tests/ansible/sim-ctl.sh stop "$dir"' EXIT
+tests/ansible/sim-ctl.sh start "$dir" --import-rate 2G --nodes pve1,pve2,pve3 --time-scale 0.5
 vars=(-i localhost, -e @"$dir/pve.yml")
 recap() { grep -E '^localhost +:' "$1"; }
 run() {
