@@ -24,9 +24,12 @@ grid, on a fresh 3-node pve-sim (`--nodes pve1,pve2,pve3`, `--workers 3`, `--req
 And a row of ten linked clones of one template (`-f 10`), the template made first with the vm
 module.
 
-The default grid (10 and 50 VMs, 0 and 10 ms) takes about 5 minutes; `--full` (`make
-bench-full`) runs 10, 50 and 200 VMs at 0, 10 and 30 ms: tens of minutes today, mostly ours at
-200 VMs, whose requests grow with the fleet. A cell that runs past --fleet-timeout is stopped and
+Time, on 2 shared cores at commit 2b6ad87: the default grid (10 and 50 VMs at 0 and 10 ms, and
+the clones rows) takes about 5 minutes, which is what `make bench` runs. The full grid (10, 50
+and 200 VMs at 0, 10 and 30 ms) takes about 25 minutes, more than a bench row should: it runs
+with `--full` (`make bench-full`), or `--fleet-sizes 10,50,200 --fleet-costs 0,10,30`. Its
+slowest cell, 200 VMs at 30 ms, took 163 s for ours (7,500 requests: 30 ms on 3 workers is at
+least 75 s of them) and 157 s for the peer. A cell that runs past --fleet-timeout is stopped and
 reported as such.
 """
 import argparse
@@ -363,6 +366,12 @@ def report_lines(fleet):
     return out
 
 
+def measured_commit():
+    """The last commit that changed what the bench measures (the modules, pve-sim, the lock file)."""
+    return subprocess.run(["git", "log", "-1", "--format=%h", "--", "src", "pve", "sim", "Cargo.lock", "Cargo.toml"],
+                          capture_output=True, text=True, cwd=bench.ROOT).stdout.strip() or "unknown"
+
+
 def main():
     ap = argparse.ArgumentParser(description="The fleet bench (bench/results/fleet.md).")
     ap.add_argument("--full", action="store_true", help=f"the full grid: {FULL_SIZES} VMs at {FULL_COSTS} ms")
@@ -376,8 +385,9 @@ def main():
     with open(os.path.join(bench.WORK, f"{args.report}.json"), "w") as f:
         json.dump({"commit": bench.COMMIT, "fleet": fleet}, f)
     lines = ["# Fleet benchmark", "", f"Run: `{' '.join(['bench/fleet.py'] + sys.argv[1:])}` on "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, commit {bench.COMMIT}, "
-             f"binaries from {os.path.dirname(bench.SIM)}."] + report_lines(fleet) + [""]
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, commit {bench.COMMIT} "
+             f"(the code measured last changed at {measured_commit()}), binaries from "
+             f"{os.path.relpath(bench.BIN_DIR, bench.ROOT)}."] + report_lines(fleet) + [""]
     out = os.path.join(bench.ROOT, "bench", "results", f"{args.report}.md")
     with open(out, "w") as f:
         f.write("\n".join(lines))
