@@ -16,8 +16,9 @@ grid, on a fresh 3-node pve-sim (`--nodes pve1,pve2,pve3`, `--workers 3`, `--req
   - `ansible-playbook -f 50`; wall time of the playbook;
   - requests per VM (pve-sim's request log, the UI poll's left out) and the top endpoints, their
     paths normalised (node names, vmids, UPIDs);
-  - failures (the play recap) and duplicates: two successful creates of one vmid, or two VMs of
-    one name at the end (the end state read from pve-sim's VM list per node);
+  - failures (the hosts' results, Ansible's oneline callback) and duplicates: two hosts whose
+    successful results name one vmid (one of them has no VM of its own), or two VMs of one name
+    at the end (the end state read from pve-sim's VM list per node);
   - the web UI's poll: `GET /cluster/resources` every --ui-interval s from a thread of its own,
     with its own API token, on a keep-alive connection: p50/p95 during the fleet against the
     same poll on the idle sim before the fleet starts.
@@ -174,11 +175,13 @@ def play_env(who, sim):
         bin_dir = bench.PEER_BIN
         env = bench.peer_env()
     env["ANSIBLE_HOST_KEY_CHECKING"] = "False"
+    env["ANSIBLE_STDOUT_CALLBACK"] = "oneline"
     return conn, bin_dir, env
 
 
 def run_play(sim, who, hosts, spec, forks, timeout):
-    """One play, a task per host (`spec` with the connection added); (wall s, hosts failed, timed out)."""
+    """One play, a task per host (`spec` with the connection added); (wall s, hosts failed,
+    duplicate vmids among the hosts' successful results, timed out)."""
     inv = os.path.join(sim.dir, "inventory.ini")
     with open(inv, "w") as f:
         f.write("[vms]\n" + "".join(f"{h} node={node}\n" for h, node in hosts))
@@ -202,12 +205,19 @@ def run_play(sim, who, hosts, spec, forks, timeout):
     wall = time.monotonic() - started
     with open(os.path.join(sim.dir, "play.out"), "w") as f:
         f.write(out)
-    # The play recap: `vm3 : ok=0 changed=0 unreachable=0 failed=1 ...`; a host without one
-    # (a stopped play) counts as failed.
-    recap = {m.group(1): int(m.group(2)) + int(m.group(3))
-             for m in re.finditer(r"^(\S+)\s+:\s+ok=\d+\s+changed=\d+\s+unreachable=(\d+)\s+failed=(\d+)", out, re.M)}
-    failed = sum(1 for h, _ in hosts if recap.get(h, 1) > 0)
-    return wall, failed, timed_out
+    # The oneline callback: `vm3 | CHANGED => {...}`, `vm4 | FAILED! => {...}`, the result's JSON
+    # on one line; a host without a line (a stopped play) counts as failed.
+    results = {}
+    for m in re.finditer(r"^(\S+) \| ([A-Z]+!?)(?: => (\{.*\}))?$", out, re.M):
+        try:
+            result = json.loads(m.group(3)) if m.group(3) else {}
+        except json.JSONDecodeError:
+            result = {}
+        results[m.group(1)] = (m.group(2) in ("SUCCESS", "CHANGED") and not result.get("failed"), result.get("vmid"))
+    failed = sum(1 for h, _ in hosts if not results.get(h, (False, None))[0])
+    # Two hosts that each say they made (or found) one vmid: one of them has no VM of its own.
+    ids = [str(vmid) for ok, vmid in results.values() if ok and vmid is not None]
+    return wall, failed, len(ids) - len(set(ids)), timed_out
 
 
 def end_state(sim):
@@ -224,19 +234,18 @@ def measure(sim, who, hosts, spec, forks, timeout, ui_interval, before_requests=
     ui = UiPoll(sim, ui_interval)
     idle = ui.sample(10, 0.2)
     ui.start()
-    wall, failed, timed_out = run_play(sim, who, hosts, spec, forks, timeout)
+    wall, failed, duplicate_ids, timed_out = run_play(sim, who, hosts, spec, forks, timeout)
     during = ui.stop()
     reqs = [r for r in sim.requests()[before_requests:] if r.get("user") != UI_TOKEN_ID]
     sent = [r for r in reqs if r["method"] == "POST" and (r["path"].endswith("/qemu") or r["path"].endswith("/clone"))]
     creates = [r for r in sent if r["status"] == 200]
-    ids = [r["params"].get("newid") if r["path"].endswith("/clone") else r["params"].get("vmid") for r in creates]
     names = collections.Counter(name for _, name in end_state(sim))
     wanted = {h for h, _ in hosts}
     endpoints = collections.Counter(f"{r['method']} {normalise(r['path'])}" for r in reqs)
     n = len(hosts)
     return {"who": who, "n": n, "wall_s": wall, "failed": failed, "timed_out": timed_out,
             "present": sum(1 for h in wanted if names.get(h)),
-            "duplicate_ids": len(ids) - len(set(ids)),
+            "duplicate_ids": duplicate_ids,
             "duplicate_names": sum(c - 1 for name, c in names.items() if name in wanted and c > 1),
             "requests": len(reqs), "creates": len(creates), "creates_sent": len(sent),
             "top": endpoints.most_common(5), "ui_idle_ms": idle, "ui_ms": during, "ui_errors": ui.errors}
@@ -263,6 +272,13 @@ def clones_cell(who, cost, ui_interval, timeout, n=10):
                                "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}]})
         if tpl.get("failed"):
             raise RuntimeError(f"the template for the clones row could not be made: {tpl.get('msg')}")
+        # The peer finds the template by name in /cluster/resources, which names a VM once
+        # pvestatd's next round (pve-sim's --stats-interval, 10 s) has seen it: a template made
+        # well before its clones, as users make them.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(
+                r.get("name") == "tpl" for r in bench.api_get(sim, "/cluster/resources?type=vm") or []):
+            time.sleep(0.5)
         before = len(sim.requests())
         hosts = [(f"clone{i}", "pve1") for i in range(n)]
         if who == "ours":
@@ -341,8 +357,9 @@ def report_lines(fleet):
            "A fresh 3-node pve-sim per client and cell (`--nodes pve1,pve2,pve3 --workers 3 --time-scale 0.5`, "
            "`--request-cost` as given), VMs by name with `cores: 1` and automatic ids, spread over the nodes; "
            "ours `sankofa.proxmox.vm`, the peer community.proxmox `proxmox_kvm`. Requests: pve-sim's request log, "
-           "the UI poll's left out; top endpoints per VM, paths normalised. Duplicates: two successful creates of "
-           "one vmid / two VMs of one name at the end (pve-sim's VM list per node). UI poll: `GET "
+           "the UI poll's left out; top endpoints per VM, paths normalised. Duplicates: two hosts whose successful "
+           "results name one vmid / two VMs of one name at the end (pve-sim's VM list per node). VMs at end: "
+           "the hosts whose VM is there (a host can succeed without one). UI poll: `GET "
            f"/cluster/resources` every {fleet['ui_interval']:g} s with its own API token on a keep-alive "
            "connection during the play; idle: 10 of the same polls before it. Targets: 0 failures and 0 "
            f"duplicates; requests per VM ≤ {MAX_REQUESTS_PER_VM} (ours) and within {GROWTH_SLACK:g}× of the same "
