@@ -2,7 +2,8 @@
 """The fleet bench: one play creating n VMs by name at once, ours against the peer.
 
 Run alone:   bench/run.sh --only fleet [--fleet-sizes 10,50] [--fleet-costs 0,10] [--full]
-        or:  .venv/bin/python bench/fleet.py [the same options]   (writes bench/results/fleet.md)
+        or:  .venv/bin/python bench/fleet.py [the same options]
+(either writes bench/results/fleet.md; `--report NAME` another name under bench/results).
 `make bench` runs it among the other experiments and puts its table into bench/results/latest.md.
 Binaries: target/release by default; BENCH_BIN_DIR=target/debug points bench at a debug build
 (pve-sim and vm from there; Ansible runs the modules in plugins/bin either way).
@@ -25,12 +26,13 @@ grid, on a fresh 3-node pve-sim (`--nodes pve1,pve2,pve3`, `--workers 3`, `--req
 And a row of ten linked clones of one template (`-f 10`), the template made first with the vm
 module.
 
-Time, on 2 shared cores at commit 2b6ad87: the default grid (10 and 50 VMs at 0 and 10 ms, and
+Time, on 2 shared cores with the code of commit 50426cd: the default grid (10 and 50 VMs at 0 and 10 ms, and
 the clones rows) takes about 5 minutes, which is what `make bench` runs. The full grid (10, 50
 and 200 VMs at 0, 10 and 30 ms) takes about 25 minutes, more than a bench row should: it runs
 with `--full` (`make bench-full`), or `--fleet-sizes 10,50,200 --fleet-costs 0,10,30`. Its
-slowest cell, 200 VMs at 30 ms, took 163 s for ours (7,500 requests: 30 ms on 3 workers is at
-least 75 s of them) and 157 s for the peer. A cell that runs past --fleet-timeout is stopped and
+slowest cell, 200 VMs at 30 ms, took 163 s for ours (debug binaries; 7,500 requests: 30 ms on 3
+workers is at least 75 s of them) and 157 s for the peer. Ours' requests per VM at 50 VMs and
+0 ms vary between runs (40 to 107 seen): its waits depend on how the creates interleave. A cell that runs past --fleet-timeout is stopped and
 reported as such.
 """
 import argparse
