@@ -15,6 +15,8 @@ Measured, for both clients:
   7. the wait over a network (`net`): round trips of 0-100 ms added by bench/delay_proxy.py in
      front of pve-sim, and 1-5 ms of server time on every request (pve-sim's `--request-cost`),
      for tasks without progress and for imports, ours against the peer's one-second poll.
+  8. fleets (bench/fleet.py): one play creating 10-200 VMs by name at once, `-f 50`, at 0-30 ms
+     per request, with the web UI's poll beside it; and ten linked clones of a template.
 Plots (PNG, matplotlib in its own venv) go next to the report.
 
 Usage: bench/run.sh [--full]   (the script sets up the venvs and calls this file)
@@ -33,8 +35,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORK = os.path.join(ROOT, ".work", "bench")
-SIM = os.path.join(ROOT, "target", "release", "pve-sim")
-VM_BIN = os.path.join(ROOT, "target", "release", "vm")
+# The binaries measured: the release build, or BENCH_BIN_DIR's (relative to the root, e.g.
+# target/debug, to try a change quickly; not for results).
+BIN_DIR = os.path.join(ROOT, os.environ.get("BENCH_BIN_DIR") or os.path.join("target", "release"))
+SIM = os.path.join(BIN_DIR, "pve-sim")
+VM_BIN = os.path.join(BIN_DIR, "vm")
 OURS_ANSIBLE = os.path.join(ROOT, ".venv", "bin", "ansible")
 PEER_BIN = os.path.join(WORK, "peer-venv", "bin")
 PASSWORD = "bench-password"
@@ -907,8 +912,10 @@ def run_line():
             f"average (1 min) during the run: {LOAD.summary() if LOAD else 'not sampled'}")
 
 
-def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), clones=(), net=(), runs=None):
-    size = {b: os.path.getsize(os.path.join(ROOT, "target", "release", b)) for b in ("vm", "image", "pve-sim")}
+def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), clones=(), net=(), runs=None,
+                 fleet=None):
+    size = {b: os.path.getsize(os.path.join(BIN_DIR, b)) for b in ("vm", "image", "pve-sim")
+            if os.path.exists(os.path.join(BIN_DIR, b))}
     lines = [
         "# Benchmark results",
         "",
@@ -996,6 +1003,9 @@ def write_report(args, lat, imports, noop, e2e, scale, path, waits=(), load=(), 
     for who, s in scale.items():
         name = "sankofa.proxmox.vm" if who == "ours" else "community.proxmox.proxmox_kvm"
         lines.append(f"| {name} | {s['hosts']} | {s['ok']} | {s['failed']} | {s['vms']} | {s['duplicates']} | {s['wall_s']:.1f} | {s['requests']} |")
+    if fleet:
+        import fleet as fleet_bench
+        lines += fleet_bench.report_lines(fleet)
     lines += ["", "## 6. Release binaries", "", "| binary | bytes |", "|---|---|"]
     for b, n in size.items():
         lines.append(f"| {b} | {n} |")
@@ -1037,7 +1047,7 @@ def combine(args, names):
     write_report(args, merged.get("latency", []), merged.get("imports", []), merged.get("noop", {}),
                  merged.get("e2e", []), merged.get("scale", {}), os.path.join(out, "latest.md"),
                  merged.get("waits", []), merged.get("load", []), merged.get("clones", []), merged.get("net", []),
-                 runs=[p["run"] for p in parts])
+                 runs=[p["run"] for p in parts], fleet=merged.get("fleet"))
     plot_figures(merged.get("latency", []), merged.get("imports", []), merged.get("e2e", []), out)
 
 
@@ -1077,10 +1087,11 @@ LOAD = None
 def main():
     global LOAD
     LOAD = LoadWatch()
+    import fleet as fleet_bench
     ap = argparse.ArgumentParser()
     ap.add_argument("--full", action="store_true", help="also 2- and 5-minute tasks and imports")
     ap.add_argument("--no-peer", action="store_true")
-    ap.add_argument("--only", default="latency,imports,waits,net,load,clones,noop,e2e,scale,inventory,snapshots",
+    ap.add_argument("--only", default="latency,imports,waits,net,load,clones,noop,e2e,scale,fleet,inventory,snapshots",
                     help="comma-separated experiments to run (default: all)")
     ap.add_argument("--wait-runs", type=int, default=10, help="runs per client and import scenario")
     ap.add_argument("--wait-runs-others", type=int, default=None,
@@ -1099,6 +1110,7 @@ def main():
     ap.add_argument("--combine", default="",
                     help="write latest.md and the plots from the figures of partial runs of one commit "
                          "(comma-separated report names, .work/bench/NAME.json), running nothing")
+    fleet_bench.add_arguments(ap)
     args = ap.parse_args()
     if args.combine:
         combine(args, args.combine.split(","))
@@ -1139,6 +1151,7 @@ def main():
     noop = guarded("noop", lambda: noop_experiment(have_peer, runs=20), {})
     e2e = guarded("e2e", lambda: e2e_experiment(have_peer), [])
     scale = guarded("scale", lambda: scale_experiment(50, have_peer), {})
+    fleet = guarded("fleet", lambda: fleet_bench.experiment(args, have_peer), None)
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
     everything = set(ap.get_default("only").split(",")) - {"inventory", "snapshots"}
@@ -1147,14 +1160,15 @@ def main():
         args.report or ("waits" if only <= {"waits", "load"} else "-".join(sorted(only))))
     with open(os.path.join(WORK, f"{name}.json"), "w") as f:
         json.dump({"commit": COMMIT, "run": run_line(), "latency": lat, "imports": imports, "waits": waits, "net": net, "load": load,
-                   "clones": clones, "noop": noop, "e2e": e2e, "scale": scale}, f)
+                   "clones": clones, "noop": noop, "e2e": e2e, "scale": scale, "fleet": fleet}, f)
     if only != everything:
         # A partial run keeps the full report and writes its own: waits.md for the wait
         # experiments, else one named after what ran (noop-latency.md, …).
         write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, f"{name}.md"), waits, load, clones,
-                     net)
+                     net, fleet=fleet)
         return
-    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits, load, clones, net)
+    write_report(args, lat, imports, noop, e2e, scale, os.path.join(out, "latest.md"), waits, load, clones, net,
+                 fleet=fleet)
     plot_figures(lat, imports, e2e, out)
 
 
