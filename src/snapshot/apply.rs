@@ -10,6 +10,7 @@ use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::pve::answers::SnapshotListed;
 use crate::pve::api::qemu::Vm;
 use crate::pve::api::{Dispatched, cluster, qemu, snapshot};
+use crate::pve::error::task_lacks_snapshot_feature;
 use crate::runner::{Session, TaskFailed, failure};
 
 /// Runs the `snapshot` module.
@@ -136,7 +137,7 @@ fn hinted(failed: TaskFailed) -> anyhow::Error {
     let cannot = failed
         .exitstatus
         .as_deref()
-        .is_some_and(|e| e.contains("snapshot feature is not available"));
+        .is_some_and(task_lacks_snapshot_feature);
     if cannot {
         anyhow::Error::new(failed).context(NO_SNAPSHOT_HINT)
     } else {

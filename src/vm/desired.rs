@@ -508,7 +508,10 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     if !config.contains_key("boot")
         && let Some(first) = disks.iter().find(|disk| !disk.cloudinit)
     {
-        create_only.insert("boot".into(), format!("order={}", first.slot));
+        create_only.insert(
+            "boot".into(),
+            Boot::order([first.slot.as_str()]).to_string(),
+        );
     }
     let pool = inv
         .str("pool")

@@ -83,7 +83,7 @@ impl Runner<'_> {
         };
         let _ = self.changes.accepted();
         if let Err(e) = written {
-            let hint = if e.to_string().contains("migrated to rules") {
+            let hint = if e.is_ha_groups_migrated() {
                 " (PVE 9 replaced HA groups with rules: leave ha.group out, and give the VM a \
                  node-affinity rule with POST /cluster/ha/rules)"
             } else {

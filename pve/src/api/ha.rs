@@ -44,7 +44,7 @@ impl HaResource {
 pub fn resource(client: &Client, vmid: u32) -> Result<Option<HaResource>, ApiError> {
     match ops::read(client, &paths::ha_resource(vmid), &Vec::new()) {
         Ok(answer) => Ok(Some(lenient(answer))),
-        Err(e) if e.status() == Some(500) && e.to_string().contains("no such resource") => Ok(None),
+        Err(e) if e.is_no_such_ha_resource() => Ok(None),
         Err(e) => Err(e),
     }
 }

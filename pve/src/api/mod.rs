@@ -43,6 +43,13 @@ impl Task {
             reports_progress: false,
         }
     }
+
+    /// Whether PVE handed the request to the HA stack instead of doing it (a migration of an
+    /// HA-managed VM starts a `hamigrate`, [`TaskType::HaMigrate`]): the work is then a task
+    /// the HA stack starts later ([`qemu::migration_by_ha`]).
+    pub fn handed_to_ha(&self) -> bool {
+        TaskType::named(&self.upid.task_type) == Some(TaskType::HaMigrate)
+    }
 }
 
 /// What a dispatched request led to.

@@ -245,6 +245,18 @@ pub fn migrate(client: &Client, vm: &Vm, request: &MigrateRequest) -> Result<Dis
     )
 }
 
+/// The `qmigrate` the HA stack's LRM started for an HA-managed VM after a [`migrate`] was
+/// handed to it ([`Task::handed_to_ha`]; pve-ha-manager Manager.pm, LRM.pm, Resources/PVEVM.pm
+/// migrate, on the VM's node): the newest since `since` (the `hamigrate`'s start, epoch
+/// seconds), or `None` while there is none. A read; a failure counts as none. Its copy reports
+/// progress as a migration's does.
+pub fn migration_by_ha(client: &Client, vm: &Vm, since: u64) -> Option<Task> {
+    tasks::newest_since(client, &vm.node, vm.vmid, TaskType::Migrate, since).map(|upid| Task {
+        upid,
+        reports_progress: true,
+    })
+}
+
 /// `POST …/config` (`qmconfig`): sets these keys (new disks import or allocate inside the
 /// task), against the config read (`digest`), so a change made meanwhile is refused.
 pub fn update_config(
