@@ -184,4 +184,45 @@ mod tests {
         assert!(on_node.matches(101, Some("db"), "pve2"));
         assert!(!on_node.matches(101, Some("db"), "pve1") && !on_node.matches(100, None, "pve2"));
     }
+
+    fn invocation(params: serde_json::Value) -> Invocation {
+        Invocation {
+            ctx: Default::default(),
+            params: params.as_object().cloned().unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn a_selector_is_checked_in_pves_formats() {
+        let selector = VmSelector::from_invocation(&invocation(
+            serde_json::json!({"vmid": 100, "name": "web1", "node": "pve1"}),
+        ))
+        .unwrap();
+        assert_eq!(
+            selector,
+            VmSelector {
+                vmid: Some(100),
+                name: Some("web1".into()),
+                node: Some("pve1".into())
+            }
+        );
+        assert_eq!(
+            VmSelector::from_invocation(&invocation(serde_json::json!({}))).unwrap(),
+            VmSelector::default()
+        );
+        let bad_node =
+            VmSelector::from_invocation(&invocation(serde_json::json!({"node": "-pve"})));
+        assert!(
+            bad_node
+                .unwrap_err()
+                .starts_with("node must be a PVE node name")
+        );
+        let bad_name =
+            VmSelector::from_invocation(&invocation(serde_json::json!({"name": "web_1"})));
+        assert!(
+            bad_name
+                .unwrap_err()
+                .starts_with("name must be a valid DNS name")
+        );
+    }
 }

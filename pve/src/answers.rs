@@ -179,9 +179,11 @@ impl VmConfig {
             .collect()
     }
 
-    /// The answer as PVE sent it.
+    /// The answer as PVE sent it (numbers as numbers) without its `digest`, for a result.
     pub fn raw(&self) -> Value {
-        Value::Object(self.keys.clone())
+        let mut keys = self.keys.clone();
+        keys.remove("digest");
+        Value::Object(keys)
     }
 
     /// The VM's `name`, when it has one.
@@ -679,5 +681,12 @@ mod tests {
             assert!(!agent(off.clone()), "{off}");
         }
         assert!(!lenient::<VmConfig>(json!({})).agent_enabled());
+    }
+
+    #[test]
+    fn a_config_is_shown_without_its_digest() {
+        let config: VmConfig = lenient(json!({"digest": "abc", "memory": 512, "name": "web1"}));
+        assert_eq!(config.raw(), json!({"memory": 512, "name": "web1"}));
+        assert_eq!(config.strings()["memory"], "512");
     }
 }
