@@ -1,11 +1,13 @@
 //! One function per PVE call the modules make, grouped as PVE groups them: [`cluster`]
-//! (pve-manager API2/Cluster.pm), [`ha`] (pve-ha-manager API2/HA), [`access`] (pve-access-control), [`tasks`] (a node's
-//! tasks, pve-manager API2/Tasks.pm), [`qemu`] (qemu-server API2/Qemu.pm) and [`storage`]
-//! (pve-storage API2/Storage), with [`made`] (which task made a new VM, by PVE's record, for
-//! a create or a clone sent at most once) and [`named`] (finding VMs by name). This is where a request is built: each function knows its
-//! method and path ([`crate::paths`]), its body keys, its retry class (a read, or a
-//! dispatch with the query that recovers a lost answer, [`crate::ops`]) and, when it starts
-//! a task, the task's type and whether its log reports progress.
+//! (pve-manager API2/Cluster.pm), [`ha`] (pve-ha-manager API2/HA), [`access`]
+//! (pve-access-control), [`tasks`] (a node's tasks, pve-manager API2/Tasks.pm), [`qemu`]
+//! (qemu-server API2/Qemu.pm) and [`storage`] (pve-storage API2/Storage), with [`made`]
+//! (which task made a new VM, by PVE's record, for a create or a clone sent at most once)
+//! and [`named`] (finding VMs by name, the cluster's listing confirmed by the nodes'). This
+//! is where a request is built: each function knows its method and path ([`crate::paths`]),
+//! its body keys, its retry class (a read, or a dispatch with the query that recovers a lost
+//! answer, [`crate::ops`]) and, when it starts a task, the task's type and whether its log
+//! reports progress ([`TaskType::reports_progress`]).
 //!
 //! Nothing above this module builds a path, writes a body key or names a task type.
 

@@ -93,10 +93,12 @@ impl TaskType {
         ALL.iter().copied().find(|t| t.as_str() == name)
     }
 
-    /// Whether the type's log reports a copy's progress worth reading while it runs: the
-    /// copies of a create's import, a clone, a restore, a disk move, a download, and a
-    /// migration's mirrored disks (`drive-scsi0: transferred …`, see
-    /// [`crate::wait::transfer_part`]). A `qmconfig` imports a disk too (`import-from`).
+    /// Whether the type's log may report a copy's progress, so a wait on any task of it
+    /// reads the log while it runs: the copies of a create's import, a clone, a restore, a
+    /// disk move, a download, and a migration's mirrored disks (`drive-scsi0: transferred …`,
+    /// see [`crate::wait::transfer_part`]); a `qmconfig` imports a disk too (`import-from`).
+    /// Whether one request's task is expected to copy (and so given time for it) is that
+    /// request's own ([`super::Task::reports_progress`]).
     pub fn reports_progress(self) -> bool {
         matches!(
             self,
