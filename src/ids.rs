@@ -2,8 +2,54 @@
 //! JSONSchema.pm accepts for a node, a storage, a DNS name, a MAC address, an IP in CIDR
 //! notation. Each check names the option it was given for.
 
+use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::{Kind, Opt};
 use crate::ansible::text::quote;
+use crate::pve::answers::Vmid;
+
+/// The options that name a VM, as every module takes them: `vmid`, `name` (its config's
+/// `name`, a DNS name as PVE's schema has it) and `node`. What a given one means (one VM to
+/// find, or a filter of many) is the module's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VmSelector {
+    pub vmid: Option<Vmid>,
+    pub name: Option<String>,
+    pub node: Option<String>,
+}
+
+impl VmSelector {
+    /// The selector from validated options (the spec bounds `vmid`), each checked in PVE's
+    /// format and naming its option, before any request.
+    pub fn from_invocation(inv: &Invocation) -> Result<VmSelector, String> {
+        Ok(VmSelector {
+            vmid: inv
+                .int("vmid")
+                .map(|vmid| {
+                    Vmid::try_from(vmid).map_err(|_| format!("vmid {vmid} is not a PVE vmid"))
+                })
+                .transpose()?,
+            name: inv
+                .str("name")
+                .map(|name| dns_name("name", name))
+                .transpose()?,
+            node: inv
+                .str("node")
+                .map(|node| node_name("node", node))
+                .transpose()?,
+        })
+    }
+
+    /// Whether a VM (its id, its name if it has one, its node) is one every given option
+    /// names.
+    pub fn matches(&self, vmid: Vmid, name: Option<&str>, node: &str) -> bool {
+        self.vmid.is_none_or(|id| id == vmid)
+            && self
+                .name
+                .as_deref()
+                .is_none_or(|wanted| name == Some(wanted))
+            && self.node.as_deref().is_none_or(|wanted| wanted == node)
+    }
+}
 
 /// An option that names a VM by its id, as PVE's `pve-vmid` format has it: 100 to
 /// 999,999,999.
@@ -113,5 +159,70 @@ pub fn cidr(value: &str, six: bool) -> bool {
         address.parse::<std::net::Ipv6Addr>().is_ok() && prefix <= 128
     } else {
         address.parse::<std::net::Ipv4Addr>().is_ok() && prefix <= 32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_given_option_of_a_selector_must_match() {
+        let all = VmSelector::default();
+        assert!(all.matches(100, None, "pve1"));
+        let by_name = VmSelector {
+            name: Some("web1".into()),
+            ..Default::default()
+        };
+        assert!(by_name.matches(100, Some("web1"), "pve1"));
+        assert!(!by_name.matches(100, None, "pve1") && !by_name.matches(100, Some("web2"), "pve1"));
+        let on_node = VmSelector {
+            vmid: Some(101),
+            node: Some("pve2".into()),
+            ..Default::default()
+        };
+        assert!(on_node.matches(101, Some("db"), "pve2"));
+        assert!(!on_node.matches(101, Some("db"), "pve1") && !on_node.matches(100, None, "pve2"));
+    }
+
+    fn invocation(params: serde_json::Value) -> Invocation {
+        Invocation {
+            ctx: Default::default(),
+            params: params.as_object().cloned().unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn a_selector_is_checked_in_pves_formats() {
+        let selector = VmSelector::from_invocation(&invocation(
+            serde_json::json!({"vmid": 100, "name": "web1", "node": "pve1"}),
+        ))
+        .unwrap();
+        assert_eq!(
+            selector,
+            VmSelector {
+                vmid: Some(100),
+                name: Some("web1".into()),
+                node: Some("pve1".into())
+            }
+        );
+        assert_eq!(
+            VmSelector::from_invocation(&invocation(serde_json::json!({}))).unwrap(),
+            VmSelector::default()
+        );
+        let bad_node =
+            VmSelector::from_invocation(&invocation(serde_json::json!({"node": "-pve"})));
+        assert!(
+            bad_node
+                .unwrap_err()
+                .starts_with("node must be a PVE node name")
+        );
+        let bad_name =
+            VmSelector::from_invocation(&invocation(serde_json::json!({"name": "web_1"})));
+        assert!(
+            bad_name
+                .unwrap_err()
+                .starts_with("name must be a valid DNS name")
+        );
     }
 }

@@ -192,7 +192,7 @@ pub fn failure(error: anyhow::Error) -> Failure {
     }
     let mut f = Failure::msg(msg);
     if let Some(task) = error.downcast_ref::<TaskFailed>() {
-        f.data.extend(task.keys.clone());
+        f.data.extend(task.keys());
     }
     if let Some(warned) = error.downcast_ref::<Warned>() {
         f.warnings.extend(warned.warnings.iter().cloned());
@@ -212,16 +212,79 @@ pub fn task_json(report: &TaskReport) -> Value {
     v
 }
 
-/// A wait on a task that ended badly: its message, the keys the failed result carries (UPID,
-/// exit status, log tail), and whether PVE's worker refused before changing anything (the
-/// caller re-reads and re-plans).
+/// A wait on a task that ended badly: its message, what PVE said of the task (its report, or
+/// how the wait ended), and whether PVE's worker refused before changing anything (the caller
+/// re-reads and re-plans). The keys of the failed result (UPID, exit status, log tail) are
+/// read from the typed report only in [`failure`].
 #[derive(Debug)]
 pub struct TaskFailed {
     pub message: String,
-    pub keys: Map<String, Value>,
     pub refused_before_acting: bool,
     /// PVE's exit status, when the task ended (not when the wait did).
     pub exitstatus: Option<String>,
+    /// How the task, or the wait on it, ended.
+    pub ended: TaskEnd,
+    /// Why a task that acted failed (see `pve::error::task_acted_then_failed`), when the
+    /// module tried it again and gave up: the failed result's `cause`.
+    pub cause: Option<String>,
+}
+
+/// How a failed wait on a task ended.
+#[derive(Debug)]
+pub enum TaskEnd {
+    /// The task stopped with an error: PVE's report of it.
+    Failed(TaskReport),
+    /// The wait ended first (a timeout, an interruption, a task that vanished, a request
+    /// refused).
+    Wait(WaitError),
+}
+
+impl TaskFailed {
+    /// The last lines of the task's log the wait read (PVE's `GET …/log`), oldest first.
+    pub fn log_tail(&self) -> Vec<String> {
+        match &self.ended {
+            TaskEnd::Failed(report) => report.tail(TAIL_LINES),
+            TaskEnd::Wait(WaitError::TimedOut { tail, .. }) => tail.clone(),
+            TaskEnd::Wait(_) => Vec::new(),
+        }
+    }
+
+    /// The keys the failed result carries: the UPID; the exit status and log tail of a task
+    /// that ended; what a timed-out wait saw; the cause of a failure that acted.
+    fn keys(&self) -> Map<String, Value> {
+        let mut keys = Map::new();
+        match &self.ended {
+            TaskEnd::Failed(report) => {
+                keys.insert("upid".into(), json!(report.upid.text));
+                keys.insert("exitstatus".into(), json!(report.exitstatus));
+                keys.insert("log_tail".into(), json!(report.tail(TAIL_LINES)));
+            }
+            TaskEnd::Wait(WaitError::TimedOut {
+                upid,
+                elapsed,
+                progress,
+                tail,
+                ..
+            }) => {
+                keys.insert("upid".into(), json!(upid.text));
+                keys.insert("waited".into(), json!(elapsed.as_secs_f64()));
+                keys.insert("progress".into(), json!(progress));
+                keys.insert("log_tail".into(), json!(tail));
+            }
+            TaskEnd::Wait(
+                WaitError::Vanished { upid }
+                | WaitError::Interrupted { upid, .. }
+                | WaitError::Api { upid, .. },
+            ) => {
+                keys.insert("upid".into(), json!(upid.text));
+            }
+            TaskEnd::Wait(_) => {}
+        }
+        if let Some(cause) = &self.cause {
+            keys.insert("cause".into(), json!(cause));
+        }
+        keys
+    }
 }
 
 impl fmt::Display for TaskFailed {
@@ -272,49 +335,26 @@ impl TaskLog {
                 Ok(r)
             }
             Err(WaitError::Failed(r)) => {
-                let mut keys = Map::new();
-                keys.insert("upid".into(), json!(r.upid.text));
-                keys.insert("exitstatus".into(), json!(r.exitstatus));
-                keys.insert("log_tail".into(), json!(r.tail(TAIL_LINES)));
-                let failed = TaskFailed {
+                self.tasks.push(r.clone());
+                Err(TaskFailed {
                     message: format!("{what} failed: {}", r.exitstatus),
-                    keys,
                     refused_before_acting: task_refused_before_acting(&r.exitstatus),
                     exitstatus: Some(r.exitstatus.clone()),
-                };
-                self.tasks.push(r);
-                Err(failed)
+                    ended: TaskEnd::Failed(r),
+                    cause: None,
+                })
             }
             Err(e) => {
-                let mut keys = Map::new();
-                let mut hint = "";
-                match &e {
-                    WaitError::TimedOut {
-                        upid,
-                        elapsed,
-                        progress,
-                        tail,
-                        stopped,
-                        ..
-                    } => {
-                        keys.insert("upid".into(), json!(upid.text));
-                        keys.insert("waited".into(), json!(elapsed.as_secs_f64()));
-                        keys.insert("progress".into(), json!(progress));
-                        keys.insert("log_tail".into(), json!(tail));
-                        hint = timeout_hint(stopped.as_ref());
-                    }
-                    WaitError::Vanished { upid }
-                    | WaitError::Interrupted { upid, .. }
-                    | WaitError::Api { upid, .. } => {
-                        keys.insert("upid".into(), json!(upid.text));
-                    }
-                    _ => {}
-                }
+                let hint = match &e {
+                    WaitError::TimedOut { stopped, .. } => timeout_hint(stopped.as_ref()),
+                    _ => "",
+                };
                 Err(TaskFailed {
                     message: format!("{what}: {e}{hint}"),
-                    keys,
                     refused_before_acting: false,
                     exitstatus: None,
+                    ended: TaskEnd::Wait(e),
+                    cause: None,
                 })
             }
         }

@@ -7,8 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use std::net::IpAddr;
+
 use serde::de::{DeserializeOwned, Deserializer};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Reads a number sent as a JSON number or as a string of digits.
@@ -26,6 +28,17 @@ pub fn number_or_string<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u6
             .parse()
             .map_err(|_| serde::de::Error::custom(format!("not a number: {text:?}"))),
     }
+}
+
+/// A VM's id, as every answer and request carries it (pve-common JSONSchema.pm `pve-vmid`:
+/// 100 to 999,999,999, so it fits 32 bits).
+pub type Vmid = u32;
+
+/// A [`Vmid`] sent as a JSON number or as a string of digits; one beyond 32 bits is not a
+/// vmid, and the item that holds it is not read.
+pub fn vmid_number<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vmid, D::Error> {
+    let number = number_or_string(deserializer)?;
+    Vmid::try_from(number).map_err(|_| serde::de::Error::custom(format!("not a vmid: {number}")))
 }
 
 /// [`number_or_string`] for a field that may be missing or null.
@@ -119,8 +132,8 @@ pub struct Resource {
     /// `qemu` or `lxc`.
     #[serde(rename = "type")]
     pub kind: String,
-    #[serde(deserialize_with = "number_or_string")]
-    pub vmid: u64,
+    #[serde(deserialize_with = "vmid_number")]
+    pub vmid: Vmid,
     pub node: String,
     #[serde(default, deserialize_with = "text_or_nothing")]
     pub name: Option<String>,
@@ -130,8 +143,8 @@ pub struct Resource {
 /// QemuServer.pm, vmstatus).
 #[derive(Clone, Debug, Deserialize)]
 pub struct NodeVm {
-    #[serde(deserialize_with = "number_or_string")]
-    pub vmid: u64,
+    #[serde(deserialize_with = "vmid_number")]
+    pub vmid: Vmid,
     #[serde(default, deserialize_with = "text_or_nothing")]
     pub name: Option<String>,
     /// `create` while a create is in progress.
@@ -166,9 +179,31 @@ impl VmConfig {
             .collect()
     }
 
-    /// The answer as PVE sent it.
+    /// The answer as PVE sent it (numbers as numbers) without its `digest`, for a result.
     pub fn raw(&self) -> Value {
-        Value::Object(self.keys.clone())
+        let mut keys = self.keys.clone();
+        keys.remove("digest");
+        Value::Object(keys)
+    }
+
+    /// The VM's `name`, when it has one.
+    pub fn name(&self) -> Option<&str> {
+        self.keys.get("name")?.as_str()
+    }
+
+    /// Whether the guest agent is on: `agent` read as qemu-server reads it
+    /// ([`crate::values::Agent`]: `1`, `on`, `yes`, `true`, `enabled=…`); unset, or a value
+    /// PVE would not accept, is off.
+    pub fn agent_enabled(&self) -> bool {
+        let Some(value) = self.keys.get("agent") else {
+            return false;
+        };
+        let text = value
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| value.to_string());
+        text.parse::<crate::values::Agent>()
+            .is_ok_and(|agent| agent.is_enabled())
     }
 
     /// Whether the VM is a template (`template: 1`).
@@ -304,8 +339,8 @@ impl SnapshotListed {
 pub struct VmResource {
     #[serde(rename = "type", default)]
     pub kind: String,
-    #[serde(deserialize_with = "number_or_string")]
-    pub vmid: u64,
+    #[serde(deserialize_with = "vmid_number")]
+    pub vmid: Vmid,
     #[serde(default)]
     pub node: String,
     #[serde(default, deserialize_with = "text_or_nothing")]
@@ -347,6 +382,135 @@ pub struct PendingItem {
     pub delete: Option<u64>,
 }
 
+/// A VM's config as `GET …/pending` gives it in one read: the values it has, the values not
+/// taken yet, and the keys to be removed (the `digest` left out).
+#[derive(Clone, Debug, Default)]
+pub struct PendingConfig {
+    /// The values the VM has now (`value`).
+    pub current: VmConfig,
+    /// The values not taken yet (`pending`).
+    pub pending: Map<String, Value>,
+    /// The keys to be removed (`delete`), in PVE's order.
+    pub pending_delete: Vec<String>,
+}
+
+impl PendingConfig {
+    /// The config the listing's keys make.
+    pub fn from_items(items: Vec<PendingItem>) -> PendingConfig {
+        let mut config = PendingConfig::default();
+        for item in items {
+            if item.key == "digest" {
+                continue;
+            }
+            if let Some(value) = item.value {
+                config.current.keys.insert(item.key.clone(), value);
+            }
+            if let Some(pending) = item.pending {
+                config.pending.insert(item.key.clone(), pending);
+            }
+            if item.delete.is_some_and(|d| d != 0) {
+                config.pending_delete.push(item.key);
+            }
+        }
+        config
+    }
+}
+
+/// `GET …/agent/network-get-interfaces`: the guest's interfaces as its agent reports them
+/// (qemu-guest-agent's `guest-network-get-interfaces`, which PVE passes on under `result`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct GuestInterfaces {
+    #[serde(default, deserialize_with = "lenient_items")]
+    pub result: Vec<GuestInterface>,
+}
+
+/// One interface of the guest (qemu-guest-agent's `GuestNetworkInterface`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct GuestInterface {
+    #[serde(default)]
+    pub name: String,
+    /// The MAC address, when the interface has one.
+    #[serde(
+        rename = "hardware-address",
+        default,
+        deserialize_with = "text_or_nothing",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub hardware_address: Option<String>,
+    #[serde(rename = "ip-addresses", default, deserialize_with = "lenient_items")]
+    pub ip_addresses: Vec<GuestIpAddress>,
+    /// The interface's counters (`rx-bytes`, `tx-packets`, …), as the agent sends them.
+    #[serde(
+        default,
+        deserialize_with = "counters",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub statistics: Option<BTreeMap<String, u64>>,
+}
+
+/// One address of a guest interface (qemu-guest-agent's `GuestIpAddress`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct GuestIpAddress {
+    /// `ipv4` or `ipv6`.
+    #[serde(rename = "ip-address-type", default)]
+    pub kind: String,
+    #[serde(rename = "ip-address")]
+    pub address: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<u8>,
+}
+
+impl GuestInterfaces {
+    /// The guest's addresses a client can reach it at: every address the agent reports
+    /// but loopback (`127.0.0.0/8`, `::1`), link-local (`169.254.0.0/16`, `fe80::/10`, which
+    /// need the guest's interface to be named to be used) and unspecified (`0.0.0.0`, `::`),
+    /// IPv4 first, each once, in the guest's order. The vm module waits for the first of
+    /// these (`wait_for_ip`), and vm_info and the inventory report them (`ansible_host` is the
+    /// first).
+    pub fn addresses(&self) -> Vec<String> {
+        let mut v4 = Vec::new();
+        let mut v6 = Vec::new();
+        let ips = self
+            .result
+            .iter()
+            .flat_map(|iface| &iface.ip_addresses)
+            .filter_map(|a| a.address.parse::<IpAddr>().ok());
+        for ip in ips {
+            let usable = match ip {
+                IpAddr::V4(v4) => !(v4.is_loopback() || v4.is_link_local() || v4.is_unspecified()),
+                IpAddr::V6(v6) => {
+                    !(v6.is_loopback()
+                        || v6.is_unspecified()
+                        || (v6.segments()[0] & 0xffc0) == 0xfe80)
+                }
+            };
+            let list = if ip.is_ipv4() { &mut v4 } else { &mut v6 };
+            let text = ip.to_string();
+            if usable && !list.contains(&text) {
+                list.push(text);
+            }
+        }
+        v4.extend(v6);
+        v4
+    }
+}
+
+/// An interface's counters; counters of another shape read as absent (the interface's
+/// addresses are still read).
+fn counters<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<BTreeMap<String, u64>>, D::Error> {
+    Value::deserialize(deserializer).map(|v| serde_json::from_value(v).ok())
+}
+
+/// A list field read as [`lenient_list`] reads a list answer: an item of another shape is
+/// skipped, and a field that is not a list reads as empty.
+fn lenient_items<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    deserializer: D,
+) -> Result<Vec<T>, D::Error> {
+    Value::deserialize(deserializer).map(lenient_list)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,7 +524,7 @@ mod tests {
             {"type": "qemu", "vmid": "x", "node": "pve1"},
             {"type": "qemu", "node": "pve1"},
         ]));
-        let ids: Vec<u64> = listed.iter().map(|r| r.vmid).collect();
+        let ids: Vec<Vmid> = listed.iter().map(|r| r.vmid).collect();
         assert_eq!(ids, vec![100, 101]);
         let pending: Vec<PendingKey> = lenient_list(json!([
             {"key": "cores", "value": 1, "pending": 2},
@@ -389,5 +553,140 @@ mod tests {
         let killed: TaskStatus = lenient(json!({"status": "stopped", "exitstatus": 7}));
         assert!(killed.stopped());
         assert_eq!(killed.exit(), "unexpected status");
+    }
+
+    /// The shape PVE passes on from qemu-guest-agent (`guest-network-get-interfaces` under
+    /// `result`), with loopback, link-local and unspecified addresses, a duplicate, an item
+    /// that is no address, and an interface without addresses or MAC.
+    fn guest_answer() -> Value {
+        json!({"result": [
+            {"name": "lo", "hardware-address": "00:00:00:00:00:00",
+             "ip-addresses": [
+                {"ip-address-type": "ipv4", "ip-address": "127.0.0.1", "prefix": 8},
+                {"ip-address-type": "ipv6", "ip-address": "::1", "prefix": 128}],
+             "statistics": {"rx-bytes": 100, "rx-dropped": 0, "rx-errs": 0, "rx-packets": 2,
+                            "tx-bytes": 100, "tx-dropped": 0, "tx-errs": 0, "tx-packets": 2}},
+            {"name": "eth0", "hardware-address": "bc:24:11:00:00:01",
+             "ip-addresses": [
+                {"ip-address-type": "ipv6", "ip-address": "fe80::be24:11ff:fe00:1", "prefix": 64},
+                {"ip-address-type": "ipv6", "ip-address": "2001:db8::5", "prefix": 64},
+                {"ip-address-type": "ipv4", "ip-address": "169.254.3.4", "prefix": 16},
+                {"ip-address-type": "ipv4", "ip-address": "192.0.2.10", "prefix": 24}],
+             "statistics": {"rx-bytes": "odd"}},
+            {"name": "eth1", "ip-addresses": [
+                {"ip-address-type": "ipv4", "ip-address": "192.0.2.10", "prefix": 24},
+                {"ip-address-type": "ipv4", "ip-address": "0.0.0.0", "prefix": 0},
+                {"ip-address-type": "ipv4", "ip-address": "not an address"},
+                {"ip-address-type": "ipv4"}]},
+            {"name": "dummy0"}
+        ]})
+    }
+
+    #[test]
+    fn the_guest_agents_reachable_addresses_ipv4_first() {
+        let interfaces: GuestInterfaces = lenient(guest_answer());
+        assert_eq!(interfaces.result.len(), 4);
+        assert_eq!(interfaces.addresses(), ["192.0.2.10", "2001:db8::5"]);
+        let eth0 = &interfaces.result[1];
+        assert_eq!(eth0.hardware_address.as_deref(), Some("bc:24:11:00:00:01"));
+        assert_eq!(eth0.ip_addresses[3].prefix, Some(24));
+        assert_eq!(eth0.statistics, None, "counters of another shape");
+        assert_eq!(
+            interfaces.result[0]
+                .statistics
+                .as_ref()
+                .map(|c| c["rx-packets"]),
+            Some(2)
+        );
+        assert_eq!(
+            interfaces.result[2].ip_addresses.len(),
+            3,
+            "one has no address"
+        );
+        assert!(interfaces.result[3].ip_addresses.is_empty());
+        assert!(
+            lenient::<GuestInterfaces>(json!({"result": []}))
+                .addresses()
+                .is_empty()
+        );
+        assert!(
+            lenient::<GuestInterfaces>(json!("no agent"))
+                .result
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn the_guest_interfaces_print_as_the_agent_sent_them() {
+        let answer = json!({"result": [{"name": "eth0", "hardware-address": "bc:24:11:00:00:01",
+            "ip-addresses": [{"ip-address-type": "ipv4", "ip-address": "192.0.2.20", "prefix": 24}]}]});
+        let interfaces: GuestInterfaces = lenient(answer.clone());
+        assert_eq!(serde_json::to_value(&interfaces).unwrap(), answer);
+    }
+
+    #[test]
+    fn a_vmid_beyond_32_bits_is_not_read() {
+        let listed: Vec<NodeVm> = lenient_list(json!([
+            {"vmid": 4294967396u64, "name": "huge"},
+            {"vmid": "100", "name": "web"},
+        ]));
+        let ids: Vec<Vmid> = listed.iter().map(|vm| vm.vmid).collect();
+        assert_eq!(ids, [100]);
+    }
+
+    #[test]
+    fn the_pending_listing_makes_a_config() {
+        let items: Vec<PendingItem> = lenient_list(json!([
+            {"key": "digest", "value": "abc"},
+            {"key": "name", "value": "web1"},
+            {"key": "memory", "value": 512},
+            {"key": "cores", "value": 1, "pending": 4},
+            {"key": "serial0", "value": "socket", "delete": 1},
+            {"key": "tags", "pending": "prod"},
+            {"key": "agent", "value": "enabled=yes,fstrim_cloned_disks=1"}
+        ]));
+        let config = PendingConfig::from_items(items);
+        assert!(!config.current.keys.contains_key("digest"));
+        assert_eq!(config.current.keys["memory"], json!(512));
+        assert_eq!(config.current.name(), Some("web1"));
+        assert_eq!(config.pending["cores"], json!(4));
+        assert_eq!(config.pending["tags"], json!("prod"));
+        assert_eq!(config.pending_delete, ["serial0"]);
+        assert!(config.current.agent_enabled());
+    }
+
+    #[test]
+    fn the_agent_is_on_as_qemu_server_reads_it() {
+        let agent = |value: Value| lenient::<VmConfig>(json!({ "agent": value })).agent_enabled();
+        for on in [
+            json!(1),
+            json!("1"),
+            json!("on"),
+            json!("yes"),
+            json!("true"),
+            json!("enabled=1"),
+            json!("enabled=on,type=isa"),
+            json!("type=virtio,enabled=true"),
+        ] {
+            assert!(agent(on.clone()), "{on}");
+        }
+        for off in [
+            json!(0),
+            json!("0"),
+            json!("off"),
+            json!("enabled=0,fstrim_cloned_disks=1"),
+            json!("type=isa"),
+            json!("maybe"),
+        ] {
+            assert!(!agent(off.clone()), "{off}");
+        }
+        assert!(!lenient::<VmConfig>(json!({})).agent_enabled());
+    }
+
+    #[test]
+    fn a_config_is_shown_without_its_digest() {
+        let config: VmConfig = lenient(json!({"digest": "abc", "memory": 512, "name": "web1"}));
+        assert_eq!(config.raw(), json!({"memory": 512, "name": "web1"}));
+        assert_eq!(config.strings()["memory"], "512");
     }
 }

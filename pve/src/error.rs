@@ -298,6 +298,31 @@ impl ApiError {
     pub fn is_auth(&self) -> bool {
         self.status() == Some(401)
     }
+
+    /// `no such resource 'vm:N'` (pve-ha-manager API2/HA/Resources.pm): the VM is not an HA
+    /// resource.
+    pub fn is_no_such_ha_resource(&self) -> bool {
+        self.status() == Some(500) && self.message().contains("no such resource")
+    }
+
+    /// `invalid parameter 'group': ha groups have been migrated to rules` (pve-ha-manager
+    /// API2/HA/Resources.pm on PVE 9, where HA groups became node-affinity rules): a write
+    /// that names an HA group is refused.
+    pub fn is_ha_groups_migrated(&self) -> bool {
+        const TEXT: &str = "ha groups have been migrated to rules";
+        match self {
+            ApiError::Http {
+                message, errors, ..
+            } => {
+                message.contains(TEXT)
+                    || errors
+                        .values()
+                        .any(|v| v.as_str().is_some_and(|text| text.contains(TEXT)))
+            }
+            ApiError::Unanswered { last, .. } => last.is_ha_groups_migrated(),
+            _ => false,
+        }
+    }
 }
 
 /// True when a task's exit status says its worker refused before changing anything, because
@@ -370,6 +395,46 @@ pub fn task_acted_then_failed(exitstatus: &str) -> Option<&'static str> {
 pub fn task_found_vmid_taken(exitstatus: &str) -> bool {
     exitstatus.contains("config file already exists")
         || (exitstatus.contains("VM ") && exitstatus.contains(" already exists"))
+}
+
+/// True when a snapshot task failed because a disk's storage cannot snapshot (pve-storage
+/// `volume_has_feature`, as qemu-server's snapshot_create checks it: `snapshot feature is not
+/// available`): raw files on a directory storage, say.
+pub fn task_lacks_snapshot_feature(exitstatus: &str) -> bool {
+    exitstatus.contains("snapshot feature is not available")
+}
+
+/// Why a `qmigrate` task failed, from the last lines of its log: AbstractMigrate.pm logs
+/// `ERROR: migration aborted (duration …): <why>` and QemuMigrate.pm's volume scan names each
+/// disk it cannot move (`can't migrate local disk '…': …`), while the exit status only says
+/// `migration aborted`. `None` when the log does not say.
+pub fn migration_reason(log_tail: &[String]) -> Option<String> {
+    let unstamped = |line: &str| -> String {
+        // `2026-12-01 08:30:00 text`: AbstractMigrate's stamp.
+        let b = line.as_bytes();
+        let stamped = b.len() > 20 && b[4] == b'-' && b[10] == b' ' && b[13] == b':';
+        match line.get(20..) {
+            Some(rest) if stamped => rest.to_string(),
+            _ => line.to_string(),
+        }
+    };
+    let why = log_tail.iter().rev().find_map(|l| {
+        let l = unstamped(l);
+        let rest = l.strip_prefix("ERROR: migration aborted (duration ")?;
+        Some(rest.split_once("): ")?.1.to_string())
+    })?;
+    let disks: Vec<String> = log_tail
+        .iter()
+        .map(|l| unstamped(l))
+        .filter(|l| {
+            l.starts_with("can't migrate local disk ") || l == "can't migrate local cdrom drive"
+        })
+        .collect();
+    Some(if disks.is_empty() {
+        why
+    } else {
+        format!("{why} ({})", disks.join("; "))
+    })
 }
 
 #[cfg(test)]
@@ -536,5 +601,59 @@ mod tests {
             e.to_string(),
             "400 Parameter verification failed. (upid: no such task)"
         );
+    }
+
+    fn lines(text: &[&str]) -> Vec<String> {
+        text.iter().map(|line| line.to_string()).collect()
+    }
+
+    #[test]
+    fn the_reason_of_a_failed_migration_is_read_from_its_log() {
+        let tail = lines(&[
+            "2026-12-01 08:30:00 found local disk 'local-lvm:vm-100-disk-0' (attached)",
+            "2026-12-01 08:30:00 can't migrate local disk 'local-lvm:vm-100-disk-0': can't live migrate attached local disks without with-local-disks option",
+            "2026-12-01 08:30:00 ERROR: Problem found while scanning volumes - can't migrate VM - check log",
+            "2026-12-01 08:30:00 aborting phase 1 - cleanup resources",
+            "2026-12-01 08:30:00 ERROR: migration aborted (duration 00:00:00): Problem found while scanning volumes - can't migrate VM - check log",
+            "TASK ERROR: migration aborted",
+        ]);
+        assert_eq!(
+            migration_reason(&tail).unwrap(),
+            "Problem found while scanning volumes - can't migrate VM - check log (can't migrate local disk 'local-lvm:vm-100-disk-0': can't live migrate attached local disks without with-local-disks option)"
+        );
+        let locked = lines(&[
+            "2026-12-01 08:30:10 ERROR: migration aborted (duration 00:00:10): can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout",
+            "TASK ERROR: migration aborted",
+        ]);
+        let why = migration_reason(&locked).unwrap();
+        assert!(task_refused_before_acting(&why), "{why}");
+        assert_eq!(migration_reason(&lines(&["TASK ERROR: x"])), None);
+    }
+
+    #[test]
+    fn classifies_ha_and_snapshot_refusals() {
+        assert!(http(500, "no such resource 'vm:100'\n").is_no_such_ha_resource());
+        assert!(!http(500, "VM is locked (create)").is_no_such_ha_resource());
+        let groups = http(
+            500,
+            "invalid parameter 'group': ha groups have been migrated to rules\n",
+        );
+        assert!(groups.is_ha_groups_migrated());
+        let mut errors = Map::new();
+        errors.insert(
+            "group".into(),
+            json!("invalid parameter 'group': ha groups have been migrated to rules"),
+        );
+        let in_errors = ApiError::Http {
+            status: 400,
+            message: "Parameter verification failed.".into(),
+            errors,
+        };
+        assert!(in_errors.is_ha_groups_migrated());
+        assert!(!http(500, "no such resource 'vm:100'").is_ha_groups_migrated());
+        assert!(task_lacks_snapshot_feature(
+            "snapshot feature is not available"
+        ));
+        assert!(!task_lacks_snapshot_feature("VM is locked (backup)"));
     }
 }

@@ -348,20 +348,6 @@ fn read_log(client: &Client, upid: &Upid, log: &mut LogWindow) -> Result<(), Api
     Ok(())
 }
 
-/// Task types whose logs report copy progress worth reading while they run.
-const PROGRESS_TYPES: &[&str] = &[
-    "qmcreate",
-    "qmconfig",
-    "qmrestore",
-    "qmclone",
-    "qmmove",
-    "download",
-    "imgcopy",
-    "move_volume",
-    // A migration's mirrored disks (`drive-scsi0: transferred …`, see `transfer_part`).
-    "qmigrate",
-];
-
 /// One look at a task: the observation, how long its first request took, and how many
 /// requests it cost.
 struct Look {
@@ -504,7 +490,8 @@ pub fn wait_task(
     let start = Instant::now();
     let mut state = WaitState::new();
     let mut log = LogWindow::default();
-    let progress = PROGRESS_TYPES.contains(&upid.task_type.as_str());
+    let progress =
+        api::TaskType::named(&upid.task_type).is_some_and(api::TaskType::reports_progress);
     let mut last_status = Instant::now();
     let mut silence = Silence::default();
     let mut seen_progress: Option<(f64, Instant)> = None;

@@ -113,11 +113,7 @@ fn converge(
                         Ok(Dispatched::Task(task)) => {
                             let report = session.wait(&task, &what)?;
                             // PVE verified an existing file against the checksum and kept it.
-                            if !report
-                                .log
-                                .iter()
-                                .any(|l| l.contains("got correct file already"))
-                            {
+                            if !storage::download_kept_existing(&report.log) {
                                 *changed = true;
                             }
                         }

@@ -7,9 +7,11 @@ use serde_json::{Value, json};
 use super::plan::{Step, plan};
 use super::spec::{Desired, State, desired};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
-use crate::pve::answers::SnapshotListed;
+use crate::pve::answers::{SnapshotListed, Vmid};
+use crate::pve::api::named::{self, Confirm};
 use crate::pve::api::qemu::Vm;
-use crate::pve::api::{Dispatched, cluster, qemu, snapshot};
+use crate::pve::api::{Dispatched, cluster, snapshot};
+use crate::pve::error::task_lacks_snapshot_feature;
 use crate::runner::{Session, TaskFailed, failure};
 
 /// Runs the `snapshot` module.
@@ -19,53 +21,44 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     let mut changed = false;
     let result = converge(&mut session, &desired, inv.ctx.check_mode, &mut changed);
     let keys = [
-        ("vmid", json!(desired.vmid)),
+        ("vmid", json!(desired.vm.vmid)),
         ("snapname", json!(desired.snapname)),
     ];
     session.finish(result, changed, &keys)
 }
 
 /// The VM the options name: by vmid (on `node`, or where the cluster lists it) or by name
-/// (one VM of that name in the cluster).
+/// (one VM of that name in the cluster, its name confirmed on every node:
+/// [`named::named`]).
 pub fn locate(session: &Session, desired: &Desired) -> anyhow::Result<Vm> {
-    if let (Some(vmid), Some(node)) = (desired.vmid, &desired.node) {
+    let selector = &desired.vm;
+    if let (Some(vmid), Some(node)) = (selector.vmid, &selector.node) {
         return Ok(Vm::new(node, vmid));
     }
-    let mut listed = cluster::vms(&session.client).context("listing the cluster's VMs")?;
-    if desired.name.is_some() {
-        // The cluster's list has names as pvestatd last saw them (up to 10 s late); each
-        // node's own list reads them from the configs at once.
-        let mut nodes: Vec<String> = listed.iter().map(|v| v.node.clone()).collect();
-        nodes.sort();
-        nodes.dedup();
-        for node in nodes {
-            let on_node = qemu::list(&session.client, &node)
-                .with_context(|| format!("listing the VMs of {node}"))?;
-            for vm in listed.iter_mut().filter(|v| v.node == node) {
-                if let Some(own) = on_node.iter().find(|n| n.vmid == u64::from(vm.vmid)) {
-                    vm.name = own.name.clone().unwrap_or_default();
-                }
-            }
-        }
-    }
-    let found: Vec<_> = listed
-        .iter()
-        .filter(|v| desired.vmid.is_none_or(|id| v.vmid == id))
-        .filter(|v| desired.name.as_ref().is_none_or(|n| &v.name == n))
-        .filter(|v| desired.node.as_ref().is_none_or(|n| &v.node == n))
+    let listed = cluster::vms(&session.client).context("listing the cluster's VMs")?;
+    let found: Vec<(Vmid, String)> = match &selector.name {
+        Some(name) => named::named(&session.client, name, listed, Confirm::EveryNode)?.carriers,
+        None => listed.into_iter().map(|vm| (vm.vmid, vm.node)).collect(),
+    };
+    let found: Vec<(Vmid, String)> = found
+        .into_iter()
+        .filter(|(vmid, node)| {
+            selector.vmid.is_none_or(|id| id == *vmid)
+                && selector.node.as_ref().is_none_or(|n| n == node)
+        })
         .collect();
-    let what = match (desired.vmid, &desired.name) {
+    let what = match (selector.vmid, &selector.name) {
         (Some(id), _) => format!("VM {id}"),
         (None, Some(name)) => format!("a VM named {name:?}"),
         (None, None) => "the VM".to_string(),
     };
     match found.as_slice() {
-        [one] => Ok(Vm::new(&one.node, one.vmid)),
+        [(vmid, node)] => Ok(Vm::new(node, *vmid)),
         [] => bail!("{what} is not in the cluster (give vmid, and node, of an existing VM)"),
         many => bail!(
             "{what} is ambiguous: VMs {} have it; give vmid",
             many.iter()
-                .map(|v| v.vmid.to_string())
+                .map(|(vmid, _)| vmid.to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -136,7 +129,7 @@ fn hinted(failed: TaskFailed) -> anyhow::Error {
     let cannot = failed
         .exitstatus
         .as_deref()
-        .is_some_and(|e| e.contains("snapshot feature is not available"));
+        .is_some_and(task_lacks_snapshot_feature);
     if cannot {
         anyhow::Error::new(failed).context(NO_SNAPSHOT_HINT)
     } else {

@@ -77,6 +77,7 @@ pub fn prune(snapshots: &[SnapshotListed], prefix: &str, keep: u32, adding: bool
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::VmSelector;
 
     fn snap(name: &str, time: u64) -> SnapshotListed {
         SnapshotListed {
@@ -89,9 +90,10 @@ mod tests {
     fn desired(state: State, name: Option<&str>, retention: u32) -> Desired {
         Desired {
             state,
-            vmid: Some(100),
-            name: None,
-            node: None,
+            vm: VmSelector {
+                vmid: Some(100),
+                ..Default::default()
+            },
             snapname: name.map(str::to_string),
             vmstate: false,
             description: None,

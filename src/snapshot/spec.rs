@@ -6,6 +6,7 @@ use serde_json::json;
 use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::{Kind, Opt, Spec, given};
 use crate::ansible::text::quote;
+use crate::ids::VmSelector;
 use crate::{connection, runner};
 
 /// What is asked of the snapshot.
@@ -20,9 +21,8 @@ pub enum State {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
     pub state: State,
-    pub vmid: Option<u32>,
-    pub name: Option<String>,
-    pub node: Option<String>,
+    /// The VM: `vmid` (on `node`, or where the cluster lists it) or `name`.
+    pub vm: VmSelector,
     /// Absent only with `state: present` and `retention` alone (retention applied, nothing taken).
     pub snapname: Option<String>,
     pub vmstate: bool,
@@ -137,12 +137,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     }
     Ok(Desired {
         state,
-        vmid: inv.int("vmid").map(|v| v as u32),
-        name: inv.str("name").map(str::to_string),
-        node: inv
-            .str("node")
-            .map(|n| crate::ids::node_name("node", n))
-            .transpose()?,
+        vm: VmSelector::from_invocation(inv)?,
         snapname,
         vmstate: given(inv.bool("vmstate"), "vmstate")?,
         description,

@@ -16,7 +16,7 @@ use super::validate::plain;
 use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::given;
 use crate::ansible::text::quote;
-use crate::ids::{dns_name, storage_id};
+use crate::ids::{VmSelector, dns_name, storage_id};
 use crate::pve::values::{Boot, Cpu, Machine, SshKeys, Tags, Vga};
 
 /// The VM as the options describe it.
@@ -476,10 +476,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     };
     let mut config = BTreeMap::new();
     let mut create_only = BTreeMap::new();
-    let name = inv
-        .str("name")
-        .map(|name| dns_name("name", name))
-        .transpose()?;
+    let VmSelector { vmid, name, node } = VmSelector::from_invocation(inv)?;
     if let Some(name) = &name {
         config.insert("name".into(), name.clone());
     }
@@ -508,7 +505,10 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     if !config.contains_key("boot")
         && let Some(first) = disks.iter().find(|disk| !disk.cloudinit)
     {
-        create_only.insert("boot".into(), format!("order={}", first.slot));
+        create_only.insert(
+            "boot".into(),
+            Boot::order([first.slot.as_str()]).to_string(),
+        );
     }
     let pool = inv
         .str("pool")
@@ -539,10 +539,6 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
             ));
         }
     }
-    let node = inv
-        .str("node")
-        .map(|node| crate::ids::node_name("node", node))
-        .transpose()?;
     let migrate = given(inv.bool("migrate"), "migrate")?;
     if migrate && node.is_none() {
         return Err(
@@ -571,7 +567,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     check_config(config.iter().chain(create_only.iter()))?;
     Ok(Desired {
         state,
-        vmid: inv.int("vmid").map(|v| v as u32),
+        vmid,
         name,
         node,
         config,

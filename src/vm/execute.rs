@@ -73,7 +73,7 @@ impl Runner<'_> {
                             "{} ({cause}; PVE acted each time, tried {} time(s))",
                             failed.message, self.acted_failures
                         );
-                        failed.keys.insert("cause".into(), cause.into());
+                        failed.cause = Some(cause.into());
                         Err(failed.into())
                     }
                 }

@@ -2,7 +2,6 @@
 //! up to 10 s behind the configs (a name is confirmed on its node); by name, waiting for the
 //! creates in flight that may carry it and for parallel runs resolving a name race.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
@@ -12,15 +11,9 @@ use super::plan::Current;
 use super::shell::Runner;
 use crate::pve::answers::VmConfig;
 use crate::pve::api::cluster::{self, ListedVm};
+use crate::pve::api::named::{self, Confirm, Named};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::retry::{Awaiting, pause};
-
-/// VMs by name: those that carry it, and creates in progress whose name shows at their end.
-#[derive(Default)]
-pub(super) struct Named {
-    pub(super) carriers: Vec<(u32, String)>,
-    pub(super) in_flight: Vec<(u32, String)>,
-}
 
 /// How long parallel runs that created one VM each of a name get to remove all but the first.
 const DUPLICATES_SETTLE: Duration = Duration::from_secs(30);
@@ -86,50 +79,16 @@ impl Runner<'_> {
         cluster::vms(&self.session.client).context("listing the cluster's VMs")
     }
 
-    /// The VMs that carry `name`, and the creates in flight whose name is not known yet.
-    ///
-    /// `listed` is `/cluster/resources`. Its names come from pvestatd and lag up to 10 s
-    /// (pve-manager API2Tools.pm, extract_vm_stats): on every node that has a VM listed
-    /// without a name, `GET /nodes/{node}/qemu` is asked, which reads the configs at once
-    /// (qemu-server QemuServer.pm, vmstatus: a VM without a name there is `VM <vmid>`, a
-    /// create in progress also has `lock: create`).
+    /// The VMs that carry `name`, and the creates in flight whose name is not known yet
+    /// ([`named::named`]; the listed names are confirmed only on the nodes with a VM
+    /// pvestatd has not named yet).
     pub(super) fn named(&self, name: &str, listed: Vec<ListedVm>) -> anyhow::Result<Named> {
-        let mut fresh: BTreeMap<u32, (String, bool)> = BTreeMap::new();
-        let mut nodes: Vec<&str> = listed
-            .iter()
-            .filter(|v| v.name.is_empty())
-            .map(|v| v.node.as_str())
-            .collect();
-        nodes.sort();
-        nodes.dedup();
-        for node in nodes {
-            let on_node = qemu::list(&self.session.client, node)
-                .with_context(|| format!("listing the VMs on {node}"))?;
-            for vm in on_node {
-                if let Ok(id) = u32::try_from(vm.vmid) {
-                    let creating = vm.lock.as_deref() == Some("create");
-                    fresh.insert(id, (vm.name.unwrap_or_default(), creating));
-                }
-            }
-        }
-        let mut out = Named::default();
-        for ListedVm {
-            vmid,
-            node,
-            name: listed_name,
-        } in listed
-        {
-            let (current_name, creating) = match fresh.get(&vmid) {
-                Some((current, creating)) => (current.as_str(), *creating),
-                None => (listed_name.as_str(), false),
-            };
-            if current_name == name {
-                out.carriers.push((vmid, node));
-            } else if creating && current_name == format!("VM {vmid}") {
-                out.in_flight.push((vmid, node));
-            }
-        }
-        Ok(out)
+        Ok(named::named(
+            &self.session.client,
+            name,
+            listed,
+            Confirm::Unnamed,
+        )?)
     }
 
     /// [`Runner::named`] once the creates in flight that this user started (the tasks it can

@@ -5,13 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use anyhow::{Context, anyhow};
 
 use super::guest;
 use super::plan::Current;
 use super::shell::Runner;
+use crate::pve::answers::GuestInterface;
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::api::{Dispatched, ha};
 use crate::pve::retry::{Awaiting, pause};
@@ -77,7 +76,7 @@ impl Runner<'_> {
         &self,
         cur: &Current,
         limit: Duration,
-    ) -> anyhow::Result<(Vec<String>, Value)> {
+    ) -> anyhow::Result<(Vec<String>, Vec<GuestInterface>)> {
         let until = (Instant::now() + limit).min(self.deadline());
         let vm = Vm::new(&cur.node, cur.vmid);
         let id = format!("VM {} on {}", cur.vmid, cur.node);
@@ -85,9 +84,9 @@ impl Runner<'_> {
         loop {
             match qemu::agent_interfaces(&self.session.client, &vm) {
                 Ok(answer) => {
-                    let found = guest::addresses(&answer);
+                    let found = answer.addresses();
                     if !found.is_empty() {
-                        return Ok((found, answer["result"].clone()));
+                        return Ok((found, answer.result));
                     }
                     last = "the agent reported no address but loopback and link-local".into();
                 }

@@ -1,11 +1,9 @@
 //! What the guest sees after the config converged, decided in plain data: which changes a
 //! running VM has not taken yet (PVE's pending section, and cloud-init options its cloud-init
-//! drive does not hold), and which addresses the guest agent reports.
+//! drive does not hold). Which addresses the guest agent reports is the answer's own
+//! (`pve::answers::GuestInterfaces::addresses`).
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
-
-use serde_json::Value;
 
 use crate::pve::answers::PendingKey;
 
@@ -67,47 +65,6 @@ pub fn may_need_restart(key: &str, current: &BTreeMap<String, String>) -> bool {
     !new_device
 }
 
-/// The addresses in a guest agent's `network-get-interfaces` answer that a client can reach:
-/// not loopback, not link-local, not unspecified; IPv4 first, each once, in the guest's order.
-pub fn addresses(answer: &Value) -> Vec<String> {
-    let mut v4 = Vec::new();
-    let mut v6 = Vec::new();
-    let ifaces = answer
-        .get("result")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten();
-    for iface in ifaces {
-        let addrs = iface
-            .get("ip-addresses")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten();
-        for a in addrs {
-            let Some(ip) = a
-                .get("ip-address")
-                .and_then(Value::as_str)
-                .and_then(|s| s.parse::<IpAddr>().ok())
-            else {
-                continue;
-            };
-            let usable = match ip {
-                IpAddr::V4(x) => !(x.is_loopback() || x.is_link_local() || x.is_unspecified()),
-                IpAddr::V6(x) => {
-                    !(x.is_loopback() || x.is_unspecified() || (x.segments()[0] & 0xffc0) == 0xfe80)
-                }
-            };
-            let list = if ip.is_ipv4() { &mut v4 } else { &mut v6 };
-            let text = ip.to_string();
-            if usable && !list.contains(&text) {
-                list.push(text);
-            }
-        }
-    }
-    v4.extend(v6);
-    v4
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,25 +87,6 @@ mod tests {
         ]));
         assert_eq!(cloudinit_pending(&cloudinit), ["ciuser", "sshkeys"]);
         assert!(pending_keys(&lenient_list(json!(null))).is_empty());
-    }
-
-    #[test]
-    fn reachable_addresses_ipv4_first() {
-        let a = json!({"result": [
-            {"name": "lo", "ip-addresses": [
-                {"ip-address-type": "ipv4", "ip-address": "127.0.0.1"},
-                {"ip-address-type": "ipv6", "ip-address": "::1"}]},
-            {"name": "eth0", "ip-addresses": [
-                {"ip-address-type": "ipv6", "ip-address": "fe80::1"},
-                {"ip-address-type": "ipv6", "ip-address": "2001:db8::5"},
-                {"ip-address-type": "ipv4", "ip-address": "169.254.3.4"},
-                {"ip-address-type": "ipv4", "ip-address": "192.0.2.10"}]},
-            {"name": "eth1", "ip-addresses": [
-                {"ip-address-type": "ipv4", "ip-address": "192.0.2.10"},
-                {"ip-address-type": "ipv4", "ip-address": "not an address"}]}
-        ]});
-        assert_eq!(addresses(&a), ["192.0.2.10", "2001:db8::5"]);
-        assert!(addresses(&json!({"result": []})).is_empty());
     }
 
     #[test]

@@ -8,8 +8,7 @@ use serde_json::{Value, json};
 
 use super::spec::State;
 use crate::ansible::protocol::Invocation;
-use crate::pve::api::ha::HaResource;
-use crate::pve::client::Params;
+use crate::pve::api::ha::{HaOptions, HaResource};
 
 /// The HA resource the `ha` option asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,23 +86,18 @@ fn config_id(value: &str) -> Result<String, String> {
 
 /// The options to write to bring `current` (`None`: not an HA resource yet) to `wanted`, for
 /// a VM whose power state is `running`; empty when nothing is to change.
-pub fn changes(wanted: &HaWanted, current: Option<&HaResource>, running: bool) -> Params {
-    let mut out = Params::new();
+pub fn changes(wanted: &HaWanted, current: Option<&HaResource>, running: bool) -> HaOptions {
     let state = match (&wanted.state, current) {
         (Some(s), Some(c)) if s == c.requested_state() => None,
         (Some(s), _) => Some(s.clone()),
         (None, Some(_)) => None,
         (None, None) => Some(if running { "started" } else { "stopped" }.to_string()),
     };
-    if let Some(s) = state {
-        out.push(("state".into(), s));
-    }
-    if let Some(g) = &wanted.group
-        && current.and_then(|c| c.group.as_ref()) != Some(g)
-    {
-        out.push(("group".into(), g.clone()));
-    }
-    out
+    let group = wanted
+        .group
+        .clone()
+        .filter(|g| current.and_then(|c| c.group.as_ref()) != Some(g));
+    HaOptions { state, group }
 }
 
 /// The resource as the result reports it (`ha`).
@@ -135,7 +129,10 @@ mod tests {
         };
         assert_eq!(
             changes(&started, None, false),
-            vec![("state".to_string(), "started".to_string())]
+            HaOptions {
+                state: Some("started".into()),
+                group: None
+            }
         );
         assert!(changes(&started, Some(&resource("started", None)), true).is_empty());
         // PVE reads `enabled` as `started`.
@@ -146,14 +143,17 @@ mod tests {
         };
         assert_eq!(
             changes(&keep, None, true),
-            vec![
-                ("state".to_string(), "started".to_string()),
-                ("group".to_string(), "fast".to_string())
-            ]
+            HaOptions {
+                state: Some("started".into()),
+                group: Some("fast".into())
+            }
         );
         assert_eq!(
             changes(&keep, Some(&resource("stopped", Some("slow"))), false),
-            vec![("group".to_string(), "fast".to_string())]
+            HaOptions {
+                state: None,
+                group: Some("fast".into())
+            }
         );
         assert!(changes(&keep, Some(&resource("stopped", Some("fast"))), false).is_empty());
     }

@@ -39,14 +39,16 @@ impl Runner<'_> {
         let before = current.as_ref().map_or(Value::Null, |c| {
             shown(cur.vmid, c.requested_state(), c.group.as_deref())
         });
-        let value = |k: &str| set.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
-        let state = value("state").unwrap_or_else(|| {
+        let state = set.state.clone().unwrap_or_else(|| {
             current
                 .as_ref()
                 .map_or("started", |c| c.requested_state())
                 .to_string()
         });
-        let group = value("group").or_else(|| current.as_ref().and_then(|c| c.group.clone()));
+        let group = set
+            .group
+            .clone()
+            .or_else(|| current.as_ref().and_then(|c| c.group.clone()));
         let after = shown(cur.vmid, &state, group.as_deref());
         if set.is_empty() {
             return Ok(HaOutcome {
@@ -56,6 +58,7 @@ impl Runner<'_> {
             });
         }
         let listed = set
+            .given()
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect::<Vec<_>>()
@@ -83,7 +86,7 @@ impl Runner<'_> {
         };
         let _ = self.changes.accepted();
         if let Err(e) = written {
-            let hint = if e.to_string().contains("migrated to rules") {
+            let hint = if e.is_ha_groups_migrated() {
                 " (PVE 9 replaced HA groups with rules: leave ha.group out, and give the VM a \
                  node-affinity rule with POST /cluster/ha/rules)"
             } else {
@@ -91,7 +94,7 @@ impl Runner<'_> {
             };
             return Err(anyhow!("{what}: {e}{hint}"));
         }
-        match value("state").as_deref() {
+        match set.state.as_deref() {
             Some("started") if !cur.running => self.reached(cur, true, &what)?,
             Some("stopped" | "disabled") if cur.running => self.reached(cur, false, &what)?,
             _ => {}

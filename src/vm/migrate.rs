@@ -6,7 +6,6 @@
 //! one).
 
 use anyhow::anyhow;
-use serde_json::Value;
 
 use super::desired::CloneSource;
 use super::plan::Current;
@@ -14,8 +13,8 @@ use super::shell::{Done, Runner};
 use std::time::Instant;
 
 use crate::pve::api::qemu::{self, MigrateRequest, Vm};
-use crate::pve::api::{Dispatched, Task, TaskType, storage, tasks};
-use crate::pve::error::task_refused_before_acting;
+use crate::pve::api::{Dispatched, Task, storage};
+use crate::pve::error::{migration_reason, task_refused_before_acting};
 use crate::pve::retry::{Awaiting, pause};
 
 /// Where a clone asked on `node` is made.
@@ -25,45 +24,6 @@ pub(super) enum ClonePlacement {
     Direct,
     /// A full clone made on the source's node, then migrated to `node`.
     ThenMigrate { source_node: String },
-}
-
-/// Why a `qmigrate` task failed, from its log: AbstractMigrate.pm logs
-/// `ERROR: migration aborted (duration …): <why>` and QemuMigrate.pm's volume scan names each
-/// disk it cannot move (`can't migrate local disk '…': …`), while the exit status only says
-/// `migration aborted`.
-fn migration_reason(log_tail: Option<&Value>) -> Option<String> {
-    let lines: Vec<&str> = log_tail?
-        .as_array()?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    let unstamped = |line: &str| -> String {
-        // `2026-12-01 08:30:00 text`: AbstractMigrate's stamp.
-        let b = line.as_bytes();
-        let stamped = b.len() > 20 && b[4] == b'-' && b[10] == b' ' && b[13] == b':';
-        if stamped {
-            line[20..].to_string()
-        } else {
-            line.to_string()
-        }
-    };
-    let why = lines.iter().rev().find_map(|l| {
-        let l = unstamped(l);
-        let rest = l.strip_prefix("ERROR: migration aborted (duration ")?;
-        Some(rest.split_once("): ")?.1.to_string())
-    })?;
-    let disks: Vec<String> = lines
-        .iter()
-        .map(|l| unstamped(l))
-        .filter(|l| {
-            l.starts_with("can't migrate local disk ") || l == "can't migrate local cdrom drive"
-        })
-        .collect();
-    Some(if disks.is_empty() {
-        why
-    } else {
-        format!("{why} ({})", disks.join("; "))
-    })
 }
 
 impl Runner<'_> {
@@ -95,7 +55,7 @@ impl Runner<'_> {
             Err(e) => return Err(anyhow::Error::new(e).context(what)),
         };
         let mark = self.changes.accepted();
-        let handed_to_ha = task.upid.task_type == "hamigrate";
+        let handed_to_ha = task.handed_to_ha();
         let task = if handed_to_ha {
             self.wait(&task, &format!("{what} (asking the HA stack)"))?;
             match self.ha_migration(cur, target, task.upid.starttime, &what)? {
@@ -109,7 +69,7 @@ impl Runner<'_> {
             Ok(()) => Ok(Done::Vm(cur.vmid, target.to_string())),
             Err(mut failed) => {
                 // A failed migration leaves the VM where it was (phase1_cleanup).
-                let reason = migration_reason(failed.keys.get("log_tail"));
+                let reason = migration_reason(&failed.log_tail());
                 let refused = reason.as_deref().is_some_and(task_refused_before_acting);
                 if refused && !handed_to_ha && Instant::now() < self.deadline() {
                     self.changes.undo(mark);
@@ -135,14 +95,10 @@ impl Runner<'_> {
         what: &str,
     ) -> anyhow::Result<Option<Task>> {
         let client = &self.session.client;
+        let vm = Vm::new(&cur.node, cur.vmid);
         loop {
-            if let Some(upid) =
-                tasks::newest_since(client, &cur.node, cur.vmid, TaskType::Migrate, since)
-            {
-                return Ok(Some(Task {
-                    upid,
-                    reports_progress: true,
-                }));
+            if let Some(task) = qemu::migration_by_ha(client, &vm, since) {
+                return Ok(Some(task));
             }
             if self
                 .config_of(cur.vmid, target)?
@@ -235,30 +191,6 @@ fn source_storages(config: &std::collections::BTreeMap<String, String>) -> Vec<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn the_reason_of_a_failed_migration_is_read_from_its_log() {
-        let tail = json!([
-            "2026-12-01 08:30:00 found local disk 'local-lvm:vm-100-disk-0' (attached)",
-            "2026-12-01 08:30:00 can't migrate local disk 'local-lvm:vm-100-disk-0': can't live migrate attached local disks without with-local-disks option",
-            "2026-12-01 08:30:00 ERROR: Problem found while scanning volumes - can't migrate VM - check log",
-            "2026-12-01 08:30:00 aborting phase 1 - cleanup resources",
-            "2026-12-01 08:30:00 ERROR: migration aborted (duration 00:00:00): Problem found while scanning volumes - can't migrate VM - check log",
-            "TASK ERROR: migration aborted",
-        ]);
-        assert_eq!(
-            migration_reason(Some(&tail)).unwrap(),
-            "Problem found while scanning volumes - can't migrate VM - check log (can't migrate local disk 'local-lvm:vm-100-disk-0': can't live migrate attached local disks without with-local-disks option)"
-        );
-        let locked = json!([
-            "2026-12-01 08:30:10 ERROR: migration aborted (duration 00:00:10): can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout",
-            "TASK ERROR: migration aborted",
-        ]);
-        let why = migration_reason(Some(&locked)).unwrap();
-        assert!(task_refused_before_acting(&why), "{why}");
-        assert_eq!(migration_reason(Some(&json!(["TASK ERROR: x"]))), None);
-    }
 
     #[test]
     fn the_storages_a_clone_checks() {

@@ -33,7 +33,7 @@ impl Current {
             vmid,
             node: node.to_string(),
             config: config.strings(),
-            raw: config_raw(&config.raw()),
+            raw: config.raw(),
             running: status.running(),
         }
     }
@@ -47,14 +47,6 @@ impl Current {
     pub fn lock(&self) -> Option<&str> {
         self.config.get("lock").map(String::as_str)
     }
-}
-
-fn config_raw(answer: &Value) -> Value {
-    let mut config = answer.clone();
-    if let Some(map) = config.as_object_mut() {
-        map.remove("digest");
-    }
-    config
 }
 
 /// One action on the VM.

@@ -11,6 +11,7 @@ use super::encode::format_size;
 use super::plan::{Current, Plan, Step};
 use super::predict::Prediction;
 use crate::ansible::protocol::Outcome;
+use crate::pve::answers::GuestInterface;
 
 /// Whether the run changed anything: a change is recorded when PVE accepted a request that
 /// changes the VM, and withdrawn when PVE undid it (a failed create or clone removes what
@@ -165,7 +166,7 @@ pub struct Converged<'a> {
     /// Whether the VM runs without some of its changes.
     pub restart_needed: bool,
     /// (addresses, the agent's answer), when `wait_for_ip` waited for them.
-    pub guest_addresses: Option<(Vec<String>, Value)>,
+    pub guest_addresses: Option<(Vec<String>, Vec<GuestInterface>)>,
 }
 
 /// A real run's result.
@@ -215,7 +216,7 @@ pub fn converged(desired: &Desired, changes: &Changes, end: Converged) -> Outcom
                 .insert("restart_needed".into(), json!(restart_needed));
             if let Some((ips, interfaces)) = guest_addresses {
                 outcome.data.insert("ip_addresses".into(), json!(ips));
-                outcome.data.insert("interfaces".into(), interfaces);
+                outcome.data.insert("interfaces".into(), json!(interfaces));
             }
         }
         None => {

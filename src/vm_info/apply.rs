@@ -15,11 +15,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Context;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::spec::{Selection, selection};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
-use crate::pve::answers::VmResource;
+use crate::pve::answers::{VmResource, Vmid};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::api::{cluster, snapshot};
 use crate::pve::client::Client;
@@ -37,12 +37,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
 /// Whether a listed VM is one the selection asks for.
 pub fn selected(selection: &Selection, vm: &VmResource) -> bool {
     let tags = vm.tag_list();
-    selection.vmid.is_none_or(|id| vm.vmid == u64::from(id))
-        && selection
-            .name
-            .as_ref()
-            .is_none_or(|n| vm.name.as_ref() == Some(n))
-        && selection.node.as_ref().is_none_or(|n| &vm.node == n)
+    selection.vm.matches(vm.vmid, vm.name.as_deref(), &vm.node)
         && selection
             .pool
             .as_ref()
@@ -50,29 +45,17 @@ pub fn selected(selection: &Selection, vm: &VmResource) -> bool {
         && selection.tags.iter().all(|t| tags.contains(t))
 }
 
-/// The guest agent's addresses (loopback left out), or `None` when it does not answer.
+/// The guest agent's addresses (the reachable ones, as the `vm` module's `wait_for_ip` waits
+/// for them: `pve::answers::GuestInterfaces::addresses`), or `None` when it does not answer.
 fn agent_addresses(client: &Client, vm: &Vm) -> Option<Vec<String>> {
-    let answer = qemu::agent_interfaces(client, vm).ok()?;
-    let mut out = Vec::new();
-    for iface in answer["result"].as_array()? {
-        if iface["name"] == "lo" {
-            continue;
-        }
-        for addr in iface["ip-addresses"].as_array().into_iter().flatten() {
-            if let Some(ip) = addr["ip-address"].as_str()
-                && ip != "127.0.0.1"
-                && ip != "::1"
-            {
-                out.push(ip.to_string());
-            }
-        }
-    }
-    Some(out)
+    qemu::agent_interfaces(client, vm)
+        .ok()
+        .map(|interfaces| interfaces.addresses())
 }
 
 /// The power state of every VM on `node`, by vmid, from the node's VM list (live, as
 /// `status/current`; see the module's note).
-fn node_states(client: &Client, node: &str) -> anyhow::Result<HashMap<u64, String>> {
+fn node_states(client: &Client, node: &str) -> anyhow::Result<HashMap<Vmid, String>> {
     let listed =
         qemu::list(client, node).with_context(|| format!("listing the VMs of node {node}"))?;
     Ok(listed
@@ -84,51 +67,29 @@ fn node_states(client: &Client, node: &str) -> anyhow::Result<HashMap<u64, Strin
 /// One VM's facts, read with `client`; `status` is its node's answer (`None`: the node no
 /// longer lists it).
 fn read_vm(client: &Client, listed: &VmResource, status: Option<&str>) -> anyhow::Result<Value> {
-    let vmid = u32::try_from(listed.vmid).context("a vmid beyond PVE's range")?;
+    let vmid = listed.vmid;
     let vm = Vm::new(&listed.node, vmid);
     let on = format!("VM {vmid} on {}", listed.node);
-    let items =
-        qemu::pending_items(client, &vm).with_context(|| format!("reading the config of {on}"))?;
-    let mut config = Map::new();
-    let mut pending = Map::new();
-    let mut pending_delete = Vec::new();
-    for item in items {
-        if item.key == "digest" {
-            continue;
-        }
-        if let Some(v) = item.value {
-            config.insert(item.key.clone(), v);
-        }
-        if let Some(p) = item.pending {
-            pending.insert(item.key.clone(), p);
-        }
-        if item.delete.is_some_and(|d| d != 0) {
-            pending_delete.push(item.key);
-        }
-    }
+    let config =
+        qemu::pending_config(client, &vm).with_context(|| format!("reading the config of {on}"))?;
     // A VM its node no longer lists was removed (or moved) after the cluster listing; its
     // config read above would then have failed, so this is the rare race in between.
     let status = status.unwrap_or_default().to_string();
     let snapshots =
         snapshot::list(client, &vm).with_context(|| format!("listing the snapshots of {on}"))?;
-    let agent_on = config
-        .get("agent")
-        .map(|a| {
-            let text = a
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| a.to_string());
-            text.split(',').any(|p| p == "1" || p == "enabled=1")
-        })
-        .unwrap_or(false);
-    let addresses = (agent_on && status == "running")
+    let addresses = (config.current.agent_enabled() && status == "running")
         .then(|| agent_addresses(client, &vm))
         .flatten();
+    let name = listed
+        .name
+        .clone()
+        .or_else(|| config.current.name().map(str::to_string));
     Ok(json!({
-        "vmid": vmid, "node": listed.node, "name": listed.name.clone().or_else(|| config.get("name").and_then(|n| n.as_str().map(str::to_string))),
+        "vmid": vmid, "node": listed.node, "name": name,
         "status": status, "pool": listed.pool, "tags": listed.tag_list(),
         "template": listed.template.unwrap_or(0) == 1,
-        "config": config, "pending": pending, "pending_delete": pending_delete,
+        "config": config.current.keys, "pending": config.pending,
+        "pending_delete": config.pending_delete,
         "agent_addresses": addresses, "snapshots": snapshots_json(&snapshots),
     }))
 }
@@ -141,7 +102,7 @@ fn facts(session: &Session, selection: &Selection) -> anyhow::Result<Outcome> {
     let requests = AtomicUsize::new(0);
     let nodes: BTreeSet<&str> = listed.iter().map(|vm| vm.node.as_str()).collect();
     let mut states = HashMap::new();
-    let per_node: Vec<anyhow::Result<HashMap<u64, String>>> = std::thread::scope(|scope| {
+    let per_node: Vec<anyhow::Result<HashMap<Vmid, String>>> = std::thread::scope(|scope| {
         let reads: Vec<_> = nodes
             .iter()
             .map(|node| {
@@ -216,8 +177,9 @@ fn is_gone(err: &anyhow::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::VmSelector;
 
-    fn vm(vmid: u64, node: &str, pool: Option<&str>, tags: &str) -> VmResource {
+    fn vm(vmid: Vmid, node: &str, pool: Option<&str>, tags: &str) -> VmResource {
         VmResource {
             kind: "qemu".into(),
             vmid,
@@ -237,8 +199,11 @@ mod tests {
             ..Default::default()
         };
         let pool_on_pve2 = Selection {
+            vm: VmSelector {
+                node: Some("pve2".into()),
+                ..Default::default()
+            },
             pool: Some("team".into()),
-            node: Some("pve2".into()),
             ..Default::default()
         };
         let a = vm(100, "pve1", None, "prod;web");
@@ -247,7 +212,10 @@ mod tests {
         assert!(selected(&web, &a) && !selected(&web, &b));
         assert!(!selected(&pool_on_pve2, &a) && selected(&pool_on_pve2, &b));
         let by_name = Selection {
-            name: Some("vm101".into()),
+            vm: VmSelector {
+                name: Some("vm101".into()),
+                ..Default::default()
+            },
             ..Default::default()
         };
         assert!(selected(&by_name, &b) && !selected(&by_name, &a));

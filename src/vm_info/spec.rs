@@ -4,14 +4,14 @@ use serde_json::json;
 
 use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::{Kind, Opt, Spec, given};
+use crate::ids::VmSelector;
 use crate::{connection, runner};
 
 /// Which VMs are asked for; every given selector must match (none: all VMs).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Selection {
-    pub vmid: Option<u32>,
-    pub name: Option<String>,
-    pub node: Option<String>,
+    /// `vmid`, `name`, `node`.
+    pub vm: VmSelector,
     pub pool: Option<String>,
     /// A VM must have all of these tags.
     pub tags: Vec<String>,
@@ -62,12 +62,7 @@ pub fn selection(inv: &Invocation) -> Result<Selection, String> {
         })
         .unwrap_or_default();
     Ok(Selection {
-        vmid: inv.int("vmid").map(|v| v as u32),
-        name: inv.str("name").map(str::to_string),
-        node: inv
-            .str("node")
-            .map(|n| crate::ids::node_name("node", n))
-            .transpose()?,
+        vm: VmSelector::from_invocation(inv)?,
         pool: inv.str("pool").map(str::to_string),
         tags,
         parallel: given(inv.int("parallel"), "parallel")? as usize,

@@ -1,6 +1,6 @@
 //! The cluster (pve-manager API2/Cluster.pm): its guests and a free vmid.
 
-use crate::answers::{Resource, VmResource, lenient_list};
+use crate::answers::{Resource, VmResource, Vmid, lenient_list};
 use crate::client::{Client, Params};
 use crate::error::ApiError;
 use crate::ops;
@@ -10,7 +10,7 @@ use crate::paths;
 /// the config (pve-manager API2Tools.pm, extract_vm_stats), as does its power state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListedVm {
-    pub vmid: u32,
+    pub vmid: Vmid,
     pub node: String,
     /// Empty when pvestatd has not seen one yet.
     pub name: String,
@@ -23,12 +23,10 @@ pub fn vms(client: &Client) -> Result<Vec<ListedVm>, ApiError> {
     Ok(lenient_list::<Resource>(answer)
         .into_iter()
         .filter(|r| r.kind == "qemu")
-        .filter_map(|r| {
-            Some(ListedVm {
-                vmid: u32::try_from(r.vmid).ok()?,
-                node: r.node,
-                name: r.name.unwrap_or_default(),
-            })
+        .map(|r| ListedVm {
+            vmid: r.vmid,
+            node: r.node,
+            name: r.name.unwrap_or_default(),
         })
         .collect())
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
-use crate::answers::lenient;
+use crate::answers::{Vmid, lenient};
 use crate::client::{Client, Method, Params};
 use crate::error::ApiError;
 use crate::ops;
@@ -41,19 +41,51 @@ impl HaResource {
 
 /// `GET /cluster/ha/resources/vm:N`: the VM's HA resource, `None` when it is not one (a
 /// read; PVE answers `no such resource 'vm:N'`).
-pub fn resource(client: &Client, vmid: u32) -> Result<Option<HaResource>, ApiError> {
+pub fn resource(client: &Client, vmid: Vmid) -> Result<Option<HaResource>, ApiError> {
     match ops::read(client, &paths::ha_resource(vmid), &Vec::new()) {
         Ok(answer) => Ok(Some(lenient(answer))),
-        Err(e) if e.status() == Some(500) && e.to_string().contains("no such resource") => Ok(None),
+        Err(e) if e.is_no_such_ha_resource() => Ok(None),
         Err(e) => Err(e),
     }
 }
 
-/// `POST /cluster/ha/resources`: makes the VM an HA resource with these options (`state`,
-/// `group`).
-pub fn add(client: &Client, vmid: u32, options: &Params) -> Result<(), ApiError> {
+/// The options of a VM's HA resource a write sets (pve-ha-manager Resources/PVEVM.pm,
+/// options); one not given is left as it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HaOptions {
+    /// The requested state (`started`, `stopped`, `disabled`, `ignored`).
+    pub state: Option<String>,
+    /// The HA group (PVE 8; PVE 9 refuses it, see
+    /// [`crate::error::ApiError::is_ha_groups_migrated`]).
+    pub group: Option<String>,
+}
+
+impl HaOptions {
+    /// Whether no option is to be set.
+    pub fn is_empty(&self) -> bool {
+        self.state.is_none() && self.group.is_none()
+    }
+
+    /// The options given, as the API names them, in the order they are sent.
+    pub fn given(&self) -> Vec<(&'static str, &str)> {
+        [("state", &self.state), ("group", &self.group)]
+            .into_iter()
+            .filter_map(|(key, value)| Some((key, value.as_deref()?)))
+            .collect()
+    }
+
+    fn params(&self) -> Params {
+        self.given()
+            .into_iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect()
+    }
+}
+
+/// `POST /cluster/ha/resources`: makes the VM an HA resource with these options.
+pub fn add(client: &Client, vmid: Vmid, options: &HaOptions) -> Result<(), ApiError> {
     let mut params: Params = vec![("sid".into(), format!("vm:{vmid}"))];
-    params.extend(options.iter().cloned());
+    params.extend(options.params());
     write(client, Method::Post, paths::HA_RESOURCES, &params)
 }
 
@@ -61,11 +93,11 @@ pub fn add(client: &Client, vmid: u32, options: &Params) -> Result<(), ApiError>
 /// `resources.cfg` is still at `digest`.
 pub fn update(
     client: &Client,
-    vmid: u32,
-    options: &Params,
+    vmid: Vmid,
+    options: &HaOptions,
     digest: Option<&str>,
 ) -> Result<(), ApiError> {
-    let mut params = options.clone();
+    let mut params = options.params();
     if let Some(d) = digest {
         params.push(("digest".into(), d.to_string()));
     }
@@ -91,5 +123,33 @@ fn write(client: &Client, method: Method, path: &str, params: &Params) -> Result
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_options_given_are_the_body_keys() {
+        let both = HaOptions {
+            state: Some("started".into()),
+            group: Some("fast".into()),
+        };
+        assert_eq!(both.given(), [("state", "started"), ("group", "fast")]);
+        assert_eq!(
+            both.params(),
+            vec![
+                ("state".to_string(), "started".to_string()),
+                ("group".to_string(), "fast".to_string())
+            ]
+        );
+        let group = HaOptions {
+            group: Some("fast".into()),
+            ..Default::default()
+        };
+        assert_eq!(group.given(), [("group", "fast")]);
+        assert!(!group.is_empty() && HaOptions::default().is_empty());
+        assert!(HaOptions::default().params().is_empty());
     }
 }

@@ -1,11 +1,13 @@
 //! One function per PVE call the modules make, grouped as PVE groups them: [`cluster`]
-//! (pve-manager API2/Cluster.pm), [`ha`] (pve-ha-manager API2/HA), [`access`] (pve-access-control), [`tasks`] (a node's
-//! tasks, pve-manager API2/Tasks.pm), [`qemu`] (qemu-server API2/Qemu.pm) and [`storage`]
-//! (pve-storage API2/Storage), with [`made`] (which task made a new VM, by PVE's record, for
-//! a create or a clone sent at most once). This is where a request is built: each function knows its
-//! method and path ([`crate::paths`]), its body keys, its retry class (a read, or a
-//! dispatch with the query that recovers a lost answer, [`crate::ops`]) and, when it starts
-//! a task, the task's type and whether its log reports progress.
+//! (pve-manager API2/Cluster.pm), [`ha`] (pve-ha-manager API2/HA), [`access`]
+//! (pve-access-control), [`tasks`] (a node's tasks, pve-manager API2/Tasks.pm), [`qemu`]
+//! (qemu-server API2/Qemu.pm) and [`storage`] (pve-storage API2/Storage), with [`made`]
+//! (which task made a new VM, by PVE's record, for a create or a clone sent at most once)
+//! and [`named`] (finding VMs by name, the cluster's listing confirmed by the nodes'). This
+//! is where a request is built: each function knows its method and path ([`crate::paths`]),
+//! its body keys, its retry class (a read, or a dispatch with the query that recovers a lost
+//! answer, [`crate::ops`]) and, when it starts a task, the task's type and whether its log
+//! reports progress ([`TaskType::reports_progress`]).
 //!
 //! Nothing above this module builds a path, writes a body key or names a task type.
 
@@ -13,6 +15,7 @@ pub mod access;
 pub mod cluster;
 pub mod ha;
 pub mod made;
+pub mod named;
 pub mod qemu;
 pub mod snapshot;
 pub mod storage;
@@ -42,6 +45,13 @@ impl Task {
             upid,
             reports_progress: false,
         }
+    }
+
+    /// Whether PVE handed the request to the HA stack instead of doing it (a migration of an
+    /// HA-managed VM starts a `hamigrate`, [`TaskType::HaMigrate`]): the work is then a task
+    /// the HA stack starts later ([`qemu::migration_by_ha`]).
+    pub fn handed_to_ha(&self) -> bool {
+        TaskType::named(&self.upid.task_type) == Some(TaskType::HaMigrate)
     }
 }
 

@@ -1,10 +1,11 @@
 //! A node's VMs (qemu-server API2/Qemu.pm, API2/Qemu/Agent.pm): listing and reading them,
 //! and every request that changes one, each starting its task (`qmcreate`, `qmconfig`, …).
 
-use serde_json::Value;
-
 use super::{Dispatched, Recover, Task, TaskType, dispatch, flag, tasks};
-use crate::answers::{NodeVm, PendingKey, VmConfig, VmStatus, lenient, lenient_list};
+use crate::answers::{
+    GuestInterfaces, NodeVm, PendingConfig, PendingKey, VmConfig, VmStatus, Vmid, lenient,
+    lenient_list,
+};
 use crate::client::{Client, Method, Params};
 use crate::error::ApiError;
 use crate::ops;
@@ -15,11 +16,11 @@ use crate::upid::Upid;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Vm {
     pub node: String,
-    pub vmid: u32,
+    pub vmid: Vmid,
 }
 
 impl Vm {
-    pub fn new(node: &str, vmid: u32) -> Vm {
+    pub fn new(node: &str, vmid: Vmid) -> Vm {
         Vm {
             node: node.to_string(),
             vmid,
@@ -76,11 +77,9 @@ pub fn pending(client: &Client, vm: &Vm) -> Result<Vec<PendingKey>, ApiError> {
 
 /// `GET …/pending` with each key's current value: the config as it is and as it will be (a
 /// read).
-pub fn pending_items(
-    client: &Client,
-    vm: &Vm,
-) -> Result<Vec<crate::answers::PendingItem>, ApiError> {
-    ops::read(client, &vm.path().pending(), &Vec::new()).map(lenient_list)
+pub fn pending_config(client: &Client, vm: &Vm) -> Result<PendingConfig, ApiError> {
+    ops::read(client, &vm.path().pending(), &Vec::new())
+        .map(|answer| PendingConfig::from_items(lenient_list(answer)))
 }
 
 /// `GET …/cloudinit`: the cloud-init options with what the drive holds (a read).
@@ -101,10 +100,13 @@ pub fn regenerate_cloudinit(client: &Client, vm: &Vm) -> Result<Dispatched, ApiE
     )
 }
 
-/// `GET …/agent/network-get-interfaces`: the guest agent's answer, sent once (PVE answers
-/// `500 QEMU guest agent is not running` until the agent is up; the caller decides).
-pub fn agent_interfaces(client: &Client, vm: &Vm) -> Result<Value, ApiError> {
-    client.get(&vm.path().agent("network-get-interfaces"), &Vec::new())
+/// `GET …/agent/network-get-interfaces`: the guest's interfaces as its agent reports them,
+/// sent once (PVE answers `500 QEMU guest agent is not running` until the agent is up; the
+/// caller decides). An answer of another shape reads as no interface.
+pub fn agent_interfaces(client: &Client, vm: &Vm) -> Result<GuestInterfaces, ApiError> {
+    client
+        .get(&vm.path().agent("network-get-interfaces"), &Vec::new())
+        .map(lenient)
 }
 
 /// A create of this VM still running (`qmcreate`): its config shows the VM's name only at
@@ -243,6 +245,18 @@ pub fn migrate(client: &Client, vm: &Vm, request: &MigrateRequest) -> Result<Dis
         true,
         vm.recover(TaskType::Migrate),
     )
+}
+
+/// The `qmigrate` the HA stack's LRM started for an HA-managed VM after a [`migrate`] was
+/// handed to it ([`Task::handed_to_ha`]; pve-ha-manager Manager.pm, LRM.pm, Resources/PVEVM.pm
+/// migrate, on the VM's node): the newest since `since` (the `hamigrate`'s start, epoch
+/// seconds), or `None` while there is none. A read; a failure counts as none. Its copy reports
+/// progress as a migration's does.
+pub fn migration_by_ha(client: &Client, vm: &Vm, since: u64) -> Option<Task> {
+    tasks::newest_since(client, &vm.node, vm.vmid, TaskType::Migrate, since).map(|upid| Task {
+        upid,
+        reports_progress: true,
+    })
 }
 
 /// `POST …/config` (`qmconfig`): sets these keys (new disks import or allocate inside the

@@ -86,3 +86,27 @@ pub fn download_url(
     };
     dispatch(client, Method::Post, &path, &params, false, recover)
 }
+
+/// Whether a finished `download` task's log says the node kept the file it had: a file
+/// already at the target that matched the checksum is not fetched again (pve-storage
+/// API2/Storage/Status.pm download_url, through pve-common PVE::Tools download_file_from_url:
+/// `OK, got correct file already, no need to download`).
+pub fn download_kept_existing(log: &[String]) -> bool {
+    log.iter()
+        .any(|line| line.contains("got correct file already"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_file_is_read_from_the_log() {
+        let kept = [
+            "downloading https://example.com/a.img to /var/lib/vz/import/a.img".to_string(),
+            "OK, got correct file already, no need to download".to_string(),
+        ];
+        assert!(download_kept_existing(&kept));
+        assert!(!download_kept_existing(&kept[..1]));
+    }
+}
