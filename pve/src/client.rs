@@ -11,6 +11,7 @@ use ureq::Agent;
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
 
+use super::budget::Budget;
 use super::encode::{form, url_encode};
 use super::error::ApiError;
 use super::tls::{HandshakeCut, PveTls, StatusLine, Trust, client_config};
@@ -23,8 +24,8 @@ pub struct Connection {
     pub trust: Trust,
     /// The longest one request may take.
     pub timeout: Duration,
-    /// The run's deadline (`timeout`): no request outlasts it.
-    pub deadline: Instant,
+    /// The run's time (`timeout`): no request outlasts it.
+    pub budget: Budget,
     /// The HTTP proxy to tunnel through, if any.
     pub proxy: Option<super::proxy::ProxyChoice>,
     pub credentials: Credentials,
@@ -98,8 +99,8 @@ pub struct Client {
     read_only: bool,
     requests: Cell<u64>,
     timeout: Duration,
-    /// The run's deadline: no request outlasts it (the one place it is held).
-    deadline: Instant,
+    /// The run's time, as the run gave it: no request outlasts it.
+    budget: Budget,
     proxy: Option<super::proxy::ProxyChoice>,
     hints: Hints,
     secret_sink: fn(&str),
@@ -291,7 +292,7 @@ impl Client {
             read_only,
             requests: Cell::new(0),
             timeout: conn.timeout,
-            deadline: conn.deadline,
+            budget: conn.budget.clone(),
             proxy: conn.proxy.clone(),
             hints: conn.hints.clone(),
             secret_sink: conn.secret_sink,
@@ -307,12 +308,12 @@ impl Client {
 
     /// Allows the requests of a cleanup up to [`CLEANUP_GRACE`] past the run's deadline.
     pub fn allow_cleanup(&mut self) {
-        self.deadline = self.deadline.max(Instant::now() + CLEANUP_GRACE);
+        self.budget = self.budget.extended(CLEANUP_GRACE);
     }
 
-    /// The run's deadline: no request, retry or wait outlasts it.
-    pub fn deadline(&self) -> Instant {
-        self.deadline
+    /// The run's time it was given: no request, retry or wait outlasts it.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
     }
 
     /// How many HTTP requests this client has sent.
@@ -337,7 +338,7 @@ impl Client {
             read_only: self.read_only,
             requests: Cell::new(0),
             timeout: self.timeout,
-            deadline: self.deadline,
+            budget: self.budget.clone(),
             proxy: self.proxy.clone(),
             hints: self.hints.clone(),
             secret_sink: self.secret_sink,
@@ -483,7 +484,7 @@ impl Client {
             });
         }
         // Each request is bounded by api_timeout and by what is left of the run.
-        let left = self.deadline.saturating_duration_since(Instant::now());
+        let left = self.budget.left();
         if left.is_zero() {
             return Err(ApiError::DeadlineReached {
                 what: format!("{} {path} could be sent", method.as_str()),

@@ -5,6 +5,7 @@
 //!   [`client::Hints`] the caller gives for its error messages.
 //! * [`error`]: API errors and their classification (safe to resend? lock contention?
 //!   transient? refused by a worker before it acted?).
+//! * [`budget`]: a run's time (deadline, jitter seed, clock), made once and handed down.
 //! * [`ops`]: the retry semantics of a request: a dispatched task, a plain call;
 //!   [`retry`]: how long each kind of wait pauses between tries.
 //! * [`tasks`], [`wait`], [`upid`]: waiting on a task by its UPID; the wait policy is pure.
@@ -22,6 +23,7 @@
 
 pub mod answers;
 pub mod api;
+pub mod budget;
 pub mod client;
 pub mod encode;
 pub mod error;

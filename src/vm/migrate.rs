@@ -10,13 +10,11 @@ use serde_json::Value;
 
 use super::desired::CloneSource;
 use super::plan::Current;
-use super::shell::{Done, Runner};
-use std::time::Instant;
-
+use super::shell::{Done, Poll, Runner};
 use crate::pve::api::qemu::{self, MigrateRequest, Vm};
 use crate::pve::api::{Dispatched, Task, TaskType, storage, tasks};
 use crate::pve::error::task_refused_before_acting;
-use crate::pve::retry::{Awaiting, pause};
+use crate::pve::retry::{Awaiting, Step, until};
 
 /// Where a clone asked on `node` is made.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,7 +109,7 @@ impl Runner<'_> {
                 // A failed migration leaves the VM where it was (phase1_cleanup).
                 let reason = migration_reason(failed.keys.get("log_tail"));
                 let refused = reason.as_deref().is_some_and(task_refused_before_acting);
-                if refused && !handed_to_ha && Instant::now() < self.deadline() {
+                if refused && !handed_to_ha && !self.session.budget.spent() {
                     self.changes.undo(mark);
                     return Ok(Done::Stale);
                 }
@@ -135,29 +133,30 @@ impl Runner<'_> {
         what: &str,
     ) -> anyhow::Result<Option<Task>> {
         let client = &self.session.client;
-        loop {
-            if let Some(upid) =
-                tasks::newest_since(client, &cur.node, cur.vmid, TaskType::Migrate, since)
-            {
-                return Ok(Some(Task {
-                    upid,
-                    reports_progress: true,
-                }));
-            }
-            if self
-                .config_of(cur.vmid, target)?
-                .is_some_and(|c| !c.strings().contains_key("lock"))
-            {
-                return Ok(None);
-            }
-            if Instant::now() >= self.deadline() {
-                return Err(anyhow!(
+        let tried = until(
+            &self.budget(),
+            Awaiting::HaMotion,
+            |_| -> Poll<Option<Task>> {
+                if let Some(upid) =
+                    tasks::newest_since(client, &cur.node, cur.vmid, TaskType::Migrate, since)
+                {
+                    return Ok(Step::Done(Ok(Some(Task {
+                        upid,
+                        reports_progress: true,
+                    }))));
+                }
+                if self
+                    .config_of(cur.vmid, target)?
+                    .is_some_and(|c| !c.strings().contains_key("lock"))
+                {
+                    return Ok(Step::Done(Ok(None)));
+                }
+                Ok(Step::Again(Err(anyhow!(
                     "{what}: the HA stack did not start the migration before the timeout (see `ha-manager status`)"
-                ));
-            }
-            pause(Awaiting::HaMotion.pause(1, self.seed), self.deadline())
-                .map_err(|signal| self.interrupted(signal, what))?;
-        }
+                ))))
+            },
+        );
+        self.ended(tried, what)
     }
 
     /// Where the clone asked on `node` is made. PVE clones to another node only when every
