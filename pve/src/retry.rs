@@ -225,6 +225,40 @@ mod tests {
         assert_eq!(Awaiting::LockHeld.pause(9, 0), Duration::from_millis(250));
     }
 
+    /// The paces the modules' documentation gives for the waits `poll_interval` does not cap
+    /// (plugins/modules/vm.yml, docs/docsite/rst/guide_waiting.rst).
+    #[test]
+    fn the_waits_keep_the_paces_their_documentation_gives() {
+        for attempt in [1, 2, 5, 50] {
+            assert_eq!(
+                Awaiting::LockHeld.pause(attempt, 3),
+                Duration::from_millis(250)
+            );
+            assert_eq!(
+                Awaiting::NameSettling.pause(attempt, 3),
+                Duration::from_millis(500)
+            );
+            for each_second in [
+                Awaiting::DuplicateNames,
+                Awaiting::AgentNotUp,
+                Awaiting::HaMotion,
+            ] {
+                assert_eq!(each_second.pause(attempt, 3), Duration::from_secs(1));
+            }
+            let acted = Awaiting::ActedThenFailed.pause(attempt, 3);
+            assert!(acted >= Duration::from_secs(1) && acted <= Duration::from_millis(1250));
+        }
+        for growing in [Awaiting::HaRound, Awaiting::StalePlan] {
+            assert!(growing.pause(1, 3) < Duration::from_millis(313));
+            assert!(growing.pause(4, 3) >= Duration::from_secs(2));
+            assert!(growing.pause(40, 3) <= Duration::from_millis(2500));
+        }
+        let lost = Awaiting::LostAnswer.pause(40, 3);
+        assert!(lost >= Duration::from_secs(1) && lost <= Duration::from_millis(1250));
+        let transient = Awaiting::Transient.pause(40, 3);
+        assert!(transient >= Duration::from_secs(4) && transient <= Duration::from_secs(5));
+    }
+
     #[test]
     fn ha_rounds_are_polled_at_most_every_two_and_a_half_seconds() {
         let first = Awaiting::HaRound.pause(1, 3);
