@@ -16,7 +16,8 @@
 //! got), not merely that the time was up.
 //!
 //! Waiting on the UPID is [`super::tasks::wait_task`]; how long to pause between tries is
-//! [`super::retry`]. Both classes stop at the client's deadline.
+//! [`super::retry`], whose loop ([`super::retry::until`]) every class goes through. All of
+//! them stop when the run's budget, which the client was given, is spent.
 
 use std::convert::Infallible;
 use std::time::Instant;
