@@ -113,7 +113,29 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     // backup) does not count: it is retried, spaced out, until the deadline.
     let mut round = 0;
     let budget = runner.budget();
+    // Where the last round left the VM, and whether it cloned it: read again and planned
+    // again at the start of the next round (after the pause a refused round waits).
+    let mut after: Option<(Option<(u32, String)>, bool)> = None;
     let tried = until(&budget, Awaiting::StalePlan, |_| -> Poll<()> {
+        if let Some((ident, cloned)) = after.take() {
+            cur = match ident {
+                Some((vmid, node)) => {
+                    let c = runner.read(vmid, &node)?;
+                    runner.settle(c)?
+                }
+                None => None,
+            };
+            // Once per run: a restart, and a password PVE cannot compare (it stores a hash).
+            if effective.state == State::Restarted {
+                effective.state = State::Started;
+            }
+            effective.config.remove("cipassword");
+            // A clone gets the password a create would have been given, once.
+            if cloned && let Some(pw) = desired.create_only.get("cipassword") {
+                effective.config.insert("cipassword".into(), pw.clone());
+            }
+            pending = plan(&effective, cur.as_ref()).map_err(anyhow::Error::msg)?;
+        }
         if pending.steps.is_empty() {
             return Ok(retry::Step::Done(Ok(())));
         }
@@ -183,23 +205,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
                 retry::Step::Now
             }
         };
-        cur = match ident {
-            Some((vmid, node)) => {
-                let c = runner.read(vmid, &node)?;
-                runner.settle(c)?
-            }
-            None => None,
-        };
-        // Once per run: a restart, and a password PVE cannot compare (it stores a hash).
-        if effective.state == State::Restarted {
-            effective.state = State::Started;
-        }
-        effective.config.remove("cipassword");
-        // A clone gets the password a create would have been given, once.
-        if cloned && let Some(pw) = desired.create_only.get("cipassword") {
-            effective.config.insert("cipassword".into(), pw.clone());
-        }
-        pending = plan(&effective, cur.as_ref()).map_err(anyhow::Error::msg)?;
+        after = Some((ident, cloned));
         Ok(next)
     });
     let doing = format!("re-planning {}", header(cur.as_ref()));
