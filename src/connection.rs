@@ -12,6 +12,7 @@ use anyhow::{anyhow, bail};
 use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::{Kind, Opt, Spec, given};
 use crate::ansible::text::quote;
+use crate::pve::budget::Budget;
 use crate::pve::client::{Client, Connection, Credentials, Hints};
 use crate::pve::tls::{Trust, parse_ca_pem, parse_fingerprint};
 
@@ -88,10 +89,7 @@ fn hints() -> Hints {
 }
 
 /// Builds the connection from the options, with warnings to pass on.
-pub fn connection(
-    inv: &Invocation,
-    deadline: std::time::Instant,
-) -> anyhow::Result<(Connection, Vec<String>)> {
+pub fn connection(inv: &Invocation, budget: &Budget) -> anyhow::Result<(Connection, Vec<String>)> {
     let mut warnings = Vec::new();
     let host = inv.str("api_host").unwrap_or_default().trim().to_string();
     if let Some((_, port)) = host.rsplit_once(':')
@@ -176,7 +174,7 @@ pub fn connection(
         port: given(inv.int("api_port"), "api_port").map_err(anyhow::Error::msg)? as u16,
         trust,
         timeout: inv.duration("api_timeout").map_err(anyhow::Error::msg)?,
-        deadline,
+        budget: budget.clone(),
         proxy,
         credentials,
         hints: hints(),
@@ -201,12 +199,10 @@ impl fmt::Display for Warned {
     }
 }
 
-/// Connects; a failure says where it tried to connect and keeps the warnings raised before.
-pub fn connect(
-    inv: &Invocation,
-    deadline: std::time::Instant,
-) -> anyhow::Result<(Client, Vec<String>)> {
-    let (conn, warnings) = connection(inv, deadline)?;
+/// Connects within the run's budget; a failure says where it tried to connect and keeps the
+/// warnings raised before.
+pub fn connect(inv: &Invocation, budget: &Budget) -> anyhow::Result<(Client, Vec<String>)> {
+    let (conn, warnings) = connection(inv, budget)?;
     let client = Client::connect(&conn, inv.ctx.check_mode).map_err(|e| {
         anyhow::Error::new(e).context(Warned {
             doing: format!(

@@ -14,6 +14,7 @@ use crate::ansible::spec::{Kind, Opt, given};
 use crate::ansible::text::quote;
 use crate::connection::Warned;
 use crate::pve::api::Task;
+use crate::pve::budget::Budget;
 use crate::pve::client::Client;
 use crate::pve::error::{ApiError, task_refused_before_acting};
 use crate::pve::tasks::{TAIL_LINES, TaskReport, WaitError, wait_task};
@@ -70,9 +71,11 @@ impl WaitSettings {
     }
 }
 
-/// A module run: the client (which holds the run's deadline, `timeout` from the start, that
-/// every request, wait and retry shares), and what the run waited on.
+/// A module run: its budget (`timeout` from the start, made here once and handed down to the
+/// client, every retry and poll loop and every task wait's policy), the client, and what the
+/// run waited on.
 pub struct Session {
+    pub budget: Budget,
     pub client: Client,
     pub started: Instant,
     pub settings: WaitSettings,
@@ -84,9 +87,10 @@ impl Session {
     pub fn start(inv: &Invocation) -> anyhow::Result<Session> {
         let started = Instant::now();
         let settings = WaitSettings::from_invocation(inv)?;
-        let deadline = started + settings.timeout;
-        let (client, warnings) = crate::connection::connect(inv, deadline)?;
+        let budget = Budget::new(settings.timeout);
+        let (client, warnings) = crate::connection::connect(inv, &budget)?;
         Ok(Session {
+            budget,
             client,
             started,
             settings,
@@ -97,16 +101,12 @@ impl Session {
         })
     }
 
-    /// The wait policy for the time left; `copies` when the task is expected to copy a disk
-    /// and report progress.
+    /// The wait policy for what is left of the run's budget; `copies` when the task is
+    /// expected to copy a disk and report progress.
     pub fn policy(&self, copies: bool) -> Policy {
-        Policy::with_timeout(
-            self.client
-                .deadline()
-                .saturating_duration_since(Instant::now()),
-        )
-        .with_cap(self.settings.poll_interval)
-        .expecting_progress(copies)
+        Policy::for_budget(&self.budget)
+            .with_cap(self.settings.poll_interval)
+            .expecting_progress(copies)
     }
 
     /// Waits for a task; `what` names the operation in messages. A task that reports a

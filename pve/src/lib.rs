@@ -5,8 +5,10 @@
 //!   [`client::Hints`] the caller gives for its error messages.
 //! * [`error`]: API errors and their classification (safe to resend? lock contention?
 //!   transient? refused by a worker before it acted?).
+//! * [`budget`]: a run's time (deadline, jitter seed, clock), made once and handed down.
 //! * [`ops`]: the retry semantics of a request: a dispatched task, a plain call;
-//!   [`retry`]: how long each kind of wait pauses between tries.
+//!   [`retry`]: how long each kind of wait pauses between tries, and the one retry and poll
+//!   loop ([`retry::until`]).
 //! * [`tasks`], [`wait`], [`upid`]: waiting on a task by its UPID; the wait policy is pure.
 //! * [`api`]: one function per PVE call the modules make (method, path, body, retry class,
 //!   task); [`answers`]: the answers they read, as types; [`paths`]: the paths, by PVE's
@@ -22,6 +24,7 @@
 
 pub mod answers;
 pub mod api;
+pub mod budget;
 pub mod client;
 pub mod encode;
 pub mod error;

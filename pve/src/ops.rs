@@ -16,24 +16,30 @@
 //! got), not merely that the time was up.
 //!
 //! Waiting on the UPID is [`super::tasks::wait_task`]; how long to pause between tries is
-//! [`super::retry`]. Both classes stop at the client's deadline.
+//! [`super::retry`], whose loop ([`super::retry::until`]) every class goes through. All of
+//! them stop when the run's budget, which the client was given, is spent.
 
+use std::convert::Infallible;
 use std::time::Instant;
 
 use serde_json::Value;
 
 use super::client::{Client, Method, Params};
 use super::error::ApiError;
-use super::retry::{self, Awaiting, Interrupted};
+use super::retry::{Awaiting, Interrupted, Step, until};
 use super::upid::Upid;
 
-fn pause(attempt: u32, seed: u64, deadline: Instant) -> Result<(), ApiError> {
-    retry::pause(Awaiting::Transient.pause(attempt, seed), deadline).map_err(
-        |Interrupted(signal)| ApiError::Interrupted {
+/// The end of a loop whose tries carry their errors in its value: that value, or the error
+/// of a pause a signal ended.
+fn ended<T>(result: Result<Result<T, Infallible>, Interrupted>) -> Result<T, ApiError> {
+    match result {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(never)) => match never {},
+        Err(Interrupted(signal)) => Err(ApiError::Interrupted {
             signal,
             what: String::new(),
-        },
-    )
+        }),
+    }
 }
 
 /// Failed tries of one request in a row, for the error when the deadline ends them.
@@ -62,9 +68,9 @@ impl Trouble {
 
     /// The error that ends the tries of `method path`: when the deadline ended them after
     /// failures on the way, those failures ([`ApiError::Unanswered`]), else `e` itself.
-    fn explain(self, method: Method, path: &str, err: ApiError) -> ApiError {
+    fn explain(&self, method: Method, path: &str, err: ApiError) -> ApiError {
         let at_deadline = matches!(err, ApiError::DeadlineReached { .. });
-        let (tries, last) = match (at_deadline, self.last) {
+        let (tries, last) = match (at_deadline, self.last.clone()) {
             (true, Some(last)) => (self.tries, last),
             (false, Some(_)) if err.is_transient() => (self.tries + 1, err),
             _ => return err,
@@ -84,31 +90,29 @@ const MAX_500_RETRIES: u32 = 3;
 /// A GET retried on transient errors until the client's deadline (an unexplained 500 a few
 /// times).
 pub fn read(client: &Client, path: &str, params: &Params) -> Result<Value, ApiError> {
-    let deadline = client.deadline();
-    let seed = retry::seed();
-    let mut attempt = 0;
     let mut five_hundreds = 0;
     let mut trouble = Trouble::new();
-    loop {
+    ended(until(client.budget(), Awaiting::Transient, |_| {
         match client.get(path, params) {
             Err(e)
-                if (e.is_transient()
-                    || (e.is_unexplained_500() && five_hundreds < MAX_500_RETRIES))
-                    && Instant::now() < deadline =>
+                if e.is_transient()
+                    || (e.is_unexplained_500() && five_hundreds < MAX_500_RETRIES) =>
             {
                 if e.is_unexplained_500() {
                     five_hundreds += 1;
                 }
+                let ended = trouble.explain(Method::Get, path, e.clone());
                 trouble.note(&e);
-                attempt += 1;
-                pause(attempt, seed, deadline)?;
+                // Past the deadline, an unexplained 500 is what PVE said; a transient error
+                // is explained by the tries before it.
+                Ok(Step::Again(Err(if e.is_transient() { ended } else { e })))
             }
-            Err(e) if e.is_transient() || matches!(e, ApiError::DeadlineReached { .. }) => {
-                return Err(trouble.explain(Method::Get, path, e));
+            Err(e) if matches!(e, ApiError::DeadlineReached { .. }) => {
+                Ok(Step::Done(Err(trouble.explain(Method::Get, path, e))))
             }
-            other => return other,
+            other => Ok(Step::Done(other)),
         }
-    }
+    }))?
 }
 
 /// The result of a dispatch.
@@ -129,39 +133,34 @@ pub fn dispatch(
     params: &Params,
     mut recover: impl FnMut() -> Option<Upid>,
 ) -> Result<Dispatched, ApiError> {
-    let deadline = client.deadline();
-    let seed = retry::seed();
-    let mut attempt = 0;
     let mut trouble = Trouble::new();
-    loop {
+    ended(until(client.budget(), Awaiting::Transient, |_| {
         let err = match client.write(method, path, params) {
-            Ok(Value::String(answer)) => return started(&answer),
+            Ok(Value::String(answer)) => return Ok(Step::Done(started(&answer))),
             Ok(Value::Null) => {
                 // A null where a UPID was due: a task may still have been started.
-                return Ok(recover().map(Dispatched::Task).unwrap_or(Dispatched::Done));
+                let done = recover().map(Dispatched::Task).unwrap_or(Dispatched::Done);
+                return Ok(Step::Done(Ok(done)));
             }
-            Ok(other) => return Err(unexpected(path, &other)),
+            Ok(other) => return Ok(Step::Done(Err(unexpected(path, &other)))),
             Err(e) => e,
         };
         let retryable = worth_sending_again(&err);
         if !err.surely_not_done() {
             if !err.is_transient() {
-                return Err(err);
+                return Ok(Step::Done(Err(err)));
             }
             // The answer was lost: did PVE start the task anyway?
             if let Some(upid) = recover() {
-                return Ok(Dispatched::Task(upid));
+                return Ok(Step::Done(Ok(Dispatched::Task(upid))));
             }
         } else if !retryable {
-            return Err(trouble.explain(method, path, err));
+            return Ok(Step::Done(Err(trouble.explain(method, path, err))));
         }
-        if Instant::now() >= deadline {
-            return Err(trouble.explain(method, path, err));
-        }
+        let ended = trouble.explain(method, path, err.clone());
         trouble.note(&err);
-        attempt += 1;
-        pause(attempt, seed, deadline)?;
-    }
+        Ok(Step::Again(Err(ended)))
+    }))?
 }
 
 /// The task a dispatch started, from PVE's answer (a UPID).
@@ -214,59 +213,53 @@ pub fn dispatch_once(
     params: &Params,
     mut look: impl FnMut() -> Look,
 ) -> Result<Dispatched, ApiError> {
-    let deadline = client.deadline();
-    let seed = retry::seed();
-    let mut attempt = 0;
+    let budget = client.budget();
     let mut trouble = Trouble::new();
-    let lost = loop {
-        match client.write(method, path, params) {
-            Ok(Value::String(answer)) => return started(&answer),
+    let sent = ended(until(budget, Awaiting::Transient, |_| {
+        Ok(match client.write(method, path, params) {
+            Ok(Value::String(answer)) => Step::Done(Sent::Ended(started(&answer))),
             // A null where a UPID was due: the work may have been done within the request.
-            Ok(Value::Null) => {
-                return Ok(match look() {
-                    Look::Found(upid) => Dispatched::Task(upid),
-                    Look::Again(_) | Look::NotDone(_) => Dispatched::Done,
-                });
-            }
-            Ok(other) => return Err(unexpected(path, &other)),
+            Ok(Value::Null) => Step::Done(Sent::Ended(Ok(match look() {
+                Look::Found(upid) => Dispatched::Task(upid),
+                Look::Again(_) | Look::NotDone(_) => Dispatched::Done,
+            }))),
+            Ok(other) => Step::Done(Sent::Ended(Err(unexpected(path, &other)))),
             Err(e) if e.surely_not_done() => {
-                let retryable = worth_sending_again(&e);
-                if !retryable || Instant::now() >= deadline {
-                    return Err(trouble.explain(method, path, e));
+                let gave_up = Sent::Ended(Err(trouble.explain(method, path, e.clone())));
+                if !worth_sending_again(&e) {
+                    return Ok(Step::Done(gave_up));
                 }
                 trouble.note(&e);
-                attempt += 1;
-                pause(attempt, seed, deadline)?;
+                Step::Again(gave_up)
             }
-            Err(e) if e.is_transient() => break e,
-            Err(e) => return Err(e),
-        }
+            Err(e) if e.is_transient() => Step::Done(Sent::Lost(e)),
+            Err(e) => Step::Done(Sent::Ended(Err(e))),
+        })
+    }))?;
+    let lost = match sent {
+        Sent::Ended(result) => return result,
+        Sent::Lost(lost) => lost,
     };
     let what = format!("{} {path}", method.as_str());
-    let mut looks = 0;
-    loop {
-        match look() {
-            Look::Found(upid) => return Ok(Dispatched::Task(upid)),
-            Look::NotDone(finding) => {
-                return Err(ApiError::AnswerLost {
-                    what,
-                    error: Box::new(lost),
-                    finding,
-                });
-            }
-            Look::Again(why) if Instant::now() >= deadline => {
-                return Err(ApiError::AnswerLost {
-                    what,
-                    error: Box::new(lost),
-                    finding: format!(
-                        "PVE's record did not show what it did before the run's timeout (the last look: {why})"
-                    ),
-                });
-            }
-            Look::Again(_) => {
-                looks += 1;
-                pause(looks.min(3), seed, deadline)?;
-            }
-        }
-    }
+    let answer_lost = |finding: String| ApiError::AnswerLost {
+        what: what.clone(),
+        error: Box::new(lost.clone()),
+        finding,
+    };
+    ended(until(budget, Awaiting::LostAnswer, |_| {
+        Ok(match look() {
+            Look::Found(upid) => Step::Done(Ok(Dispatched::Task(upid))),
+            Look::NotDone(finding) => Step::Done(Err(answer_lost(finding))),
+            Look::Again(why) => Step::Again(Err(answer_lost(format!(
+                "PVE's record did not show what it did before the run's timeout (the last look: {why})"
+            )))),
+        })
+    }))?
+}
+
+/// How a request sent at most once ended: with its result, or with its answer lost (the
+/// error) after PVE may have seen it.
+enum Sent {
+    Ended(Result<Dispatched, ApiError>),
+    Lost(ApiError),
 }

@@ -9,7 +9,7 @@ use super::answers::LogPage;
 use super::api;
 use super::client::Client;
 use super::error::ApiError;
-use super::retry::{self, Interrupted};
+use super::retry::Interrupted;
 use super::upid::Upid;
 use super::wait::{Decision, Exit, Observation, Policy, WaitState, progress_in, transfer_part};
 use crate::interrupt;
@@ -536,7 +536,7 @@ pub fn wait_task(
         match state.decide(policy, start.elapsed(), look.obs) {
             Decision::Wait(pause) => {
                 // The policy has already bounded the pause by the deadline.
-                if let Err(Interrupted(signal)) = retry::pause(pause, Instant::now() + pause) {
+                if let Err(Interrupted(signal)) = client.budget().pause(pause) {
                     return Err(WaitError::Interrupted {
                         upid: upid.clone(),
                         signal,

@@ -31,6 +31,7 @@ mod tests;
 
 use std::time::Duration;
 
+use crate::retry::Awaiting;
 use pace::Pace;
 pub use policy::Policy;
 use progress::{CopyWatch, Recorded};
@@ -233,10 +234,7 @@ impl WaitState {
             Observation::Transient(e) => {
                 self.errors += 1;
                 self.last_error = Some(e);
-                let backoff = policy
-                    .retry_first
-                    .saturating_mul(1 << self.errors.min(16).saturating_sub(1))
-                    .min(policy.retry_cap);
+                let backoff = Awaiting::Transient.pause(self.errors, policy.seed);
                 // A pause after a failure, not a spacing: the failed request's time is not
                 // taken off it.
                 Decision::Wait(backoff.max(allowed).min(left))

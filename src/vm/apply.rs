@@ -7,7 +7,6 @@ use super::converge::converge;
 use super::desired::desired;
 use super::shell::Runner;
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
-use crate::pve::retry;
 use crate::runner::{Session, failure};
 
 /// Runs the `vm` module.
@@ -17,7 +16,6 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         session: Session::start(inv).map_err(failure)?,
         desired: &desired,
         changes: Default::default(),
-        seed: retry::seed(),
         prefetched: Default::default(),
         notes: Default::default(),
         ha_carried: Vec::new(),

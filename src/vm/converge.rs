@@ -12,10 +12,10 @@ use super::migrate::ClonePlacement;
 use super::plan::{Current, Plan, Step, plan};
 use super::predict::predict;
 use super::report::{self, Converged, all_keys, header};
-use super::shell::{Done, Runner};
+use super::shell::{Done, Poll, Runner};
 use crate::ansible::protocol::Outcome;
 use crate::pve::api::qemu::Vm;
-use crate::pve::retry::{Awaiting, pause};
+use crate::pve::retry::{self, Awaiting, until};
 
 /// Converges the VM (or, in check mode, predicts what converging it would do).
 pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<Outcome> {
@@ -111,10 +111,33 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     let mut pending = first.clone();
     // A round in which PVE refused a step because the VM changed meanwhile (another run, a
     // backup) does not count: it is retried, spaced out, until the deadline.
-    let (mut round, mut refused) = (0, 0u32);
-    loop {
+    let mut round = 0;
+    let budget = runner.budget();
+    // Where the last round left the VM, and whether it cloned it: read again and planned
+    // again at the start of the next round (after the pause a refused round waits).
+    let mut after: Option<(Option<(u32, String)>, bool)> = None;
+    let tried = until(&budget, Awaiting::StalePlan, |_| -> Poll<()> {
+        if let Some((ident, cloned)) = after.take() {
+            cur = match ident {
+                Some((vmid, node)) => {
+                    let c = runner.read(vmid, &node)?;
+                    runner.settle(c)?
+                }
+                None => None,
+            };
+            // Once per run: a restart, and a password PVE cannot compare (it stores a hash).
+            if effective.state == State::Restarted {
+                effective.state = State::Started;
+            }
+            effective.config.remove("cipassword");
+            // A clone gets the password a create would have been given, once.
+            if cloned && let Some(pw) = desired.create_only.get("cipassword") {
+                effective.config.insert("cipassword".into(), pw.clone());
+            }
+            pending = plan(&effective, cur.as_ref()).map_err(anyhow::Error::msg)?;
+        }
         if pending.steps.is_empty() {
-            break;
+            return Ok(retry::Step::Done(Ok(())));
         }
         if round == 5 {
             return Err(anyhow!(
@@ -129,7 +152,8 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
             ));
         }
         let mut ident = cur.as_ref().map(|c| (c.vmid, c.node.clone()));
-        let mut stale = false;
+        // What a refused step waits for before the round is planned again.
+        let mut stale = None;
         let mut cloned = false;
         for step in pending.steps.clone() {
             cloned |= matches!(step, Step::Clone { .. });
@@ -153,41 +177,39 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
                     ident = None;
                 }
                 Done::Stale => {
-                    stale = true;
+                    stale = Some(Awaiting::StalePlan);
+                    break;
+                }
+                Done::Retry => {
+                    stale = Some(Awaiting::ActedThenFailed);
                     break;
                 }
             }
         }
-        if stale {
-            refused += 1;
-            pause(
-                Awaiting::StalePlan.pause(refused, runner.seed),
-                runner.deadline(),
-            )
-            .map_err(|signal| {
-                runner.interrupted(signal, &format!("re-planning {}", header(cur.as_ref())))
-            })?;
-        } else {
-            round += 1;
-        }
-        cur = match ident {
-            Some((vmid, node)) => {
-                let c = runner.read(vmid, &node)?;
-                runner.settle(c)?
+        let next = match stale {
+            Some(awaiting) => retry::Step::AgainAs(
+                awaiting,
+                Err(anyhow!(
+                    "{} did not converge before the timeout: PVE refused {} (the VM changed meanwhile)",
+                    header(cur.as_ref()),
+                    pending
+                        .steps
+                        .iter()
+                        .map(Step::describe)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            ),
+            None => {
+                round += 1;
+                retry::Step::Now
             }
-            None => None,
         };
-        // Once per run: a restart, and a password PVE cannot compare (it stores a hash).
-        if effective.state == State::Restarted {
-            effective.state = State::Started;
-        }
-        effective.config.remove("cipassword");
-        // A clone gets the password a create would have been given, once.
-        if cloned && let Some(pw) = desired.create_only.get("cipassword") {
-            effective.config.insert("cipassword".into(), pw.clone());
-        }
-        pending = plan(&effective, cur.as_ref()).map_err(anyhow::Error::msg)?;
-    }
+        after = Some((ident, cloned));
+        Ok(next)
+    });
+    let doing = format!("re-planning {}", header(cur.as_ref()));
+    runner.ended(tried, &doing)?;
     // The HA resource the `ha` option asks for, once the VM's config and power state
     // converged; a requested state that changed is carried out by the HA stack, waited for.
     let mut ha = None;

@@ -11,17 +11,15 @@
 //! not prove this run's is someone else's: the run fails naming who made it and when, and
 //! writes nothing to it.
 
-use std::time::Instant;
-
 use anyhow::{Context, anyhow};
 
 use super::desired::CloneSource;
-use super::shell::{Done, Runner};
+use super::shell::{Done, Poll, Runner};
 use crate::pve::api::made::{Looking, MadeBefore, Maker};
 use crate::pve::api::qemu::{self, CloneRequest, Vm};
 use crate::pve::api::{Dispatched, cluster};
 use crate::pve::error::{ApiError, task_found_vmid_taken, task_met_storage_lock};
-use crate::pve::retry::{Awaiting, pause};
+use crate::pve::retry::{Awaiting, Step, until};
 
 /// How a new VM is made.
 enum Making<'p> {
@@ -137,8 +135,7 @@ impl Runner<'_> {
 
     /// The one id-allocation loop of a create and a clone.
     fn make(&mut self, node: &str, making: &Making) -> anyhow::Result<Done> {
-        let mut attempt = 0;
-        loop {
+        let tried = until(&self.budget(), Awaiting::FreeVmid, |_| -> Poll<Done> {
             let vmid = match self.desired.vmid {
                 Some(given) => given,
                 None => self.next_id()?,
@@ -189,9 +186,7 @@ impl Runner<'_> {
                                     .is_some_and(task_found_vmid_taken) =>
                         {
                             self.changes.undo(mark);
-                            attempt += 1;
-                            self.before_next_id(attempt, &failed.message)?;
-                            continue;
+                            return Ok(Step::Again(no_free_vmid(&failed.message)));
                         }
                         // The shared storage's cluster lock stayed taken past PVE's 10 s
                         // (cfs_lock_storage, under which the volume is allocated): the worker
@@ -202,19 +197,11 @@ impl Runner<'_> {
                                 .exitstatus
                                 .as_deref()
                                 .is_some_and(task_met_storage_lock)
-                                && Instant::now() < self.deadline()
+                                && !self.session.budget.spent()
                                 && self.left_nothing(making, vmid, node) =>
                         {
                             self.changes.undo(mark);
-                            attempt += 1;
-                            pause(
-                                Awaiting::Transient.pause(attempt, self.seed),
-                                self.deadline(),
-                            )
-                            .map_err(|signal| {
-                                self.interrupted(signal, &format!("{what}: {}", failed.message))
-                            })?;
-                            continue;
+                            return Ok(Step::AgainAs(Awaiting::Transient, Err(failed.into())));
                         }
                         Err(failed) => {
                             // A failed or stopped create or clone removes what it made: then
@@ -226,22 +213,26 @@ impl Runner<'_> {
                         }
                     }
                     if self.desired.vmid.is_none() && self.desired.name.is_some() {
-                        return self.claim_name(vmid, node);
+                        return Ok(Step::Done(self.claim_name(vmid, node)));
                     }
-                    return Ok(Done::Vm(vmid, node.to_string()));
+                    Ok(Step::Done(Ok(Done::Vm(vmid, node.to_string()))))
                 }
                 Ok(Dispatched::Done) => {
                     let _ = self.changes.accepted();
-                    return Ok(Done::Vm(vmid, node.to_string()));
+                    Ok(Step::Done(Ok(Done::Vm(vmid, node.to_string()))))
                 }
                 // The id was taken between `nextid` and the request: another one.
                 Err(e) if e.is_already_exists() && self.desired.vmid.is_none() => {
-                    attempt += 1;
-                    self.before_next_id(attempt, &format!("{what}: {e}"))?;
+                    Ok(Step::Again(no_free_vmid(&format!("{what}: {e}"))))
                 }
-                Err(e) => return Err(anyhow::Error::new(e).context(what)),
+                Err(e) => Err(anyhow::Error::new(e).context(what)),
             }
-        }
+        });
+        let doing = match making {
+            Making::Create { .. } => "creating the VM",
+            Making::Clone { .. } => "cloning the VM",
+        };
+        self.ended(tried, doing)
     }
 
     /// Whether a create or clone that failed left nothing behind (its worker removed what it
@@ -256,19 +247,6 @@ impl Runner<'_> {
     /// A free vmid, from `/cluster/nextid`.
     fn next_id(&self) -> anyhow::Result<u32> {
         cluster::next_vmid(&self.session.client).context("asking PVE for a free vmid")
-    }
-
-    /// Before asking for another vmid (a parallel run took the one `nextid` gave): a short,
-    /// jittered pause, so runs that collided do not collide again; the deadline ends it.
-    fn before_next_id(&self, attempt: u32, what: &str) -> anyhow::Result<()> {
-        if Instant::now() >= self.deadline() {
-            return Err(anyhow!("{what} (no free vmid found before the timeout)"));
-        }
-        pause(
-            Awaiting::FreeVmid.pause(attempt, self.seed),
-            self.deadline(),
-        )
-        .map_err(|signal| self.interrupted(signal, &format!("{what}: looking for a free vmid")))
     }
 
     /// After a create by name alone, makes sure the name is carried by one VM. PVE has no
@@ -329,4 +307,11 @@ impl Runner<'_> {
         ));
         Ok(Done::Vm(win, win_node))
     }
+}
+
+/// The error that ends the search for a free vmid (a parallel run took each one `nextid`
+/// gave) at the run's timeout; between two tries, a short, jittered pause
+/// ([`Awaiting::FreeVmid`]), so runs that collided do not collide again.
+fn no_free_vmid(what: &str) -> anyhow::Result<Done> {
+    Err(anyhow!("{what} (no free vmid found before the timeout)"))
 }

@@ -3,17 +3,15 @@
 //! meanwhile is reported as stale, to be re-planned. Also the restart that applies pending
 //! changes.
 
-use std::time::Instant;
-
 use anyhow::{Context, anyhow};
 
 use super::encode::format_size;
 use super::plan::{Current, Step};
-use super::shell::{Done, Runner};
+use super::shell::{Done, Poll, Runner};
 use crate::pve::api::Dispatched;
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::error::{ApiError, task_acted_then_failed};
-use crate::pve::retry::{Awaiting, pause};
+use crate::pve::retry::{self, Awaiting, until};
 
 /// How many times a task that acted and then failed is tried in all (see
 /// [`task_acted_then_failed`]).
@@ -37,9 +35,7 @@ impl Runner<'_> {
                     // changing anything (another run changed the config, another operation
                     // holds the VM, or its file lock stayed taken for PVE's 10 s): read the VM
                     // again and re-plan.
-                    Err(failed)
-                        if failed.refused_before_acting && Instant::now() < self.deadline() =>
-                    {
+                    Err(failed) if failed.refused_before_acting && !self.session.budget.spent() => {
                         self.changes.undo(mark);
                         Ok(Done::Stale)
                     }
@@ -60,14 +56,8 @@ impl Runner<'_> {
                             "{what}: PVE's task acted, then failed: {exit} ({cause}); the VM was \
                              read again"
                         ));
-                        if self.acted_failures < MAX_ACTED_TRIES && Instant::now() < self.deadline()
-                        {
-                            pause(
-                                Awaiting::ActedThenFailed.pause(self.acted_failures, self.seed),
-                                self.deadline(),
-                            )
-                            .map_err(|signal| self.interrupted(signal, what))?;
-                            return Ok(Done::Stale);
+                        if self.acted_failures < MAX_ACTED_TRIES && !self.session.budget.spent() {
+                            return Ok(Done::Retry);
                         }
                         failed.message = format!(
                             "{} ({cause}; PVE acted each time, tried {} time(s))",
@@ -150,7 +140,7 @@ impl Runner<'_> {
             ),
         };
         match (self.task(cur, dispatched, &what)?, &step) {
-            (Done::Stale, _) => Ok(Done::Stale),
+            (stale @ (Done::Stale | Done::Retry), _) => Ok(stale),
             (_, Step::Destroy { .. }) => Ok(Done::Gone),
             (done, Step::Start) => self.reached(cur, true, &what).map(|()| done),
             (done, Step::Stop | Step::Shutdown { .. }) => {
@@ -174,9 +164,8 @@ impl Runner<'_> {
     ) -> anyhow::Result<()> {
         let vm = Vm::new(&cur.node, cur.vmid);
         let want = if running { "running" } else { "stopped" };
-        let mut polls = 0u32;
         let mut handed_over = false;
-        loop {
+        let tried = until(&self.budget(), Awaiting::HaRound, |_| -> Poll<()> {
             let status = qemu::status(&self.session.client, &vm)
                 .with_context(|| format!("{what}: reading its status"))?
                 .ok_or_else(|| anyhow!("{what}: the VM disappeared meanwhile"))?;
@@ -191,26 +180,21 @@ impl Runner<'_> {
                         if running { "hastart" } else { "hastop" }
                     ));
                 }
-                return Ok(());
+                return Ok(retry::Step::Done(Ok(())));
             }
             if !handed_over {
                 // A task that ended OK without the state: re-read and re-planned by the loop.
-                return Ok(());
+                return Ok(retry::Step::Done(Ok(())));
             }
-            if Instant::now() >= self.deadline() {
-                return Err(anyhow!(
-                    "{what}: the VM is HA-managed, and the HA stack was asked to make it {want} \
-                     (its request was queued), but it is not {want} at the run's timeout (HA \
-                     service state: {}); check `ha-manager status` on {}, or raise timeout",
-                    status.ha.state.as_deref().unwrap_or("none yet"),
-                    cur.node
-                ));
-            }
-            polls += 1;
-            pause(Awaiting::HaRound.pause(polls, self.seed), self.deadline()).map_err(
-                |signal| self.interrupted(signal, &format!("{what}: waiting for the HA stack")),
-            )?;
-        }
+            Ok(retry::Step::Again(Err(anyhow!(
+                "{what}: the VM is HA-managed, and the HA stack was asked to make it {want} \
+                 (its request was queued), but it is not {want} at the run's timeout (HA \
+                 service state: {}); check `ha-manager status` on {}, or raise timeout",
+                status.ha.state.as_deref().unwrap_or("none yet"),
+                cur.node
+            ))))
+        });
+        self.ended(tried, &format!("{what}: waiting for the HA stack"))
     }
 
     /// Shuts the VM down (gracefully within `shutdown_timeout`, then stopped if `force_stop`) and
@@ -225,8 +209,7 @@ impl Runner<'_> {
             Step::Start,
         ];
         for step in steps {
-            let mut refused = 0u32;
-            loop {
+            let tried = until(&self.budget(), Awaiting::StalePlan, |_| -> Poll<()> {
                 let now = self.read(cur.vmid, &cur.node)?.ok_or_else(|| {
                     anyhow!(
                         "VM {} on {} disappeared while restarting it",
@@ -234,28 +217,21 @@ impl Runner<'_> {
                         cur.node
                     )
                 })?;
-                match self.execute(step.clone(), Some(&now))? {
-                    Done::Stale if Instant::now() < self.deadline() => {
-                        refused += 1;
-                        pause(
-                            Awaiting::StalePlan.pause(refused, self.seed),
-                            self.deadline(),
-                        )
-                        .map_err(|signal| {
-                            self.interrupted(signal, &format!("restarting VM {}", cur.vmid))
-                        })?;
-                    }
-                    Done::Stale => {
-                        return Err(anyhow!(
-                            "restarting VM {} on {}: PVE refused to {} it until the deadline (another operation holds it)",
-                            cur.vmid,
-                            cur.node,
-                            step.describe()
-                        ));
-                    }
-                    Done::Vm(..) | Done::Gone => break,
-                }
-            }
+                let refused = || {
+                    Err(anyhow!(
+                        "restarting VM {} on {}: PVE refused to {} it until the deadline (another operation holds it)",
+                        cur.vmid,
+                        cur.node,
+                        step.describe()
+                    ))
+                };
+                Ok(match self.execute(step.clone(), Some(&now))? {
+                    Done::Stale => retry::Step::Again(refused()),
+                    Done::Retry => retry::Step::AgainAs(Awaiting::ActedThenFailed, refused()),
+                    Done::Vm(..) | Done::Gone => retry::Step::Done(Ok(())),
+                })
+            });
+            self.ended(tried, &format!("restarting VM {}", cur.vmid))?;
         }
         Ok(())
     }

@@ -2,18 +2,18 @@
 //! up to 10 s behind the configs (a name is confirmed on its node); by name, waiting for the
 //! creates in flight that may carry it and for parallel runs resolving a name race.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 
 use super::desired::CloneSource;
 use super::plan::Current;
-use super::shell::Runner;
+use super::shell::{Poll, Runner};
 use crate::pve::answers::VmConfig;
 use crate::pve::api::cluster::{self, ListedVm};
 use crate::pve::api::named::{self, Confirm, Named};
 use crate::pve::api::qemu::{self, Vm};
-use crate::pve::retry::{Awaiting, pause};
+use crate::pve::retry::{Awaiting, Step, until};
 
 /// How long parallel runs that created one VM each of a name get to remove all but the first.
 const DUPLICATES_SETTLE: Duration = Duration::from_secs(30);
@@ -51,16 +51,28 @@ impl Runner<'_> {
             named => named,
         };
         self.note_leftovers(name, &named.in_flight);
-        let mut hits = named.carriers;
         // Several VMs with the name: parallel runs that created one each are removing all but
         // the first (see `claim_name`); give them a moment before calling the name ambiguous.
-        let settle_until = (Instant::now() + DUPLICATES_SETTLE).min(self.deadline());
-        while hits.len() > 1 && Instant::now() < settle_until {
-            if pause(Awaiting::DuplicateNames.pause(1, self.seed), settle_until).is_err() {
-                break;
-            }
-            hits = self.named(name, self.listing()?)?.carriers;
-        }
+        let mut first = Some(named.carriers);
+        let tried = until(
+            &self.budget().within(DUPLICATES_SETTLE),
+            Awaiting::DuplicateNames,
+            |_| -> Poll<Vec<(u32, String)>> {
+                let hits = match first.take() {
+                    Some(hits) => hits,
+                    None => self.named(name, self.listing()?)?.carriers,
+                };
+                Ok(if hits.len() > 1 {
+                    Step::Again(Ok(hits))
+                } else {
+                    Step::Done(Ok(hits))
+                })
+            },
+        );
+        let hits = self.ended(
+            tried,
+            &format!("waiting for the VMs named '{name}' to settle"),
+        )?;
         match hits.as_slice() {
             [] => Ok(None),
             [one] => Ok(Some((one.0, one.1.clone()))),
@@ -94,19 +106,19 @@ impl Runner<'_> {
     /// [`Runner::named`] once the creates in flight that this user started (the tasks it can
     /// see) have ended, or the deadline has come; `own` is this run's VM, not waited for.
     pub(super) fn settled_named(&self, name: &str, own: Option<u32>) -> anyhow::Result<Named> {
-        loop {
+        let tried = until(&self.budget(), Awaiting::NameSettling, |_| -> Poll<Named> {
             let named = self.named(name, self.listing()?)?;
             let waiting = named.in_flight.iter().any(|(id, node)| {
                 Some(*id) != own
                     && qemu::create_running(&self.session.client, &Vm::new(node, *id)).is_some()
             });
-            if !waiting || Instant::now() >= self.deadline() {
-                return Ok(named);
-            }
-            pause(Awaiting::NameSettling.pause(1, self.seed), self.deadline()).map_err(
-                |signal| self.interrupted(signal, &format!("looking for the VM named '{name}'")),
-            )?;
-        }
+            Ok(if waiting {
+                Step::Again(Ok(named))
+            } else {
+                Step::Done(Ok(named))
+            })
+        });
+        self.ended(tried, &format!("looking for the VM named '{name}'"))
     }
 
     /// Warns of VMs that look like the leftovers of a create that was killed: `lock: create`

@@ -3,17 +3,17 @@
 //! drive, and waiting for the guest agent to report an address. The decisions on what PVE
 //! answers are in [`super::guest`], in plain data.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 
 use super::guest;
 use super::plan::Current;
-use super::shell::Runner;
+use super::shell::{Poll, Runner};
 use crate::pve::answers::GuestInterface;
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::api::{Dispatched, ha};
-use crate::pve::retry::{Awaiting, pause};
+use crate::pve::retry::{Awaiting, Step, until};
 
 impl Runner<'_> {
     /// The changes a VM has not taken yet: PVE's pending section (read when it runs; a
@@ -77,40 +77,41 @@ impl Runner<'_> {
         cur: &Current,
         limit: Duration,
     ) -> anyhow::Result<(Vec<String>, Vec<GuestInterface>)> {
-        let until = (Instant::now() + limit).min(self.deadline());
         let vm = Vm::new(&cur.node, cur.vmid);
         let id = format!("VM {} on {}", cur.vmid, cur.node);
-        let mut last;
-        loop {
-            match qemu::agent_interfaces(&self.session.client, &vm) {
-                Ok(answer) => {
-                    let found = answer.addresses();
-                    if !found.is_empty() {
-                        return Ok((found, answer.result));
+        let not_up = |last: String| {
+            Err(anyhow!(
+                "{id} reported no address within {} (wait_for_ip): last, {last}. Is qemu-guest-agent installed and running in the guest?",
+                humantime::format_duration(Duration::from_secs(limit.as_secs()))
+            ))
+        };
+        let tried = until(
+            &self.budget().within(limit),
+            Awaiting::AgentNotUp,
+            |_| -> Poll<(Vec<String>, Vec<GuestInterface>)> {
+                let last = match qemu::agent_interfaces(&self.session.client, &vm) {
+                    Ok(answer) => {
+                        let found = answer.addresses();
+                        if !found.is_empty() {
+                            return Ok(Step::Done(Ok((found, answer.result))));
+                        }
+                        "the agent reported no address but loopback and link-local".into()
                     }
-                    last = "the agent reported no address but loopback and link-local".into();
-                }
-                // Not up yet, or busy: its ping or command outlasted QMPClient's timeout.
-                Err(e) if e.is_agent_not_running() || e.is_agent_timeout() => last = e.to_string(),
-                Err(e) if e.is_transient() => last = e.to_string(),
-                // Stopped while the HA stack is still to start it (its request is queued):
-                // waited through as long as HA is asked to start it.
-                Err(e) if e.is_vm_not_running() && self.ha_starting(&vm)? => {
-                    last = format!("{e} (the HA stack is starting it)")
-                }
-                Err(e) => {
-                    return Err(anyhow!("waiting for the address of {id}: {e}"));
-                }
-            }
-            if Instant::now() >= until {
-                return Err(anyhow!(
-                    "{id} reported no address within {} (wait_for_ip): last, {last}. Is qemu-guest-agent installed and running in the guest?",
-                    humantime::format_duration(Duration::from_secs(limit.as_secs()))
-                ));
-            }
-            pause(Awaiting::AgentNotUp.pause(1, self.seed), until).map_err(|signal| {
-                self.interrupted(signal, &format!("waiting for the address of {id}"))
-            })?;
-        }
+                    // Not up yet, or busy: its ping or command outlasted QMPClient's timeout.
+                    Err(e) if e.is_agent_not_running() || e.is_agent_timeout() => e.to_string(),
+                    Err(e) if e.is_transient() => e.to_string(),
+                    // Stopped while the HA stack is still to start it (its request is queued):
+                    // waited through as long as HA is asked to start it.
+                    Err(e) if e.is_vm_not_running() && self.ha_starting(&vm)? => {
+                        format!("{e} (the HA stack is starting it)")
+                    }
+                    Err(e) => {
+                        return Err(anyhow!("waiting for the address of {id}: {e}"));
+                    }
+                };
+                Ok(Step::Again(not_up(last)))
+            },
+        );
+        self.ended(tried, &format!("waiting for the address of {id}"))
     }
 }

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 
 use super::plan::Current;
-use super::shell::Runner;
+use super::shell::{Poll, Runner};
 use crate::pve::api::{Task, access, tasks};
-use crate::pve::retry::{Awaiting, pause};
+use crate::pve::retry::{Awaiting, Step, until};
 
 /// How long a lock no visible task holds may stay before it is reported (its holder may be
 /// a task that is starting, not listed yet).
@@ -21,8 +21,21 @@ impl Runner<'_> {
     /// meanwhile is read on its new node.
     pub(super) fn settle(&mut self, cur: Option<Current>) -> anyhow::Result<Option<Current>> {
         let Some(mut cur) = cur else { return Ok(None) };
+        let vmid = cur.vmid;
         let mut quiet_since: Option<Instant> = None;
-        while let Some(lock) = cur.lock().map(str::to_string) {
+        // The lock the last try found: the VM is read again before the next.
+        let mut held: Option<String> = None;
+        let tried = until(&self.budget(), Awaiting::LockHeld, |_| -> Poll<Settled> {
+            if let Some(lock) = held.take() {
+                match self.read_again(&cur, &lock)? {
+                    Some(again) => cur = again,
+                    None => return Ok(Step::Done(Ok(Settled::Gone))),
+                }
+            }
+            let Some(lock) = cur.lock().map(str::to_string) else {
+                return Ok(Step::Done(Ok(Settled::Unlocked(cur.clone()))));
+            };
+            held = Some(lock.clone());
             let running = tasks::running(&self.session.client, &cur.node, Some(cur.vmid), None)
                 .map_err(|e| anyhow!("listing tasks of VM {} on {}: {e}", cur.vmid, cur.node))?;
             if let Some(upid) = running.into_iter().next() {
@@ -32,38 +45,40 @@ impl Runner<'_> {
                     upid.task_type, upid, cur.vmid
                 );
                 self.wait(&Task::found(upid), &what)?;
-            } else {
-                let since = *quiet_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > UNHELD_LOCK_PATIENCE || Instant::now() >= self.deadline() {
-                    return Err(anyhow!(self.unheld_lock_message(&cur, &lock)));
-                }
-                pause(Awaiting::LockHeld.pause(1, self.seed), self.deadline()).map_err(
-                    |signal| {
-                        self.interrupted(
-                            signal,
-                            &format!("waiting for VM {}'s lock '{lock}'", cur.vmid),
-                        )
-                    },
-                )?;
+                return Ok(Step::Now);
             }
-            cur = match self.read(cur.vmid, &cur.node)? {
-                Some(c) => c,
-                // A migration held the lock and moved the VM (QemuMigrate.pm phase3_cleanup
-                // moves its config to the target): it is read where it is now.
-                None if lock == "migrate" => {
-                    let moved = self.listing()?.into_iter().find(|v| v.vmid == cur.vmid);
-                    match moved {
-                        Some(v) => match self.read(v.vmid, &v.node)? {
-                            Some(c) => c,
-                            None => return Ok(None),
-                        },
-                        None => return Ok(None),
-                    }
-                }
-                None => return Ok(None),
-            };
+            let since = *quiet_since.get_or_insert_with(Instant::now);
+            let unheld = Settled::Unheld(cur.clone(), lock);
+            Ok(if since.elapsed() > UNHELD_LOCK_PATIENCE {
+                Step::Done(Ok(unheld))
+            } else {
+                Step::Again(Ok(unheld))
+            })
+        });
+        let lock = held.unwrap_or_default();
+        let settled = self.ended(tried, &format!("waiting for VM {vmid}'s lock '{lock}'"))?;
+        match settled {
+            Settled::Unlocked(cur) => Ok(Some(cur)),
+            Settled::Gone => Ok(None),
+            Settled::Unheld(cur, lock) => Err(anyhow!(self.unheld_lock_message(&cur, &lock))),
         }
-        Ok(Some(cur))
+    }
+
+    /// The VM read again after a wait for its lock `lock`; `None` when it is gone.
+    fn read_again(&self, cur: &Current, lock: &str) -> anyhow::Result<Option<Current>> {
+        match self.read(cur.vmid, &cur.node)? {
+            Some(again) => Ok(Some(again)),
+            // A migration held the lock and moved the VM (QemuMigrate.pm phase3_cleanup
+            // moves its config to the target): it is read where it is now.
+            None if lock == "migrate" => {
+                let moved = self.listing()?.into_iter().find(|v| v.vmid == cur.vmid);
+                match moved {
+                    Some(v) => self.read(v.vmid, &v.node),
+                    None => Ok(None),
+                }
+            }
+            None => Ok(None),
+        }
     }
 
     /// What to say about a lock no visible task holds. Without `Sys.Audit` on the node, PVE
@@ -86,4 +101,14 @@ impl Runner<'_> {
             ),
         }
     }
+}
+
+/// How a wait for a VM's lock ended.
+enum Settled {
+    /// The VM, unlocked.
+    Unlocked(Current),
+    /// The VM is gone (a destroy held the lock).
+    Gone,
+    /// No visible task holds its lock (this one), past the patience or the run's budget.
+    Unheld(Current, String),
 }

@@ -9,13 +9,11 @@ use anyhow::anyhow;
 
 use super::desired::CloneSource;
 use super::plan::Current;
-use super::shell::{Done, Runner};
-use std::time::Instant;
-
+use super::shell::{Done, Poll, Runner};
 use crate::pve::api::qemu::{self, MigrateRequest, Vm};
 use crate::pve::api::{Dispatched, Task, storage};
 use crate::pve::error::{migration_reason, task_refused_before_acting};
-use crate::pve::retry::{Awaiting, pause};
+use crate::pve::retry::{Awaiting, Step, until};
 
 /// Where a clone asked on `node` is made.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,7 +69,7 @@ impl Runner<'_> {
                 // A failed migration leaves the VM where it was (phase1_cleanup).
                 let reason = migration_reason(&failed.log_tail());
                 let refused = reason.as_deref().is_some_and(task_refused_before_acting);
-                if refused && !handed_to_ha && Instant::now() < self.deadline() {
+                if refused && !handed_to_ha && !self.session.budget.spent() {
                     self.changes.undo(mark);
                     return Ok(Done::Stale);
                 }
@@ -96,24 +94,25 @@ impl Runner<'_> {
     ) -> anyhow::Result<Option<Task>> {
         let client = &self.session.client;
         let vm = Vm::new(&cur.node, cur.vmid);
-        loop {
-            if let Some(task) = qemu::migration_by_ha(client, &vm, since) {
-                return Ok(Some(task));
-            }
-            if self
-                .config_of(cur.vmid, target)?
-                .is_some_and(|c| !c.strings().contains_key("lock"))
-            {
-                return Ok(None);
-            }
-            if Instant::now() >= self.deadline() {
-                return Err(anyhow!(
+        let tried = until(
+            &self.budget(),
+            Awaiting::HaMotion,
+            |_| -> Poll<Option<Task>> {
+                if let Some(task) = qemu::migration_by_ha(client, &vm, since) {
+                    return Ok(Step::Done(Ok(Some(task))));
+                }
+                if self
+                    .config_of(cur.vmid, target)?
+                    .is_some_and(|c| !c.strings().contains_key("lock"))
+                {
+                    return Ok(Step::Done(Ok(None)));
+                }
+                Ok(Step::Again(Err(anyhow!(
                     "{what}: the HA stack did not start the migration before the timeout (see `ha-manager status`)"
-                ));
-            }
-            pause(Awaiting::HaMotion.pause(1, self.seed), self.deadline())
-                .map_err(|signal| self.interrupted(signal, what))?;
-        }
+                ))))
+            },
+        );
+        self.ended(tried, what)
     }
 
     /// Where the clone asked on `node` is made. PVE clones to another node only when every

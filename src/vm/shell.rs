@@ -1,21 +1,20 @@
 //! The state one `vm` run shares across its concerns (the session, the desired VM, what it
 //! changed) and the primitives each of them uses: a failed result, a wait on a task, the
-//! deadline.
+//! run's budget.
 //!
 //! The concerns are `impl Runner` blocks in their own files: [`super::find`] (finding the
 //! VM), [`super::locks`] (waiting out a lock), [`super::create`] (create and clone),
 //! [`super::execute`] (running a step), [`super::guest`] (what the guest has not taken),
 //! and [`super::converge`] (the loop over them).
 
-use std::cell::RefCell;
-use std::time::Instant;
-
 use anyhow::anyhow;
+use std::cell::RefCell;
 
 use super::desired::Desired;
 use super::report::Changes;
 use crate::pve::answers::VmConfig;
 use crate::pve::api::Task;
+use crate::pve::budget::Budget;
 use crate::pve::retry::Interrupted;
 use crate::runner::{Session, TaskFailed};
 
@@ -25,9 +24,18 @@ pub(super) enum Done {
     Vm(u32, String),
     /// The VM is gone.
     Gone,
-    /// PVE refused because the config changed meanwhile: read again and re-plan.
+    /// PVE refused because the config changed meanwhile: read again and re-plan
+    /// ([`crate::pve::retry::Awaiting::StalePlan`]).
     Stale,
+    /// The task acted, then failed, and is worth one more try: read again and re-plan
+    /// ([`crate::pve::retry::Awaiting::ActedThenFailed`]).
+    Retry,
 }
+
+/// What one try of a loop of the run led to (see [`crate::pve::retry::until`]): the loop's
+/// end or another try, each with the run's result should the budget end it; or an error
+/// that ends it at once.
+pub(super) type Poll<T> = anyhow::Result<crate::pve::retry::Step<anyhow::Result<T>>>;
 
 /// One run of the `vm` module.
 pub(super) struct Runner<'a> {
@@ -35,8 +43,6 @@ pub(super) struct Runner<'a> {
     pub(super) desired: &'a Desired,
     /// Whether anything was changed: the one place `changed` is decided.
     pub(super) changes: Changes,
-    /// The seed of the run's jittered pauses.
-    pub(super) seed: u64,
     /// A config [`Runner::find`] read while looking: (vmid, node, config).
     pub(super) prefetched: RefCell<Option<(u32, String, VmConfig)>>,
     /// Warnings found while looking (leftovers of killed creates), each once; added to the
@@ -61,9 +67,23 @@ impl Runner<'_> {
         self.session.wait(task, what).map(|_| ())
     }
 
-    /// The run's deadline.
-    pub(super) fn deadline(&self) -> Instant {
-        self.session.client.deadline()
+    /// The run's budget, as the session made it (a handle: its loops borrow the runner).
+    pub(super) fn budget(&self) -> Budget {
+        self.session.budget.clone()
+    }
+
+    /// The end of one of the run's loops (its tries are [`Poll`]s): its result, or the
+    /// error of a pause a signal ended, saying what was being waited for (`doing`).
+    pub(super) fn ended<T>(
+        &self,
+        tried: Result<anyhow::Result<anyhow::Result<T>>, Interrupted>,
+        doing: &str,
+    ) -> anyhow::Result<T> {
+        match tried {
+            Ok(Ok(result)) => result,
+            Ok(Err(error)) => Err(error),
+            Err(signal) => Err(self.interrupted(signal, doing)),
+        }
     }
 
     /// The error of a pause a signal ended, saying what was being waited for.

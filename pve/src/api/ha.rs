@@ -3,8 +3,6 @@
 //! write refused on that lock is sent again within the deadline, and a write whose answer
 //! was lost is not: the caller reads the resource again and converges from what it finds.
 
-use std::time::Instant;
-
 use serde::Deserialize;
 
 use crate::answers::{Vmid, lenient};
@@ -12,7 +10,7 @@ use crate::client::{Client, Method, Params};
 use crate::error::ApiError;
 use crate::ops;
 use crate::paths;
-use crate::retry::{self, Awaiting, Interrupted};
+use crate::retry::{Awaiting, Interrupted, Step, until};
 
 /// A VM's HA resource as `GET /cluster/ha/resources/vm:N` answers it.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -106,23 +104,20 @@ pub fn update(
 
 /// One write, sent again only when PVE surely did not carry it out because of a lock.
 fn write(client: &Client, method: Method, path: &str, params: &Params) -> Result<(), ApiError> {
-    let deadline = client.deadline();
-    let seed = retry::seed();
-    let mut attempt = 0;
-    loop {
+    let outcome = until(client.budget(), Awaiting::Transient, |_| {
         match client.write(method, path, params) {
-            Ok(_) => return Ok(()),
-            Err(e) if e.is_lock_contention() && Instant::now() < deadline => {
-                attempt += 1;
-                retry::pause(Awaiting::Transient.pause(attempt, seed), deadline).map_err(
-                    |Interrupted(signal)| ApiError::Interrupted {
-                        signal,
-                        what: format!("{} {path}", method.as_str()),
-                    },
-                )?;
-            }
-            Err(e) => return Err(e),
+            Ok(_) => Ok(Step::Done(Ok(()))),
+            Err(e) if e.is_lock_contention() => Ok(Step::Again(Err(e))),
+            Err(e) => Err(e),
         }
+    });
+    match outcome {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(locked)) | Err(locked)) => Err(locked),
+        Err(Interrupted(signal)) => Err(ApiError::Interrupted {
+            signal,
+            what: format!("{} {path}", method.as_str()),
+        }),
     }
 }
 

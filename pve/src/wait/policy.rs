@@ -5,6 +5,10 @@
 
 use std::time::Duration;
 
+use crate::budget::Budget;
+#[cfg(doc)]
+use crate::retry::Awaiting;
+
 /// Tunables of the wait.
 #[derive(Clone, Debug)]
 pub struct Policy {
@@ -40,12 +44,20 @@ pub struct Policy {
     pub expect_progress: bool,
     /// How long a fresh task may answer `no such task` before that is an error.
     pub invisible_grace: Duration,
-    /// First and largest back-off after a transient error.
-    pub retry_first: Duration,
-    pub retry_cap: Duration,
+    /// The seed of the back-off after a failed look ([`Awaiting::Transient`]'s, the one
+    /// curve of every retry).
+    pub seed: u64,
 }
 
 impl Policy {
+    /// The default policy for what is left of a run's budget.
+    pub fn for_budget(budget: &Budget) -> Policy {
+        Policy {
+            seed: budget.seed(),
+            ..Policy::with_timeout(budget.left())
+        }
+    }
+
     /// The default policy with this deadline.
     pub fn with_timeout(timeout: Duration) -> Policy {
         Policy {
@@ -59,8 +71,7 @@ impl Policy {
             dense: Duration::from_millis(130),
             allowance: 1,
             invisible_grace: Duration::from_secs(10),
-            retry_first: Duration::from_millis(200),
-            retry_cap: Duration::from_secs(5),
+            seed: 0,
         }
     }
 

@@ -132,17 +132,23 @@ fn transient_errors_back_off_and_reset() {
             )
         })
         .collect();
-    assert_eq!(d[0], Decision::Wait(ms(200)));
-    assert_eq!(d[1], Decision::Wait(ms(400)));
-    assert_eq!(d[2], Decision::Wait(ms(800)));
-    assert_eq!(d[6], Decision::Wait(p.retry_cap));
+    // The one back-off curve of every retry (`retry::Awaiting::Transient`).
+    for (n, decision) in d.iter().enumerate() {
+        let pause = Awaiting::Transient.pause(n as u32 + 1, p.seed);
+        assert_eq!(*decision, Decision::Wait(pause));
+    }
+    let pauses: Vec<Duration> = (1..=7)
+        .map(|n| Awaiting::Transient.pause(n, p.seed))
+        .collect();
+    assert!(pauses[0] < pauses[1] && pauses[1] < pauses[2], "{pauses:?}");
+    assert!(pauses[6] <= ms(5000), "{pauses:?}");
     assert!(matches!(
         s.decide(&p, ms(1000), Observation::Running { progress: None }),
         Decision::Wait(_)
     ));
     assert_eq!(
         s.decide(&p, ms(1100), Observation::Transient("x".into())),
-        Decision::Wait(ms(200))
+        Decision::Wait(Awaiting::Transient.pause(1, p.seed))
     );
 }
 
@@ -752,7 +758,7 @@ fn a_busy_server_is_polled_less_often() {
     s.note_request_time(Duration::from_secs(30));
     assert_eq!(
         s.decide(&p, ms(11_000), Observation::Transient("timed out".into())),
-        Decision::Wait(p.retry_first)
+        Decision::Wait(Awaiting::Transient.pause(1, p.seed))
     );
     // Answers slow for a while (a queue at the server): the looks space out, but never
     // further than a one-second poll's (a second's sleep after each answer).
@@ -948,7 +954,7 @@ fn a_failed_request_does_not_read_as_a_short_round_trip() {
     s.note_request_time(Duration::from_micros(200));
     assert_eq!(
         s.decide(&p, t, Observation::Transient("502 Bad Gateway".into())),
-        Decision::Wait(p.retry_first)
+        Decision::Wait(Awaiting::Transient.pause(1, p.seed))
     );
     s.note_request_time(ms(101));
     assert_eq!(
