@@ -11,6 +11,7 @@ mod bad_input;
 mod canonical;
 mod docs;
 mod fault_matrix;
+mod fleet;
 mod ha;
 mod hostile;
 mod image;

@@ -137,6 +137,10 @@ pub struct Resource {
     pub node: String,
     #[serde(default, deserialize_with = "text_or_nothing")]
     pub name: Option<String>,
+    /// The config's lock, read from the config at once (pve-manager API2/Cluster.pm,
+    /// resources: `get_guest_config_properties(['lock', 'tags'])`), unlike `name`.
+    #[serde(default, deserialize_with = "text_or_nothing")]
+    pub lock: Option<String>,
 }
 
 /// One VM of `GET /nodes/{node}/qemu`, read from its config at once (qemu-server

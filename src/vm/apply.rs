@@ -17,6 +17,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         desired: &desired,
         changes: Default::default(),
         prefetched: Default::default(),
+        listed_ids: Default::default(),
         notes: Default::default(),
         ha_carried: Vec::new(),
         acted_failures: 0,

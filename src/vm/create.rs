@@ -135,99 +135,105 @@ impl Runner<'_> {
 
     /// The one id-allocation loop of a create and a clone.
     fn make(&mut self, node: &str, making: &Making) -> anyhow::Result<Done> {
-        let tried = until(&self.budget(), Awaiting::FreeVmid, |_| -> Poll<Done> {
-            let vmid = match self.desired.vmid {
-                Some(given) => given,
-                None => self.next_id()?,
-            };
-            let (what, result, before) = self.send_making(making, vmid, node);
-            let result = match (result, before) {
-                (Err(e), Err(listing)) => {
-                    return Err(anyhow::Error::new(e).context(listing).context(what));
-                }
-                // PVE says the given vmid is taken: this run's VM only if PVE's record proves
-                // it (a request refused before it acted, sent again, may meet the first one);
-                // else someone else's (made between the run's look and its request), and
-                // nothing is written to it.
-                (Err(e), Ok(before)) if e.is_already_exists() && self.desired.vmid.is_some() => {
-                    let progress = match making {
-                        Making::Create { config, .. } => qemu::imports(config),
-                        // A full clone copies every disk (PVE's default from a plain VM).
-                        Making::Clone {
-                            source,
-                            is_template,
-                            ..
-                        } => source.full.unwrap_or(!is_template),
-                    };
-                    match before.own_task(&self.session.client, progress) {
-                        Ok(Some(task)) => Ok(Dispatched::Task(task)),
-                        _ => {
-                            return Err(anyhow!(
-                                "{what}: PVE answered {e}: {}; nothing was written to it. \
+        let tried = until(
+            &self.budget(),
+            Awaiting::FreeVmid,
+            |attempt| -> Poll<Done> {
+                let vmid = match self.desired.vmid {
+                    Some(given) => given,
+                    None => self.next_id(attempt)?,
+                };
+                let (what, result, before) = self.send_making(making, vmid, node);
+                let result = match (result, before) {
+                    (Err(e), Err(listing)) => {
+                        return Err(anyhow::Error::new(e).context(listing).context(what));
+                    }
+                    // PVE says the given vmid is taken: this run's VM only if PVE's record proves
+                    // it (a request refused before it acted, sent again, may meet the first one);
+                    // else someone else's (made between the run's look and its request), and
+                    // nothing is written to it.
+                    (Err(e), Ok(before))
+                        if e.is_already_exists() && self.desired.vmid.is_some() =>
+                    {
+                        let progress = match making {
+                            Making::Create { config, .. } => qemu::imports(config),
+                            // A full clone copies every disk (PVE's default from a plain VM).
+                            Making::Clone {
+                                source,
+                                is_template,
+                                ..
+                            } => source.full.unwrap_or(!is_template),
+                        };
+                        match before.own_task(&self.session.client, progress) {
+                            Ok(Some(task)) => Ok(Dispatched::Task(task)),
+                            _ => {
+                                return Err(anyhow!(
+                                    "{what}: PVE answered {e}: {}; nothing was written to it. \
                                  Give another vmid, or run again to converge the VM that is there",
-                                before.made_by(&self.session.client)
-                            ));
+                                    before.made_by(&self.session.client)
+                                ));
+                            }
                         }
                     }
-                }
-                (result, _) => result,
-            };
-            match result {
-                Ok(Dispatched::Task(task)) => {
-                    let mark = self.changes.accepted();
-                    match self.wait_task(&task, &what) {
-                        Ok(()) => {}
-                        Err(failed)
-                            if matches!(making, Making::Clone { .. })
-                                && self.desired.vmid.is_none()
-                                && failed
+                    (result, _) => result,
+                };
+                match result {
+                    Ok(Dispatched::Task(task)) => {
+                        let mark = self.changes.accepted();
+                        match self.wait_task(&task, &what) {
+                            Ok(()) => {}
+                            Err(failed)
+                                if matches!(making, Making::Clone { .. })
+                                    && self.desired.vmid.is_none()
+                                    && failed
+                                        .exitstatus
+                                        .as_deref()
+                                        .is_some_and(task_found_vmid_taken) =>
+                            {
+                                self.changes.undo(mark);
+                                return Ok(Step::Again(no_free_vmid(&failed.message)));
+                            }
+                            // The shared storage's cluster lock stayed taken past PVE's 10 s
+                            // (cfs_lock_storage, under which the volume is allocated): the worker
+                            // removed what it made, so the request is sent again, spaced out as a
+                            // file lock's refusal is, within the deadline.
+                            Err(failed)
+                                if failed
                                     .exitstatus
                                     .as_deref()
-                                    .is_some_and(task_found_vmid_taken) =>
-                        {
-                            self.changes.undo(mark);
-                            return Ok(Step::Again(no_free_vmid(&failed.message)));
-                        }
-                        // The shared storage's cluster lock stayed taken past PVE's 10 s
-                        // (cfs_lock_storage, under which the volume is allocated): the worker
-                        // removed what it made, so the request is sent again, spaced out as a
-                        // file lock's refusal is, within the deadline.
-                        Err(failed)
-                            if failed
-                                .exitstatus
-                                .as_deref()
-                                .is_some_and(task_met_storage_lock)
-                                && !self.session.budget.spent()
-                                && self.left_nothing(making, vmid, node) =>
-                        {
-                            self.changes.undo(mark);
-                            return Ok(Step::AgainAs(Awaiting::Transient, Err(failed.into())));
-                        }
-                        Err(failed) => {
-                            // A failed or stopped create or clone removes what it made: then
-                            // nothing changed. One still running (timeout) did change things.
-                            if self.left_nothing(making, vmid, node) {
+                                    .is_some_and(task_met_storage_lock)
+                                    && !self.session.budget.spent()
+                                    && self.left_nothing(making, vmid, node) =>
+                            {
                                 self.changes.undo(mark);
+                                return Ok(Step::AgainAs(Awaiting::Transient, Err(failed.into())));
                             }
-                            return Err(failed.into());
+                            Err(failed) => {
+                                // A failed or stopped create or clone removes what it made: then
+                                // nothing changed. One still running (timeout) did change things.
+                                if self.left_nothing(making, vmid, node) {
+                                    self.changes.undo(mark);
+                                }
+                                return Err(failed.into());
+                            }
                         }
+                        if self.desired.vmid.is_none() && self.desired.name.is_some() {
+                            return Ok(Step::Done(self.claim_name(vmid, node)));
+                        }
+                        Ok(Step::Done(Ok(Done::Vm(vmid, node.to_string()))))
                     }
-                    if self.desired.vmid.is_none() && self.desired.name.is_some() {
-                        return Ok(Step::Done(self.claim_name(vmid, node)));
+                    Ok(Dispatched::Done) => {
+                        let _ = self.changes.accepted();
+                        Ok(Step::Done(Ok(Done::Vm(vmid, node.to_string()))))
                     }
-                    Ok(Step::Done(Ok(Done::Vm(vmid, node.to_string()))))
+                    // The id was taken between `nextid` and the request: another one.
+                    Err(e) if e.is_already_exists() && self.desired.vmid.is_none() => {
+                        Ok(Step::Again(no_free_vmid(&format!("{what}: {e}"))))
+                    }
+                    Err(e) => Err(anyhow::Error::new(e).context(what)),
                 }
-                Ok(Dispatched::Done) => {
-                    let _ = self.changes.accepted();
-                    Ok(Step::Done(Ok(Done::Vm(vmid, node.to_string()))))
-                }
-                // The id was taken between `nextid` and the request: another one.
-                Err(e) if e.is_already_exists() && self.desired.vmid.is_none() => {
-                    Ok(Step::Again(no_free_vmid(&format!("{what}: {e}"))))
-                }
-                Err(e) => Err(anyhow::Error::new(e).context(what)),
-            }
-        });
+            },
+        );
         let doing = match making {
             Making::Create { .. } => "creating the VM",
             Making::Clone { .. } => "cloning the VM",
@@ -244,9 +250,27 @@ impl Runner<'_> {
         }
     }
 
-    /// A free vmid, from `/cluster/nextid`.
-    fn next_id(&self) -> anyhow::Result<u32> {
-        cluster::next_vmid(&self.session.client).context("asking PVE for a free vmid")
+    /// A free vmid for the new VM: for a VM with a name, spread above the lowest free one
+    /// by the name ([`cluster::spread_vmid`]), so that the runs of a fleet, which all get the
+    /// same answer from `/cluster/nextid` (it reserves nothing), rarely send their creates to
+    /// one id; without a name, the lowest free one. A try after a collision lists the
+    /// cluster's VMs again first.
+    fn next_id(&self, attempt: u32) -> anyhow::Result<u32> {
+        let lowest =
+            cluster::next_vmid(&self.session.client).context("asking PVE for a free vmid")?;
+        let Some(name) = self.desired.name.as_deref() else {
+            return Ok(lowest);
+        };
+        if attempt > 1 || self.listed_ids.borrow().is_none() {
+            self.listing()?;
+        }
+        let taken = self.listed_ids.borrow();
+        Ok(cluster::spread_vmid(
+            lowest,
+            taken.as_deref().unwrap_or_default(),
+            name,
+            attempt - 1,
+        ))
     }
 
     /// After a create by name alone, makes sure the name is carried by one VM. PVE has no
@@ -257,14 +281,40 @@ impl Runner<'_> {
     /// the name only at their end (qemu-server Qemu.pm create_vm writes it last).
     fn claim_name(&mut self, vmid: u32, node: &str) -> anyhow::Result<Done> {
         let name = self.desired.name.clone().unwrap_or_default();
-        let named = self.settled_named(&name, Some(vmid))?;
+        let own = self.config_of(vmid, node)?;
+        // Without a ctime, every create in flight is waited for.
+        let own_ctime = own
+            .as_ref()
+            .and_then(|config| config.ctime())
+            .unwrap_or(u64::MAX);
+        let mut named = self.named(&name, self.listing()?)?;
+        // Only a create that began no later than this run's can win the name: later ones
+        // lose to this VM, and their own runs remove them.
+        let others: Vec<(u32, String)> = named
+            .in_flight
+            .iter()
+            .filter(|(id, _)| *id != vmid)
+            .cloned()
+            .collect();
+        if !others.is_empty() {
+            let settled = self.settled(&name, &others, Some(own_ctime))?;
+            named.carriers.extend(settled.carriers);
+        }
         let mut carriers: Vec<(u64, u32, String)> = Vec::new();
         for (id, on) in named.carriers {
-            let ctime = self
-                .config_of(id, &on)?
-                .and_then(|config| config.ctime())
-                .unwrap_or(u64::MAX);
+            let ctime = if id == vmid {
+                own_ctime
+            } else {
+                self.config_of(id, &on)?
+                    .and_then(|config| config.ctime())
+                    .unwrap_or(u64::MAX)
+            };
             carriers.push((ctime, id, on));
+        }
+        // The converge reads this VM next: its config is the one just read.
+        if let Some(config) = own {
+            self.prefetched
+                .replace(Some((vmid, node.to_string(), config)));
         }
         let Some((_, win, win_node)) = carriers.iter().min().cloned() else {
             return Ok(Done::Vm(vmid, node.to_string()));

@@ -11,7 +11,7 @@ use super::plan::Current;
 use super::shell::{Poll, Runner};
 use crate::pve::answers::VmConfig;
 use crate::pve::api::cluster::{self, ListedVm};
-use crate::pve::api::named::{self, Confirm, Named};
+use crate::pve::api::named::{self, Confirm, Named, Settling};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::retry::{Awaiting, Step, until};
 
@@ -44,13 +44,14 @@ impl Runner<'_> {
         let name = self.desired.name.as_deref().unwrap_or_default();
         let named = match self.named(name, vms)? {
             named if named.carriers.is_empty() && !named.in_flight.is_empty() => {
-                // A create of this user still running may be an earlier run's VM of this
-                // name (interrupted mid-import): wait for it rather than create another.
-                self.settled_named(name, None)?
+                // A create of this user running now may be an earlier run's VM of this name
+                // (interrupted mid-import): wait for those, rather than create another. A
+                // create that starts after this look cannot be an earlier run's (a parallel
+                // run's VM of this name is settled by `claim_name`), so it is not waited for.
+                self.settled(name, &named.in_flight, None)?
             }
             named => named,
         };
-        self.note_leftovers(name, &named.in_flight);
         // Several VMs with the name: parallel runs that created one each are removing all but
         // the first (see `claim_name`); give them a moment before calling the name ambiguous.
         let mut first = Some(named.carriers);
@@ -88,7 +89,10 @@ impl Runner<'_> {
 
     /// The cluster's VMs from `/cluster/resources` (names as pvestatd last saw them).
     pub(super) fn listing(&self) -> anyhow::Result<Vec<ListedVm>> {
-        cluster::vms(&self.session.client).context("listing the cluster's VMs")
+        let listed = cluster::vms(&self.session.client).context("listing the cluster's VMs")?;
+        self.listed_ids
+            .replace(Some(listed.iter().map(|vm| vm.vmid).collect()));
+        Ok(listed)
     }
 
     /// The VMs that carry `name`, and the creates in flight whose name is not known yet
@@ -103,33 +107,53 @@ impl Runner<'_> {
         )?)
     }
 
-    /// [`Runner::named`] once the creates in flight that this user started (the tasks it can
-    /// see) have ended, or the deadline has come; `own` is this run's VM, not waited for.
-    pub(super) fn settled_named(&self, name: &str, own: Option<u32>) -> anyhow::Result<Named> {
-        let tried = until(&self.budget(), Awaiting::NameSettling, |_| -> Poll<Named> {
-            let named = self.named(name, self.listing()?)?;
-            let waiting = named.in_flight.iter().any(|(id, node)| {
-                Some(*id) != own
-                    && qemu::create_running(&self.session.client, &Vm::new(node, *id)).is_some()
-            });
-            Ok(if waiting {
-                Step::Again(Ok(named))
-            } else {
-                Step::Done(Ok(named))
+    /// Of `in_flight` (VMs under `lock: create`, no name yet), those that carry `name` once
+    /// the creates this user can see running on them have ended, or the budget has
+    /// ([`named::Settling`]: one node's running tasks listed at each look; `since`: only the
+    /// creates started no later than it are waited for), and those still being created. A
+    /// VM that no running create held and that still has no name is noted as a leftover.
+    pub(super) fn settled(
+        &self,
+        name: &str,
+        in_flight: &[(u32, String)],
+        since: Option<u64>,
+    ) -> anyhow::Result<Named> {
+        let client = &self.session.client;
+        let mut settling = Settling::new(in_flight, since);
+        let what = format!("waiting for the creates in flight that may carry the name '{name}'");
+        let tried = until(&self.budget(), Awaiting::NameSettling, |_| -> Poll<()> {
+            let Some(node) = settling.next_node().map(str::to_string) else {
+                return Ok(Step::Done(Ok(())));
+            };
+            settling.observe(&node, &named::running_creates(client, &node)?);
+            Ok(match settling.next_node() {
+                None => Step::Done(Ok(())),
+                Some(next) if next != node => Step::Now,
+                Some(_) => Step::Again(Ok(())),
             })
         });
-        self.ended(tried, &format!("looking for the VM named '{name}'"))
+        self.ended(tried, &what)?;
+        let (ended, unseen) = settling.ended();
+        if ended.is_empty() {
+            return Ok(Named::default());
+        }
+        let confirmed = named::confirmed(client, name, &ended)?;
+        let leftovers: Vec<(u32, String)> = confirmed
+            .in_flight
+            .iter()
+            .filter(|(vmid, _)| unseen.contains(vmid))
+            .cloned()
+            .collect();
+        self.note_leftovers(name, &leftovers);
+        Ok(confirmed)
     }
 
     /// Warns of VMs that look like the leftovers of a create that was killed: `lock: create`
     /// and no name (qemu-server writes the name last, so a create killed mid-import leaves
     /// none, and a killed worker cleans nothing up), with no running create this user can see.
     /// They are left alone: one may be this name's, but nothing proves it.
-    fn note_leftovers(&self, name: &str, in_flight: &[(u32, String)]) {
-        for (id, node) in in_flight {
-            if qemu::create_running(&self.session.client, &Vm::new(node, *id)).is_some() {
-                continue;
-            }
+    fn note_leftovers(&self, name: &str, leftovers: &[(u32, String)]) {
+        for (id, node) in leftovers {
             let note = format!(
                 "VM {id} on {node} has `lock: create` and no name, and no task on {node} that this \
                  user can see is creating it: it looks like the leftover of a create that was killed \

@@ -45,6 +45,9 @@ pub(super) struct Runner<'a> {
     pub(super) changes: Changes,
     /// A config [`Runner::find`] read while looking: (vmid, node, config).
     pub(super) prefetched: RefCell<Option<(u32, String, VmConfig)>>,
+    /// The vmids of the cluster's last listing ([`Runner::listing`]), once there was one:
+    /// the ids a new VM's id is chosen around.
+    pub(super) listed_ids: RefCell<Option<Vec<u32>>>,
     /// Warnings found while looking (leftovers of killed creates), each once; added to the
     /// result's warnings when the run ends.
     pub(super) notes: RefCell<Vec<String>>,

@@ -9,10 +9,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::cluster::ListedVm;
-use super::qemu;
+use super::task_type::TaskType;
+use super::{qemu, tasks};
 use crate::answers::Vmid;
 use crate::client::Client;
 use crate::error::ApiError;
+use crate::upid::Upid;
 
 /// Which nodes' own lists confirm the cluster listing's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,8 +22,10 @@ pub enum Confirm {
     /// Every node with a listed VM: a VM renamed a moment ago is found by its new name (one
     /// request per node).
     EveryNode,
-    /// Only the nodes with a VM pvestatd has not named yet (a VM just created, a create in
-    /// flight): no request at all when every listed VM has a name.
+    /// Only the nodes with a VM pvestatd has not named yet whose create has ended (a VM just
+    /// created): no request at all when every listed VM has a name or is still being
+    /// created (the listing shows `lock: create` at once; such a VM's name shows only at its
+    /// end, so its node's list could not tell it either).
     Unnamed,
 }
 
@@ -65,7 +69,7 @@ pub fn named(
     let mut fresh: BTreeMap<Vmid, (String, bool)> = BTreeMap::new();
     let mut nodes: Vec<&str> = listed
         .iter()
-        .filter(|vm| confirm == Confirm::EveryNode || vm.name.is_empty())
+        .filter(|vm| confirm == Confirm::EveryNode || (vm.name.is_empty() && !vm.creating))
         .map(|vm| vm.node.as_str())
         .collect();
     nodes.sort();
@@ -91,19 +95,130 @@ fn carrying(name: &str, listed: Vec<ListedVm>, fresh: &BTreeMap<Vmid, (String, b
         vmid,
         node,
         name: listed_name,
+        creating: listed_creating,
     } in listed
     {
         let (current_name, creating) = match fresh.get(&vmid) {
             Some((current, creating)) => (current.as_str(), *creating),
-            None => (listed_name.as_str(), false),
+            None => (listed_name.as_str(), listed_creating),
         };
         if current_name == name {
             out.carriers.push((vmid, node));
-        } else if creating && current_name == format!("VM {vmid}") {
+        } else if creating && (current_name.is_empty() || current_name == format!("VM {vmid}")) {
             out.in_flight.push((vmid, node));
         }
     }
     out
+}
+
+/// Waiting for creates in flight, node by node: a look lists one node's running creates
+/// (`GET /nodes/{node}/tasks?source=active`, one read whatever the number of VMs), and the
+/// next node is looked at only when the first has none of its VMs' creates left running, so
+/// a wait costs about one read per pause plus one per node, not one per VM. Pure: the shell
+/// lists and sleeps, [`Settling::observe`] decides.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settling {
+    /// Per node, the VMs whose create may still be running.
+    pending: BTreeMap<String, Vec<Vmid>>,
+    /// Only creates started no later than this (PVE's clock) are waited for: a later one
+    /// cannot win a name race (see [`Settling::new`]).
+    since: Option<u64>,
+    /// VMs whose create was seen running.
+    seen_running: Vec<Vmid>,
+    /// VMs no longer waited for whose name is to be read: (vmid, node).
+    to_confirm: Vec<(Vmid, String)>,
+}
+
+impl Settling {
+    /// A wait for `in_flight` (VMs under `lock: create`, with no name yet). With `since`,
+    /// only for the creates that started no later than it: PVE keeps the VM whose create
+    /// began first (`meta: ctime`, then the lower vmid), and a create that started later
+    /// has a later `ctime` (qemu-server create_vm sets it in the worker, after the task's
+    /// start), so it loses to a VM of `since` and its own run removes it.
+    pub fn new(in_flight: &[(Vmid, String)], since: Option<u64>) -> Settling {
+        let mut pending: BTreeMap<String, Vec<Vmid>> = BTreeMap::new();
+        for (vmid, node) in in_flight {
+            pending.entry(node.clone()).or_default().push(*vmid);
+        }
+        Settling {
+            pending,
+            since,
+            ..Settling::default()
+        }
+    }
+
+    /// The node to look at next, or `None` when no create is waited for any more.
+    pub fn next_node(&self) -> Option<&str> {
+        self.pending.keys().next().map(String::as_str)
+    }
+
+    /// What a look at `node` saw: its running creates. A VM whose create no longer runs is
+    /// done (its name is to be read); one whose create started after `since` is not waited
+    /// for; one whose create runs stays.
+    pub fn observe(&mut self, node: &str, running: &[Upid]) {
+        let Some(vmids) = self.pending.remove(node) else {
+            return;
+        };
+        let mut still = Vec::new();
+        for vmid in vmids {
+            let holder = running
+                .iter()
+                .find(|upid| upid.node == node && upid.id == vmid.to_string());
+            match holder {
+                Some(upid) if self.since.is_some_and(|since| upid.starttime > since) => {}
+                Some(_) => {
+                    if !self.seen_running.contains(&vmid) {
+                        self.seen_running.push(vmid);
+                    }
+                    still.push(vmid);
+                }
+                None => self.to_confirm.push((vmid, node.to_string())),
+            }
+        }
+        if !still.is_empty() {
+            self.pending.insert(node.to_string(), still);
+        }
+    }
+
+    /// The VMs whose name is to be read now that their creates have ended (or were not
+    /// running at the first look), and of those, the ones never seen running (a leftover,
+    /// if its name is still unknown).
+    pub fn ended(self) -> (Vec<(Vmid, String)>, Vec<Vmid>) {
+        let unseen = self
+            .to_confirm
+            .iter()
+            .filter(|(vmid, _)| !self.seen_running.contains(vmid))
+            .map(|(vmid, _)| *vmid)
+            .collect();
+        (self.to_confirm, unseen)
+    }
+}
+
+/// One node's running creates (a read): for [`Settling::observe`].
+pub fn running_creates(client: &Client, node: &str) -> Result<Vec<Upid>, NodeListFailed> {
+    tasks::running(client, node, None, Some(TaskType::Create)).map_err(|error| NodeListFailed {
+        node: node.to_string(),
+        error,
+    })
+}
+
+/// The names of `vms` as their nodes' own lists give them (one read per node): those that
+/// carry `name`, and those still created (`lock: create`, no name). A VM gone is in neither.
+pub fn confirmed(
+    client: &Client,
+    name: &str,
+    vms: &[(Vmid, String)],
+) -> Result<Named, NodeListFailed> {
+    let listed: Vec<ListedVm> = vms
+        .iter()
+        .map(|(vmid, node)| ListedVm {
+            vmid: *vmid,
+            node: node.clone(),
+            name: String::new(),
+            creating: false,
+        })
+        .collect();
+    named(client, name, listed, Confirm::EveryNode)
 }
 
 #[cfg(test)]
@@ -115,6 +230,7 @@ mod tests {
             vmid,
             node: node.into(),
             name: name.into(),
+            creating: false,
         }
     }
 
@@ -149,5 +265,83 @@ mod tests {
             Named::default(),
             "a create is told by its lock, not its name"
         );
+    }
+
+    fn upid(node: &str, vmid: Vmid, starttime: u64) -> Upid {
+        let text =
+            format!("UPID:{node}:0000AB12:00C0FFEE:{starttime:08X}:qmcreate:{vmid}:ops@pve:");
+        Upid::parse(&text).expect("a well-formed UPID")
+    }
+
+    #[test]
+    fn a_create_in_flight_is_told_by_the_listings_lock_without_its_nodes_list() {
+        let mut building = listed(110, "pve2", "");
+        building.creating = true;
+        let named = carrying(
+            "web",
+            vec![building, listed(111, "pve2", "db")],
+            &BTreeMap::new(),
+        );
+        assert_eq!(named.in_flight, [(110, "pve2".to_string())]);
+        assert!(named.carriers.is_empty());
+    }
+
+    #[test]
+    fn a_wait_looks_at_one_node_until_its_creates_end_then_at_the_next() {
+        let in_flight = [
+            (120, "pve1".to_string()),
+            (121, "pve2".to_string()),
+            (122, "pve2".to_string()),
+        ];
+        let mut settling = Settling::new(&in_flight, None);
+        assert_eq!(settling.next_node(), Some("pve1"));
+        settling.observe("pve1", &[upid("pve1", 120, 999)]);
+        assert_eq!(
+            settling.next_node(),
+            Some("pve1"),
+            "120's create still runs"
+        );
+        settling.observe("pve1", &[]);
+        assert_eq!(settling.next_node(), Some("pve2"));
+        // 121's create runs on pve2; a create of vmid 122 on another node does not hold it.
+        settling.observe("pve2", &[upid("pve2", 121, 1000), upid("pve1", 122, 1001)]);
+        assert_eq!(settling.next_node(), Some("pve2"));
+        settling.observe("pve2", &[]);
+        assert_eq!(settling.next_node(), None);
+        let (to_confirm, unseen) = settling.ended();
+        let confirm: Vec<Vmid> = to_confirm.iter().map(|(vmid, _)| *vmid).collect();
+        assert_eq!(
+            confirm,
+            [120, 122, 121],
+            "every VM's name is read at the end"
+        );
+        assert_eq!(
+            unseen,
+            [122],
+            "no create was seen holding 122: a leftover, or just ended"
+        );
+    }
+
+    #[test]
+    fn only_creates_that_started_by_a_ctime_are_waited_for() {
+        let in_flight = [(130, "pve1".to_string()), (131, "pve1".to_string())];
+        let mut settling = Settling::new(&in_flight, Some(1_005));
+        settling.observe(
+            "pve1",
+            &[upid("pve1", 130, 1_005), upid("pve1", 131, 1_006)],
+        );
+        assert_eq!(
+            settling.next_node(),
+            Some("pve1"),
+            "the same second may tie: waited for"
+        );
+        settling.observe("pve1", &[upid("pve1", 131, 1_006)]);
+        assert_eq!(
+            settling.next_node(),
+            None,
+            "131 started later and cannot win"
+        );
+        let (to_confirm, _) = settling.ended();
+        assert_eq!(to_confirm, [(130, "pve1".to_string())]);
     }
 }

@@ -1,0 +1,93 @@
+//! A fleet: many `vm` runs at once, each creating a VM by name with an automatic vmid, as one
+//! play with `forks` sends them. What PVE is asked is counted from pve-sim's request log (the
+//! count, not the time): the requests per VM stay within a budget that does not grow with
+//! the fleet, each VM is created by about one create request (the ids are spread by name,
+//! so parallel runs rarely send two creates to one id), and every name ends with one VM.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// Requests per VM for a blank create by name on a busy 3-node cluster, ticket included
+/// (bench/results/latest.md's fleet row has the figures this budget is taken from).
+const BUDGET_PER_VM: f64 = 30.0;
+
+/// Runs `hosts` creates by name at once on a fresh 3-node pve-sim; returns the request log
+/// and the VMs at the end (name → vmids).
+fn fleet(hosts: usize) -> (Vec<Value>, BTreeMap<String, Vec<u64>>) {
+    let sim = Sim::start(&[], &["--time-scale", "0.2", "--nodes", "pve1,pve2,pve3"]);
+    let handles: Vec<_> = (0..hosts)
+        .map(|host| {
+            let args = merge(&[
+                sim.conn(),
+                json!({"node": format!("pve{}", host % 3 + 1), "name": format!("fleet{host}"),
+                       "cores": 1}),
+            ]);
+            std::thread::spawn(move || run(args))
+        })
+        .collect();
+    for handle in handles {
+        assert_eq!(ok(handle.join().unwrap())["changed"], true);
+    }
+    let mut names: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for node in ["pve1", "pve2", "pve3"] {
+        for vm in sim.get(&format!("/nodes/{node}/qemu"))["data"]
+            .as_array()
+            .unwrap()
+        {
+            names
+                .entry(vm["name"].as_str().unwrap_or_default().to_string())
+                .or_default()
+                .push(vm["vmid"].as_u64().unwrap());
+        }
+    }
+    (sim.requests(), names)
+}
+
+/// The fleet's requests per VM: the log's last `ending_reads` are the test's reads of the end
+/// state (they come last: every run had ended).
+fn per_vm(requests: &[Value], hosts: usize, ending_reads: usize) -> f64 {
+    (requests.len() - ending_reads) as f64 / hosts as f64
+}
+
+fn creates(requests: &[Value]) -> usize {
+    requests
+        .iter()
+        .filter(|request| {
+            request["method"] == "POST"
+                && request["path"]
+                    .as_str()
+                    .is_some_and(|path| path.ends_with("/qemu"))
+        })
+        .count()
+}
+
+#[test]
+fn ten_parallel_creates_by_name_keep_to_a_request_budget_that_does_not_grow_with_the_fleet() {
+    let (small, small_names) = fleet(3);
+    let (large, large_names) = fleet(10);
+    for (hosts, names) in [(3, &small_names), (10, &large_names)] {
+        assert_eq!(names.len(), hosts, "one VM per name: {names:?}");
+        assert!(
+            names.values().all(|vmids| vmids.len() == 1),
+            "a name carried twice: {names:?}"
+        );
+    }
+    // The three end-state reads (one node list per node) are the test's.
+    let (small_per_vm, large_per_vm) = (per_vm(&small, 3, 3), per_vm(&large, 10, 3));
+    assert!(
+        large_per_vm <= BUDGET_PER_VM,
+        "{large_per_vm:.1} requests per VM for 10 VMs at once (budget {BUDGET_PER_VM})"
+    );
+    assert!(
+        large_per_vm <= small_per_vm * 1.5 + 2.0,
+        "the requests per VM grow with the fleet: {small_per_vm:.1} for 3 VMs, {large_per_vm:.1} for 10"
+    );
+    let sent = creates(&large);
+    assert!(
+        sent as f64 <= 10.0 * 1.2,
+        "{sent} create requests for 10 VMs: parallel runs collide on their ids"
+    );
+}
