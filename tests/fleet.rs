@@ -5,6 +5,7 @@
 //! so parallel runs rarely send two creates to one id), and every name ends with one VM.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -14,12 +15,14 @@ use crate::support::*;
 /// (bench/results/latest.md's fleet row has the figures this budget is taken from).
 const BUDGET_PER_VM: f64 = 30.0;
 
-/// Runs `hosts` creates by name at once on a fresh 3-node pve-sim; returns the request log
-/// and the VMs at the end (name → vmids).
-fn fleet(hosts: usize) -> (Vec<Value>, BTreeMap<String, Vec<u64>>) {
+/// Runs `hosts` creates by name at once on a fresh 3-node pve-sim, started `stagger` apart
+/// (as Ansible's forks start one after another); returns the request log and the VMs at the
+/// end (name → vmids).
+fn fleet(hosts: usize, stagger: Duration) -> (Vec<Value>, BTreeMap<String, Vec<u64>>) {
     let sim = Sim::start(&[], &["--time-scale", "0.2", "--nodes", "pve1,pve2,pve3"]);
     let handles: Vec<_> = (0..hosts)
         .map(|host| {
+            std::thread::sleep(stagger);
             let args = merge(&[
                 sim.conn(),
                 json!({"node": format!("pve{}", host % 3 + 1), "name": format!("fleet{host}"),
@@ -66,8 +69,9 @@ fn creates(requests: &[Value]) -> usize {
 
 #[test]
 fn ten_parallel_creates_by_name_keep_to_a_request_budget_that_does_not_grow_with_the_fleet() {
-    let (small, small_names) = fleet(3);
-    let (large, large_names) = fleet(10);
+    let forks = Duration::from_millis(40);
+    let (small, small_names) = fleet(3, forks);
+    let (large, large_names) = fleet(10, forks);
     for (hosts, names) in [(3, &small_names), (10, &large_names)] {
         assert_eq!(names.len(), hosts, "one VM per name: {names:?}");
         assert!(
@@ -89,5 +93,22 @@ fn ten_parallel_creates_by_name_keep_to_a_request_budget_that_does_not_grow_with
     assert!(
         sent as f64 <= 10.0 * 1.2,
         "{sent} create requests for 10 VMs: parallel runs collide on their ids"
+    );
+}
+
+#[test]
+fn runs_started_at_the_same_instant_for_ten_names_end_with_one_vm_each() {
+    // No run can see another's create yet: their first creates meet on one id, and the
+    // losers spread theirs by name.
+    let (requests, names) = fleet(10, Duration::ZERO);
+    assert_eq!(names.len(), 10, "one VM per name: {names:?}");
+    assert!(
+        names.values().all(|vmids| vmids.len() == 1),
+        "a name carried twice: {names:?}"
+    );
+    let sent = creates(&requests);
+    assert!(
+        sent < 10 * 2,
+        "{sent} create requests for 10 VMs: the losers of the first collision collide again"
     );
 }

@@ -115,9 +115,10 @@ fn a_lost_create_answer_then_an_outage_creates_one_vm() {
     assert_eq!(fwd.count("POST", CREATE), 1, "{:?}", fwd.seen());
     assert_eq!(carried(&sim, "POST", CREATE), 1);
     assert_eq!(sim.task_count("qmcreate"), 1);
-    assert_eq!(vms(&sim, "pve1"), vec![(100, "lost-once".to_string())]);
+    let id = auto_vmid("lost-once", &[]);
+    assert_eq!(vms(&sim, "pve1"), vec![(id, "lost-once".to_string())]);
     assert_eq!(r["changed"], true, "{r}");
-    assert_eq!(r["vmid"], 100);
+    assert_eq!(r["vmid"], id);
     assert_eq!(task_types(&r)[0], "qmcreate", "{r}");
 }
 
@@ -132,7 +133,10 @@ fn a_server_that_closes_after_every_create_gets_it_once() {
     let r = ok_via(&fwd, run(by_name(&fwd, "closer", json!({}))));
     assert_eq!(fwd.count("POST", CREATE), 1, "{:?}", fwd.seen());
     assert_eq!(sim.task_count("qmcreate"), 1);
-    assert_eq!(vms(&sim, "pve1"), vec![(100, "closer".to_string())]);
+    assert_eq!(
+        vms(&sim, "pve1"),
+        vec![(auto_vmid("closer", &[]), "closer".to_string())]
+    );
     assert_eq!(r["changed"], true);
 }
 
@@ -154,7 +158,8 @@ fn a_create_lost_before_pve_saw_it_is_not_sent_again() {
     assert!(vms(&sim, "pve1").is_empty());
     assert_eq!(f["changed"], false, "{f}");
     let m = msg(&f);
-    assert!(m.contains("VM 100") && m.contains("pve1"), "{m}");
+    let id = auto_vmid("unsent", &[]);
+    assert!(m.contains(&format!("VM {id}")) && m.contains("pve1"), "{m}");
     assert!(m.contains("not sent again"), "{m}");
 }
 
@@ -176,7 +181,8 @@ fn hung_handshakes_and_resets_before_the_create_are_ridden_out() {
         run(by_name(&fwd, "hung", json!({"api_timeout": "1s"}))),
     );
     assert_eq!(carried(&sim, "POST", CREATE), 1);
-    assert_eq!(vms(&sim, "pve1"), vec![(100, "hung".to_string())]);
+    let hung = auto_vmid("hung", &[]);
+    assert_eq!(vms(&sim, "pve1"), vec![(hung, "hung".to_string())]);
     assert_eq!(r["changed"], true);
 
     fwd.rule(
@@ -187,7 +193,7 @@ fn hung_handshakes_and_resets_before_the_create_are_ridden_out() {
     let r = ok_via(&fwd, run(by_name(&fwd, "reset", json!({}))));
     assert_eq!(carried(&sim, "POST", CREATE), 2);
     assert_eq!(sim.task_count("qmcreate"), 2);
-    assert_eq!(r["vmid"], 101);
+    assert_eq!(r["vmid"], auto_vmid("reset", &[hung as u32]));
 }
 
 /// Class 2: between the run's look and its create (vmid given), another user's create takes
@@ -298,7 +304,11 @@ fn another_users_vm_that_takes_the_name_is_never_written() {
     assert!(m.contains("VM 777"), "{m}");
     assert!(m.contains("alice@pve"), "{m}");
     assert!(m.contains("UTC"), "no time in: {m}");
-    assert!(m.contains("VM 100") && m.contains("removed"), "{m}");
+    let ours = auto_vmid("shared", &[777]);
+    assert!(
+        m.contains(&format!("VM {ours}")) && m.contains("removed"),
+        "{m}"
+    );
     assert_eq!(vms(&sim, "pve1"), vec![(777, "shared".to_string())]);
     let cfg = &sim.get("/nodes/pve1/qemu/777/config")["data"];
     assert_eq!(cfg["memory"].to_string().trim_matches('"'), "512", "{cfg}");
@@ -329,7 +339,10 @@ fn a_node_clock_behind_with_a_lost_answer_and_an_outage() {
     let r = ok_via(&fwd, run(by_name(&fwd, "behind", json!({}))));
     assert_eq!(fwd.count("POST", CREATE), 1, "{:?}", fwd.seen());
     assert_eq!(sim.task_count("qmcreate"), 1);
-    assert_eq!(vms(&sim, "pve1"), vec![(100, "behind".to_string())]);
+    assert_eq!(
+        vms(&sim, "pve1"),
+        vec![(auto_vmid("behind", &[]), "behind".to_string())]
+    );
     assert_eq!(r["changed"], true, "{r}");
     assert!(msg(&r).contains("create"), "{}", msg(&r));
     // The UPID reported is the node's (its start time 60 s behind the simulator's).
@@ -429,7 +442,7 @@ fn a_task_whose_node_stops_answering_reports_the_last_progress_seen() {
 }
 
 /// Class 5: a create killed mid-import leaves `lock: create` and no name (PVE writes the
-/// name last). A re-run by name alone says VM 100 looks like that leftover and how to clear
+/// name last). A re-run by name alone says that VM looks like that leftover and how to clear
 /// it.
 #[test]
 fn a_create_killed_mid_import_is_named_as_a_leftover() {
@@ -447,17 +460,18 @@ fn a_create_killed_mid_import_is_named_as_a_leftover() {
         )),
     );
     assert!(msg(&f).contains("PVE killed it"), "{}", msg(&f));
-    let cfg = &sim.get("/nodes/pve1/qemu/100/config")["data"];
+    let left = auto_vmid("orphan", &[]);
+    let cfg = &sim.get(&format!("/nodes/pve1/qemu/{left}/config"))["data"];
     assert_eq!(cfg["lock"], "create", "{cfg}");
     assert!(cfg.get("name").is_none(), "{cfg}");
     let small = json!([{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}]);
     let r = run(by_name(&fwd, "orphan", json!({"disks": small})));
     let text = format!("{} {}", msg(&r.result), r.result["warnings"]);
-    assert!(text.contains("VM 100"), "{text}");
+    assert!(text.contains(&format!("VM {left}")), "{text}");
     assert!(text.contains("lock: create"), "{text}");
     assert!(text.contains("leftover"), "{text}");
-    assert!(text.contains("qm unlock 100"), "{text}");
-    assert!(text.contains("qm destroy 100"), "{text}");
+    assert!(text.contains(&format!("qm unlock {left}")), "{text}");
+    assert!(text.contains(&format!("qm destroy {left}")), "{text}");
 }
 
 /// Every catchable signal that would end the process ends it with one result naming it, and
@@ -576,16 +590,16 @@ fn a_lost_clone_answer_then_an_outage_clones_one_vm() {
     assert_eq!(fwd.count("POST", CLONE), 1, "{}", trace(&fwd));
     assert_eq!(carried(&sim, "POST", CLONE), 1);
     assert_eq!(sim.task_count("qmclone"), 1);
-    assert_eq!(
-        sorted_vms(&sim),
-        vec![(100, "lost-clone".to_string()), (900, "tpl".to_string())]
-    );
+    let id = auto_vmid("lost-clone", &[900]);
+    let mut expected = vec![(id, "lost-clone".to_string()), (900, "tpl".to_string())];
+    expected.sort();
+    assert_eq!(sorted_vms(&sim), expected);
     assert_eq!(r["changed"], true, "{r}");
-    assert_eq!(r["vmid"], 100, "{r}");
+    assert_eq!(r["vmid"], id, "{r}");
     assert_eq!(task_types(&r)[0], "qmclone", "{r}");
     assert_eq!(r["config"]["name"], "lost-clone", "{r}");
     let upid = r["tasks"][0]["upid"].as_str().unwrap();
-    assert_eq!(named_by_log(&sim, upid), "100", "{upid}");
+    assert_eq!(named_by_log(&sim, upid), id.to_string(), "{upid}");
 }
 
 /// The clone never reached PVE: the connection closes after it was received and nothing was
@@ -611,7 +625,11 @@ fn a_clone_lost_before_pve_saw_it_is_not_sent_again() {
     assert_eq!(sorted_vms(&sim), vec![(900, "tpl".to_string())]);
     assert_eq!(f["changed"], false, "{f}");
     let m = msg(&f);
-    assert!(m.contains("VM 900") && m.contains("VM 100"), "{m}");
+    let id = auto_vmid("unsent-clone", &[900]);
+    assert!(
+        m.contains("VM 900") && m.contains(&format!("VM {id}")),
+        "{m}"
+    );
     assert!(m.contains("not sent again"), "{m}");
     assert!(m.contains("a re-run clones the VM"), "{m}");
 }
@@ -654,22 +672,22 @@ fn a_parallel_clone_of_the_same_template_by_the_same_user_is_not_taken_for_ours(
     let r = ok_via(&fwd, module.join().unwrap());
     assert_eq!(fwd.count("POST", CLONE), 1, "{}", trace(&fwd));
     assert_eq!(sim.task_count("qmclone"), 2);
-    assert_eq!(
-        sorted_vms(&sim),
-        vec![
-            (100, "ours".to_string()),
-            (555, "theirs".to_string()),
-            (900, "tpl".to_string())
-        ]
-    );
-    assert_eq!(r["vmid"], 100, "{r}");
+    let ours = auto_vmid("ours", &[900]);
+    let mut expected = vec![
+        (ours, "ours".to_string()),
+        (555, "theirs".to_string()),
+        (900, "tpl".to_string()),
+    ];
+    expected.sort();
+    assert_eq!(sorted_vms(&sim), expected);
+    assert_eq!(r["vmid"], ours, "{r}");
     assert_eq!(r["changed"], true, "{r}");
     let upid = r["tasks"][0]["upid"].as_str().unwrap();
     assert_ne!(
         upid, theirs,
         "the other clone's task was taken for the run's"
     );
-    assert_eq!(named_by_log(&sim, upid), "100", "{upid}");
+    assert_eq!(named_by_log(&sim, upid), ours.to_string(), "{upid}");
     assert_eq!(named_by_log(&sim, &theirs), "555", "{theirs}");
     // Both tasks are the same user's, with the template's id: only the log tells them apart.
     for u in [upid, theirs.as_str()] {
@@ -678,7 +696,7 @@ fn a_parallel_clone_of_the_same_template_by_the_same_user_is_not_taken_for_ours(
 }
 
 /// The clone never reached PVE, and meanwhile another user clones the template to the vmid
-/// the run was given by `nextid`. That VM is not this run's: the run fails naming it, its
+/// the run chose (`nextid`'s, spread by the name). That VM is not this run's: the run fails naming it, its
 /// maker and when, and writes nothing to it.
 #[test]
 fn another_users_clone_that_takes_the_new_id_is_never_written() {
@@ -687,6 +705,7 @@ fn another_users_clone_that_takes_the_new_id_is_never_written() {
     template(&fwd);
     fwd.rule(Rule::new(Some("POST"), CLONE, Action::CloseUnsent).times(1));
     let args = clone_by_name(&fwd, "ours", json!({"cores": 3, "timeout": "40s"}));
+    let ours = auto_vmid("ours", &[900]).to_string();
     let module = std::thread::spawn(move || run(args));
     let t = std::time::Instant::now();
     while fwd.count("POST", CLONE) == 0 && t.elapsed() < Duration::from_secs(30) {
@@ -698,12 +717,12 @@ fn another_users_clone_that_takes_the_new_id_is_never_written() {
         "Alice-Pw-7",
         "POST",
         CLONE,
-        &[("newid", "100"), ("name", "alices")],
+        &[("newid", ours.as_str()), ("name", "alices")],
     )
     .unwrap();
     let f = failed_via(&fwd, module.join().unwrap());
     let m = msg(&f);
-    assert!(m.contains("VM 100"), "{m}");
+    assert!(m.contains(&format!("VM {ours}")), "{m}");
     assert!(m.contains("alice@pve"), "{m}");
     assert!(m.contains("cloned from VM 900"), "{m}");
     assert!(m.contains(hers.as_str().unwrap()), "{m}");
@@ -713,11 +732,11 @@ fn another_users_clone_that_takes_the_new_id_is_never_written() {
     let touched: Vec<String> = fwd
         .seen()
         .iter()
-        .filter(|s| s.method != "GET" && s.path.contains("/100"))
+        .filter(|s| s.method != "GET" && s.path.contains(&format!("/{ours}")))
         .map(|s| format!("{} {}", s.method, s.path))
         .collect();
     assert!(touched.is_empty(), "{touched:?}");
-    let cfg = &sim.get("/nodes/pve1/qemu/100/config")["data"];
+    let cfg = &sim.get(&format!("/nodes/pve1/qemu/{ours}/config"))["data"];
     assert_eq!(cfg["name"], "alices", "{cfg}");
     assert_eq!(cfg["cores"].to_string().trim_matches('"'), "1", "{cfg}");
 }

@@ -250,11 +250,12 @@ impl Runner<'_> {
         }
     }
 
-    /// A free vmid for the new VM: for a VM with a name, spread above the lowest free one
-    /// by the name ([`cluster::spread_vmid`]), so that the runs of a fleet, which all get the
-    /// same answer from `/cluster/nextid` (it reserves nothing), rarely send their creates to
-    /// one id; without a name, the lowest free one. A try after a collision lists the
-    /// cluster's VMs again first.
+    /// A free vmid for the new VM: for a VM with a name, one spread above the lowest free one
+    /// (`/cluster/nextid`) by the VM's name ([`cluster::spread_vmid`]), so that the runs of a
+    /// fleet, which all get the same answer from `nextid` (it reserves nothing) and cannot see
+    /// each other's creates when they start at once, rarely send their creates to one id;
+    /// without a name, the lowest free one. A try after a collision lists the cluster's VMs
+    /// again first.
     fn next_id(&self, attempt: u32) -> anyhow::Result<u32> {
         let lowest =
             cluster::next_vmid(&self.session.client).context("asking PVE for a free vmid")?;

@@ -635,3 +635,13 @@ pub fn task_types(r: &Value) -> Vec<String> {
         .map(|t| t["type"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// The vmid the `vm` module gives a VM created by `name` alone on a cluster that lists the
+/// VMs `taken` (its lowest free id from 100 up, spread by the name:
+/// [`sankofa_proxmox::pve::api::cluster::spread_vmid`], first try).
+pub fn auto_vmid(name: &str, taken: &[u32]) -> u64 {
+    let lowest = (100..).find(|id| !taken.contains(id)).unwrap_or(100);
+    u64::from(sankofa_proxmox::pve::api::cluster::spread_vmid(
+        lowest, taken, name, 0,
+    ))
+}
