@@ -288,19 +288,15 @@ impl Runner<'_> {
             .as_ref()
             .and_then(|config| config.ctime())
             .unwrap_or(u64::MAX);
-        let mut named = self.named(&name, self.listing()?)?;
         // Only a create that began no later than this run's can win the name: later ones
-        // lose to this VM, and their own runs remove them.
-        let others: Vec<(u32, String)> = named
-            .in_flight
-            .iter()
-            .filter(|(id, _)| *id != vmid)
-            .cloned()
-            .collect();
-        if !others.is_empty() {
-            let settled = self.settled(&name, &others, Some(own_ctime))?;
-            named.carriers.extend(settled.carriers);
+        // lose to this VM, and their own runs remove them. The names are read once those
+        // have ended.
+        let mut listed = self.listing()?;
+        let others = super::find::creates_in_flight(&listed, Some(vmid));
+        if !others.is_empty() && self.await_creates(&name, &others, Some(own_ctime))?.waited {
+            listed = self.listing()?;
         }
+        let named = self.named(&name, listed)?;
         let mut carriers: Vec<(u64, u32, String)> = Vec::new();
         for (id, on) in named.carriers {
             let ctime = if id == vmid {

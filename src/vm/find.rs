@@ -15,6 +15,24 @@ use crate::pve::api::named::{self, Confirm, Named, Settling};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::retry::{Awaiting, Step, until};
 
+/// The VMs of a listing that a create holds and that have no name yet (`lock: create`; the
+/// name shows at the create's end), but `own`.
+pub(super) fn creates_in_flight(listed: &[ListedVm], own: Option<u32>) -> Vec<(u32, String)> {
+    listed
+        .iter()
+        .filter(|vm| vm.creating && vm.name.is_empty() && Some(vm.vmid) != own)
+        .map(|vm| (vm.vmid, vm.node.clone()))
+        .collect()
+}
+
+/// What [`Runner::await_creates`] saw.
+pub(super) struct Awaited {
+    /// Whether a create was seen running (the VMs' states changed meanwhile).
+    pub(super) waited: bool,
+    /// The VMs no running create was seen holding: a leftover, if it still has no name.
+    pub(super) unseen: Vec<u32>,
+}
+
 /// How long parallel runs that created one VM each of a name get to remove all but the first.
 const DUPLICATES_SETTLE: Duration = Duration::from_secs(30);
 
@@ -42,15 +60,19 @@ impl Runner<'_> {
                 .map(|v| (v.vmid, v.node)));
         }
         let name = self.desired.name.as_deref().unwrap_or_default();
-        let named = match self.named(name, vms)? {
-            named if named.carriers.is_empty() && !named.in_flight.is_empty() => {
-                // A create of this user running now may be an earlier run's VM of this name
-                // (interrupted mid-import): wait for those, rather than create another. A
-                // create that starts after this look cannot be an earlier run's (a parallel
-                // run's VM of this name is settled by `claim_name`), so it is not waited for.
-                self.settled(name, &named.in_flight, None)?
-            }
-            named => named,
+        let in_flight = creates_in_flight(&vms, None);
+        let named = if in_flight.is_empty() || vms.iter().any(|vm| vm.name == name) {
+            self.named(name, vms)?
+        } else {
+            // A create of this user running now may be an earlier run's VM of this name
+            // (interrupted mid-import): wait for those, rather than create another, and read
+            // the names once they have ended. A create that starts after this look cannot be
+            // an earlier run's (a parallel run's VM of this name is settled by
+            // `claim_name`), so it is not waited for.
+            let awaited = self.await_creates(name, &in_flight, None)?;
+            let named = self.named(name, self.listing()?)?;
+            self.note_leftovers(name, &named.in_flight, &awaited.unseen);
+            named
         };
         // Several VMs with the name: parallel runs that created one each are removing all but
         // the first (see `claim_name`); give them a moment before calling the name ambiguous.
@@ -107,17 +129,16 @@ impl Runner<'_> {
         )?)
     }
 
-    /// Of `in_flight` (VMs under `lock: create`, no name yet), those that carry `name` once
-    /// the creates this user can see running on them have ended, or the budget has
-    /// ([`named::Settling`]: one node's running tasks listed at each look; `since`: only the
-    /// creates started no later than it are waited for), and those still being created. A
-    /// VM that no running create held and that still has no name is noted as a leftover.
-    pub(super) fn settled(
+    /// Waits until the creates this user can see running on `in_flight` (VMs under `lock:
+    /// create`, no name yet) have ended, or the budget has ([`named::Settling`]: one node's
+    /// running tasks listed at each look; with `since`, only the creates started no later
+    /// than it are waited for).
+    pub(super) fn await_creates(
         &self,
         name: &str,
         in_flight: &[(u32, String)],
         since: Option<u64>,
-    ) -> anyhow::Result<Named> {
+    ) -> anyhow::Result<Awaited> {
         let client = &self.session.client;
         let mut settling = Settling::new(in_flight, since);
         let what = format!("waiting for the creates in flight that may carry the name '{name}'");
@@ -133,27 +154,19 @@ impl Runner<'_> {
             })
         });
         self.ended(tried, &what)?;
-        let (ended, unseen) = settling.ended();
-        if ended.is_empty() {
-            return Ok(Named::default());
-        }
-        let confirmed = named::confirmed(client, name, &ended)?;
-        let leftovers: Vec<(u32, String)> = confirmed
-            .in_flight
-            .iter()
-            .filter(|(vmid, _)| unseen.contains(vmid))
-            .cloned()
-            .collect();
-        self.note_leftovers(name, &leftovers);
-        Ok(confirmed)
+        let waited = settling.waited();
+        Ok(Awaited {
+            waited,
+            unseen: settling.ended().1,
+        })
     }
 
     /// Warns of VMs that look like the leftovers of a create that was killed: `lock: create`
     /// and no name (qemu-server writes the name last, so a create killed mid-import leaves
     /// none, and a killed worker cleans nothing up), with no running create this user can see.
     /// They are left alone: one may be this name's, but nothing proves it.
-    fn note_leftovers(&self, name: &str, leftovers: &[(u32, String)]) {
-        for (id, node) in leftovers {
+    fn note_leftovers(&self, name: &str, in_flight: &[(u32, String)], unseen: &[u32]) {
+        for (id, node) in in_flight.iter().filter(|(id, _)| unseen.contains(id)) {
             let note = format!(
                 "VM {id} on {node} has `lock: create` and no name, and no task on {node} that this \
                  user can see is creating it: it looks like the leftover of a create that was killed \

@@ -180,6 +180,11 @@ impl Settling {
         }
     }
 
+    /// Whether a create was seen running on one of the VMs.
+    pub fn waited(&self) -> bool {
+        !self.seen_running.is_empty()
+    }
+
     /// The VMs whose name is to be read now that their creates have ended (or were not
     /// running at the first look), and of those, the ones never seen running (a leftover,
     /// if its name is still unknown).
@@ -200,25 +205,6 @@ pub fn running_creates(client: &Client, node: &str) -> Result<Vec<Upid>, NodeLis
         node: node.to_string(),
         error,
     })
-}
-
-/// The names of `vms` as their nodes' own lists give them (one read per node): those that
-/// carry `name`, and those still created (`lock: create`, no name). A VM gone is in neither.
-pub fn confirmed(
-    client: &Client,
-    name: &str,
-    vms: &[(Vmid, String)],
-) -> Result<Named, NodeListFailed> {
-    let listed: Vec<ListedVm> = vms
-        .iter()
-        .map(|(vmid, node)| ListedVm {
-            vmid: *vmid,
-            node: node.clone(),
-            name: String::new(),
-            creating: false,
-        })
-        .collect();
-    named(client, name, listed, Confirm::EveryNode)
 }
 
 #[cfg(test)]
