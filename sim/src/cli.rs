@@ -84,9 +84,10 @@ pub struct Cli {
     #[arg(verbatim_doc_comment)]
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration)]
     request_cost: Duration,
-    /// pvedaemon's workers (1 to 127): each runs one protected
-    /// call (create, config writes, the VM list, task status...)
-    /// at a time, after pveproxy's hop
+    /// pvedaemon's workers (MAX_WORKERS in /etc/default/pvedaemon,
+    /// 1 to 127): each runs one protected call (create, config
+    /// writes, the VM list, task status...) at a time, after
+    /// pveproxy's hop
     #[arg(verbatim_doc_comment)]
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = max_workers)]
     daemon_workers: usize,
