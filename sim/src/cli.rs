@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::http::daemons::{DaemonOptions, Limits};
 use crate::state::{ImportProfile, Options};
 use crate::storage::volumes;
 
@@ -71,15 +72,55 @@ pub struct Cli {
     /// An API token (repeatable)
     #[arg(long = "token", value_name = "USER@REALM!ID=SECRET", value_parser = token)]
     tokens: Vec<(String, String)>,
-    /// Requests handled at once, like pveproxy's workers
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    /// pveproxy's workers (MAX_WORKERS in /etc/default/pveproxy,
+    /// 1 to 127): each is one event loop and owns the
+    /// connections it accepted
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = max_workers)]
     workers: usize,
-    /// Time pve-sim spends on each API request before answering
-    /// (a real pveproxy's cost, for benchmarks); it holds one
-    /// of the --workers meanwhile
+    /// Time pveproxy spends on each API request (a real
+    /// pveproxy's Perl, for benchmarks); it holds the worker's
+    /// event loop meanwhile
     #[arg(verbatim_doc_comment)]
     #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration)]
     request_cost: Duration,
+    /// pvedaemon's workers (MAX_WORKERS in /etc/default/pvedaemon,
+    /// 1 to 127): each runs one protected call (create, config
+    /// writes, the VM list, task status...) at a time, after
+    /// pveproxy's hop
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = max_workers)]
+    daemon_workers: usize,
+    /// Time pvedaemon spends on each protected call before its
+    /// handler runs; it holds a pvedaemon worker meanwhile
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "DUR", default_value = "0s", value_parser = duration)]
+    daemon_request_cost: Duration,
+    /// Requests one connection carries at most (pveproxy's
+    /// keep_alive; the last answer says 'Connection: close')
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    keep_alive: u32,
+    /// An idle connection is closed after this long (pveproxy's
+    /// timeout)
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "DUR", default_value = "5s", value_parser = duration)]
+    idle_timeout: Duration,
+    /// A pveproxy worker is restarted after this many requests;
+    /// its connections close after their next answer
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    max_requests: u64,
+    /// Connections one pveproxy worker holds at most; from 20
+    /// below (above 100) new ones are not kept alive
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "N", default_value_t = 500, value_parser = at_least_one)]
+    max_conn: usize,
+    /// How long pveproxy waits for pvedaemon's answer before
+    /// answering '596 Connection timed out'
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = duration)]
+    proxy_timeout: Duration,
     /// Multiply simulated task durations by F
     #[arg(long, value_name = "F", default_value_t = 1.0, value_parser = positive)]
     time_scale: f64,
@@ -176,6 +217,22 @@ fn duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("invalid duration '{text}': {e}"))
 }
 
+/// pve-http-server `PVE/APIServer/Utils.pm` `read_proxy_config`: `MAX_WORKERS` is taken
+/// when it is an integer above 0 and below 128.
+fn max_workers(text: &str) -> Result<usize, String> {
+    text.parse::<usize>()
+        .ok()
+        .filter(|n| (1..128).contains(n))
+        .ok_or_else(|| "takes a number of workers from 1 to 127".into())
+}
+
+fn at_least_one(text: &str) -> Result<usize, String> {
+    text.parse::<usize>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| "takes a number from 1 on".into())
+}
+
 fn node_list(text: &str) -> Result<NodeList, String> {
     let nodes: Vec<String> = text
         .split(',')
@@ -268,6 +325,22 @@ fn agent_ip(text: &str) -> Result<(u32, IpAddr), String> {
 }
 
 impl Cli {
+    /// How the two API daemons serve: pvedaemon's pool, pveproxy's limits and the hop
+    /// between them (pveproxy's workers and cost stay in [`Options`]).
+    pub fn daemon_options(&self) -> DaemonOptions {
+        DaemonOptions {
+            limits: Limits {
+                keep_alive: self.keep_alive,
+                idle_timeout: self.idle_timeout,
+                max_requests: self.max_requests,
+                max_conn: self.max_conn,
+            },
+            daemon_workers: self.daemon_workers,
+            daemon_request_cost: self.daemon_request_cost,
+            proxy_timeout: self.proxy_timeout,
+        }
+    }
+
     /// The simulator's options from the parsed command line.
     pub fn into_options(self) -> Options {
         let mut agent_ips: HashMap<u32, Vec<IpAddr>> = HashMap::new();
@@ -331,6 +404,37 @@ mod tests {
     fn the_spec_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+
+    fn daemons(args: &[&str]) -> Result<DaemonOptions, clap::Error> {
+        Cli::try_parse_from(std::iter::once("pve-sim").chain(args.iter().copied()))
+            .map(|cli| cli.daemon_options())
+    }
+
+    #[test]
+    fn the_daemons_default_to_pves_numbers() {
+        let d = daemons(&[]).unwrap();
+        assert_eq!(d.daemon_workers, 3);
+        assert_eq!(d.daemon_request_cost, Duration::ZERO);
+        assert_eq!(d.limits.keep_alive, 100);
+        assert_eq!(d.limits.idle_timeout, Duration::from_secs(5));
+        assert_eq!(d.limits.max_requests, 1000);
+        assert_eq!(d.limits.max_conn, 500);
+        assert_eq!(d.proxy_timeout, Duration::from_secs(30));
+        let d = daemons(&["--daemon-workers=127", "--daemon-request-cost=5ms"]).unwrap();
+        assert_eq!(d.daemon_workers, 127);
+        assert_eq!(d.daemon_request_cost, Duration::from_millis(5));
+    }
+
+    #[test]
+    fn workers_are_limited_as_max_workers_is() {
+        for bad in ["0", "128", "x"] {
+            for option in ["--workers", "--daemon-workers"] {
+                let e = parse(&[&format!("{option}={bad}")]).err().expect("refused");
+                assert!(e.to_string().contains(option), "{e}");
+            }
+        }
+        assert_eq!(parse(&["--workers=127"]).unwrap().workers, 127);
     }
 
     #[test]

@@ -20,10 +20,12 @@ mod tools;
 
 use std::net::TcpListener;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
 use serde_json::{Value, json};
 
+use crate::http::daemons::{Limits, Pvedaemon, Pveproxy};
 use crate::state::{Options, Sim};
 
 fn setup(o: &Options) -> Result<(), String> {
@@ -64,7 +66,9 @@ fn setup(o: &Options) -> Result<(), String> {
 }
 
 fn run() -> Result<(), String> {
-    let opts = cli::Cli::parse().into_options();
+    let cli = cli::Cli::parse();
+    let daemons = cli.daemon_options();
+    let opts = cli.into_options();
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", opts.data_dir.display()))?;
     setup(&opts)?;
@@ -124,15 +128,20 @@ fn run() -> Result<(), String> {
             admin,
             None,
             Arc::new(admin::Admin { sim: admin_sim }),
-            http::server::Workers::new(4),
+            Pveproxy::new(4, Duration::ZERO, Limits::unlimited()),
         )
     });
-    let workers = http::server::Workers::new(opts.workers);
+    let pveproxy = Pveproxy::new(opts.workers, opts.request_cost, daemons.limits);
+    let pvedaemon = Pvedaemon::new(
+        daemons.daemon_workers,
+        daemons.daemon_request_cost,
+        daemons.proxy_timeout,
+    );
     http::server::serve(
         listener,
         tls.map(|t| t.config),
-        Arc::new(http::router::Api { sim }),
-        workers,
+        Arc::new(http::router::Api { sim, pvedaemon }),
+        pveproxy,
     );
     Ok(())
 }

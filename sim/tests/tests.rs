@@ -8,6 +8,7 @@ mod support;
 mod agent;
 mod api;
 mod body_handling;
+mod daemons;
 mod ha;
 mod migrate;
 mod peer_endpoints;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -18,6 +18,7 @@ use crate::cluster::resources;
 use crate::cluster::tasks;
 use crate::faults::Action;
 use crate::ha::manager;
+use crate::http::daemons::{ProxyWorker, Pvedaemon, Pveproxy};
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::http::server::{
     self, BodyPlan, Handler, MAX_BODY, Request, Response, decode_urlencoded,
@@ -35,6 +36,24 @@ use crate::storage::volumes;
 
 pub struct Api {
     pub sim: Arc<Sim>,
+    /// Where pveproxy sends the protected calls.
+    pub pvedaemon: Arc<Pvedaemon>,
+}
+
+/// Which daemon answered a request, for the request log.
+#[derive(Clone, Copy)]
+enum Daemon {
+    Pveproxy,
+    Pvedaemon,
+}
+
+impl Daemon {
+    fn name(self) -> &'static str {
+        match self {
+            Daemon::Pveproxy => "pveproxy",
+            Daemon::Pvedaemon => "pvedaemon",
+        }
+    }
 }
 
 fn json_body(v: &Value) -> Vec<u8> {
@@ -125,9 +144,89 @@ impl Handler for Api {
     }
 
     fn handle(&self, req: &Request) -> Response {
+        self.respond(req, Daemon::Pveproxy, None, Duration::ZERO, Duration::ZERO)
+    }
+
+    /// pve-manager `PVE/HTTPServer.pm` `rest_handler`: a call whose handler is not
+    /// `protected` runs in the pveproxy worker that read it, holding its event loop for
+    /// pveproxy's cost and the handler's work. A protected one (`{ proxy => 'localhost' }`)
+    /// holds the event loop only for pveproxy's cost, then goes to pvedaemon as
+    /// pve-http-server `PVE/APIServer/AnyEvent.pm` `proxy_request` sends it: over one of the
+    /// worker's connections to `localhost:85` (AnyEvent::HTTP's four per host), answered
+    /// within `timeout => 30` or not at all ([`proxy_timed_out`]). pvedaemon's cost and the
+    /// handler then hold one pvedaemon worker.
+    ///
+    /// pve-sim decides the hop by the path alone ([`schema::is_protected`]): a protected call
+    /// it cannot authenticate is answered by pvedaemon, where PVE's pveproxy answers it.
+    fn handle_in(&self, req: &Request, worker: &ProxyWorker, proxy: &Pveproxy) -> Response {
+        let arrived = Instant::now();
+        let protected = req.path.starts_with("/api2/json/")
+            && schema::is_protected(&req.method, &server::rel_uri(&req.path));
+        let event_loop = worker.busy();
+        if !protected {
+            let queued = arrived.elapsed();
+            return self.respond(req, Daemon::Pveproxy, Some(worker), proxy.cost, queued);
+        }
+        if !proxy.cost.is_zero() {
+            std::thread::sleep(proxy.cost);
+        }
+        drop(event_loop);
+        let slot = worker.proxy_slot();
+        let connected = Instant::now();
+        let timeout = self.pvedaemon.proxy_timeout;
+        let Some(daemon_worker) = self.pvedaemon.worker(connected + timeout) else {
+            return self.proxy_timed_out(req, worker, arrived);
+        };
+        let queued = arrived.elapsed().saturating_sub(proxy.cost);
+        let cost = self.pvedaemon.cost;
+        let resp = self.respond(req, Daemon::Pvedaemon, Some(worker), cost, queued);
+        drop(daemon_worker);
+        drop(slot);
+        if connected.elapsed() > timeout {
+            // pvedaemon did the work; pveproxy gave up on the answer before it came.
+            return self.proxy_timed_out(req, worker, arrived);
+        }
+        // pveproxy's event loop writes the answer out.
+        let _event_loop = worker.busy();
+        resp
+    }
+}
+
+impl Api {
+    /// What a client sees when pvedaemon does not answer pveproxy within `timeout => 30`
+    /// (pve-http-server AnyEvent.pm `proxy_request`): AnyEvent::HTTP ends the request with
+    /// status 596 ("errors during TLS negotiation, request sending and header processing")
+    /// and the handle's error, `Connection timed out`, as the reason; `proxy_request` passes
+    /// both on as `HTTP::Response->new($code, $msg, $header, $body)`, with no body, and
+    /// `response` closes the connection (`$code >= 400`). Whether pvedaemon acted is not
+    /// known to the client. PVE's 599 does not arise on this hop: `proxy_request` sets
+    /// `persistent = 0` for localhost, so there is no reused connection to retry
+    /// (`recurse`); pve-sim gives 596 alone.
+    fn proxy_timed_out(&self, req: &Request, worker: &ProxyWorker, arrived: Instant) -> Response {
+        let mut resp = Response::error(596, "Connection timed out");
+        resp.body.clear();
+        self.sim.log_request(json!({
+            "ts": epoch(), "method": req.method, "path": server::rel_uri(&req.path), "params": {},
+            "status": resp.status, "ms": arrived.elapsed().as_secs_f64() * 1000.0, "user": "",
+            "dropped": false, "error": resp.reason, "daemon": Daemon::Pveproxy.name(),
+            "worker": worker.serial,
+        }));
+        resp
+    }
+
+    /// Answers `req` in `daemon`, after its `cost`. The request log names the daemon, the
+    /// pveproxy worker whose connection carried it, and how long it `queued` for workers.
+    fn respond(
+        &self,
+        req: &Request,
+        daemon: Daemon,
+        worker: Option<&ProxyWorker>,
+        cost: Duration,
+        queued: Duration,
+    ) -> Response {
         let started = Instant::now();
-        if !self.sim.opts.request_cost.is_zero() {
-            std::thread::sleep(self.sim.opts.request_cost);
+        if !cost.is_zero() {
+            std::thread::sleep(cost);
         }
         let path = req
             .path
@@ -225,12 +324,12 @@ impl Handler for Api {
             "ts": epoch(), "method": req.method, "path": path, "params": masked, "status": resp.status,
             "ms": started.elapsed().as_secs_f64() * 1000.0, "user": user, "dropped": drop,
             "error": if resp.status >= 400 { json!(resp.reason) } else { Value::Null },
+            "daemon": daemon.name(), "queued_ms": queued.as_secs_f64() * 1000.0,
+            "worker": worker.map(|w| w.serial),
         }));
         resp
     }
-}
 
-impl Api {
     fn dispatch(
         &self,
         req: &Request,

@@ -1,17 +1,18 @@
 //! A small HTTP/1.1 server (plain or TLS) with keep-alive, shaped like pveproxy: a thread per
-//! connection, and a bounded number of requests handled at once (`--workers`). Request heads
-//! are parsed by `httparse`.
+//! connection, each connection owned by one pveproxy worker (`http/daemons.rs`), with
+//! AnyEvent.pm's limits on what a connection carries. Request heads are parsed by `httparse`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use serde_json::Value;
 
+use crate::http::daemons::{Accepted, ProxyWorker, Pveproxy};
 use crate::http::handler::{ApiErr, Params, Undefined};
 use crate::schema;
 
@@ -97,6 +98,16 @@ pub const MAX_BODY: usize = 512 * 1024;
 pub trait Handler: Send + Sync + 'static {
     fn handle(&self, req: &Request) -> Response;
 
+    /// Answers `req` on a connection of pveproxy's `worker`. By default the worker's event
+    /// loop is held throughout: pveproxy's cost, then [`Handler::handle`].
+    fn handle_in(&self, req: &Request, worker: &ProxyWorker, proxy: &Pveproxy) -> Response {
+        let _event_loop = worker.busy();
+        if !proxy.cost.is_zero() {
+            std::thread::sleep(proxy.cost);
+        }
+        self.handle(req)
+    }
+
     /// What to do with a body of `len` bytes, from the request's head alone. By default a body
     /// over [`MAX_BODY`] is refused as pveproxy refuses it: `501 for data too large`.
     fn plan_body(&self, _head: &Request, len: usize) -> BodyPlan {
@@ -105,34 +116,6 @@ pub trait Handler: Send + Sync + 'static {
         } else {
             BodyPlan::Buffer
         }
-    }
-}
-
-/// A counting semaphore bounding how many requests are handled at once.
-pub struct Workers {
-    free: Mutex<usize>,
-    cv: Condvar,
-}
-
-impl Workers {
-    pub fn new(n: usize) -> Arc<Self> {
-        Arc::new(Workers {
-            free: Mutex::new(n.max(1)),
-            cv: Condvar::new(),
-        })
-    }
-
-    fn acquire(&self) {
-        let mut f = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        while *f == 0 {
-            f = self.cv.wait(f).unwrap_or_else(|e| e.into_inner());
-        }
-        *f -= 1;
-    }
-
-    fn release(&self) {
-        *self.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        self.cv.notify_one();
     }
 }
 
@@ -174,21 +157,24 @@ impl Write for Conn {
     }
 }
 
-/// Accepts connections forever, one thread each.
+/// Accepts connections forever, one thread each, each owned by one of `proxy`'s workers.
+/// A connection idle for the limits' `idle_timeout` is closed (AnyEvent.pm
+/// `accept_connections`: the handle's `timeout`).
 pub fn serve(
     listener: TcpListener,
     tls: Option<Arc<ServerConfig>>,
     handler: Arc<dyn Handler>,
-    workers: Arc<Workers>,
+    proxy: Arc<Pveproxy>,
 ) {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let tls = tls.clone();
         let handler = handler.clone();
-        let workers = workers.clone();
+        let proxy = proxy.clone();
         std::thread::spawn(move || {
+            let accepted = proxy.accept();
             let _ = stream.set_nodelay(true);
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+            let _ = stream.set_read_timeout(Some(proxy.limits.idle_timeout));
             let conn = match tls {
                 Some(cfg) => match ServerConnection::new(cfg) {
                     Ok(c) => Conn::Tls(Box::new(StreamOwned::new(c, stream))),
@@ -196,7 +182,7 @@ pub fn serve(
                 },
                 None => Conn::Plain(stream),
             };
-            connection(conn, &*handler, &workers);
+            connection(conn, &*handler, &proxy, &accepted);
         });
     }
 }
@@ -421,21 +407,30 @@ impl Reader {
     }
 }
 
-fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
+/// One connection's requests, as AnyEvent.pm serves them: `keep_alive` counts the requests
+/// left (one less per request header, `push_request_header`), and the answer that leaves
+/// none, answers an error (`keep_alive = 0 if $code >= 400`), answers a request asking for
+/// `Connection: close` (`process_header`) or comes from an ending worker (`end_loop`) says
+/// `Connection: close` and closes it (`response`, `finish_response`).
+fn connection(conn: Conn, handler: &dyn Handler, proxy: &Pveproxy, accepted: &Accepted) {
     let mut reader = Reader {
         conn,
         buf: Vec::new(),
     };
+    let worker = &accepted.worker;
+    let mut keep_alive = accepted.keep_alive;
     loop {
         let (mut req, len) = match reader.read_head() {
             Ok(Some(head)) => head,
             Ok(None) => return,
             Err(status) => {
                 let resp = Response::new(status, "bad request", Vec::new());
-                let _ = write_response(&mut reader.conn, &resp, false);
+                let _ = write_response(&mut reader.conn, &resp, false, false);
                 return;
             }
         };
+        keep_alive = keep_alive.saturating_sub(1);
+        proxy.count_request(worker);
         // pveproxy keeps no connection alive after an upload.
         let mut close = req
             .header("connection")
@@ -463,7 +458,7 @@ fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
         };
         if let Some(resp) = refused {
             let conn = &mut reader.conn;
-            let _ = write_response(conn, &resp, false);
+            let _ = write_response(conn, &resp, false, false);
             let _ = conn.flush();
             // The body is not read; what the peer still sends is let go for a moment, so that
             // it reads the answer rather than a reset.
@@ -480,20 +475,18 @@ fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
             let _ = conn.tcp().shutdown(Shutdown::Both);
             return;
         }
-        workers.acquire();
-        let resp = handler.handle(&req);
-        workers.release();
+        let resp = handler.handle_in(&req, worker, proxy);
         if let Some(upload) = &req.upload {
             // The handler moved what it keeps; the temporary file goes either way.
             let _ = std::fs::remove_file(&upload.file);
         }
         let conn = &mut reader.conn;
-        // pve-http-server AnyEvent.pm, response: `keep_alive = 0 if $code >= 400`.
-        if write_response(conn, &resp, req.method == "HEAD").is_err()
-            || resp.drop_after.is_some()
-            || close
-            || resp.status >= 400
-        {
+        let keep = keep_alive > 0
+            && !close
+            && resp.status < 400
+            && resp.drop_after.is_none()
+            && !worker.ending();
+        if write_response(conn, &resp, req.method == "HEAD", keep).is_err() || !keep {
             let _ = conn.flush();
             let _ = conn.tcp().shutdown(Shutdown::Both);
             return;
@@ -501,7 +494,9 @@ fn connection(conn: Conn, handler: &dyn Handler, workers: &Workers) {
     }
 }
 
-fn write_response(w: &mut Conn, resp: &Response, head: bool) -> std::io::Result<()> {
+/// Writes `resp`; `keep` says whether the connection stays open (`Connection: Keep-Alive`)
+/// or closes after it (`Connection: close`).
+fn write_response(w: &mut Conn, resp: &Response, head: bool, keep: bool) -> std::io::Result<()> {
     let content_type = resp
         .content_type
         .map(|ct| format!("Content-Type: {ct}\r\n"))
@@ -510,7 +505,7 @@ fn write_response(w: &mut Conn, resp: &Response, head: bool) -> std::io::Result<
         "HTTP/1.1 {} {}\r\nServer: pve-api-daemon/3.0\r\nCache-Control: max-age=0\r\nPragma: no-cache\r\nConnection: {}\r\n{content_type}Content-Length: {}\r\n\r\n",
         resp.status,
         resp.reason,
-        if resp.status >= 400 { "close" } else { "Keep-Alive" },
+        if keep { "Keep-Alive" } else { "close" },
         resp.body.len()
     )
     .into_bytes();

@@ -6,6 +6,7 @@
 
 mod access;
 mod cluster;
+mod endpoints;
 mod engine;
 mod ha;
 mod qemu;
@@ -13,6 +14,7 @@ mod storage;
 
 pub use access::*;
 pub use cluster::*;
+pub use endpoints::*;
 pub use engine::*;
 pub use ha::*;
 pub use qemu::*;
