@@ -10,7 +10,9 @@ Binaries: target/release by default; BENCH_BIN_DIR=target/debug points bench at 
 
 Why it exists: users run the vm module as a fleet (one play, `forks: 50`, a VM per host by name,
 automatic ids), and a fleet can cost PVE far more than n single runs (issue 33). Per cell of the
-grid, on a fresh 3-node pve-sim (`--nodes pve1,pve2,pve3`, `--workers 3`, `--request-cost` C ms,
+grid, on a fresh 3-node pve-sim (`--nodes pve1,pve2,pve3`, `--workers 3` and
+`--daemon-workers 3`, `--request-cost` and `--daemon-request-cost` C ms: a protected call pays
+both, pveproxy's cost and then pvedaemon's after the proxy hop),
 `--time-scale 0.5`), each client in turn on its own sim of the same options:
   - ours: `sankofa.proxmox.vm` with `name` per host, `cores: 1`, no vmid;
     the peer: community.proxmox `proxmox_kvm`, the same;
@@ -161,7 +163,8 @@ class UiPoll:
 
 def start_sim(name, cost_ms):
     return bench.Sim(name, ["--nodes", ",".join(NODES), "--time-scale", "0.5",
-                            "--request-cost", f"{cost_ms}ms", "--token", f"{UI_TOKEN_ID}={UI_TOKEN_SECRET}"])
+                            "--request-cost", f"{cost_ms}ms", "--daemon-request-cost", f"{cost_ms}ms",
+                            "--daemon-workers", "3", "--token", f"{UI_TOKEN_ID}={UI_TOKEN_SECRET}"])
 
 
 def play_env(who, sim):
@@ -356,8 +359,8 @@ def report_lines(fleet):
     if not fleet or not (fleet.get("cells") or fleet.get("clones")):
         return []
     out = ["", f"## Fleets: one play creating VMs by name at once (`ansible-playbook -f {fleet['forks']}`)", "",
-           "A fresh 3-node pve-sim per client and cell (`--nodes pve1,pve2,pve3 --workers 3 --time-scale 0.5`, "
-           "`--request-cost` as given), VMs by name with `cores: 1` and automatic ids, spread over the nodes; "
+           "A fresh 3-node pve-sim per client and cell (`--nodes pve1,pve2,pve3 --workers 3 --daemon-workers 3 "
+           "--time-scale 0.5`, `--request-cost` and `--daemon-request-cost` as given: a protected call pays both), VMs by name with `cores: 1` and automatic ids, spread over the nodes; "
            "ours `sankofa.proxmox.vm`, the peer community.proxmox `proxmox_kvm`. Requests: pve-sim's request log, "
            "the UI poll's left out; top endpoints per VM, paths normalised. Duplicates: two hosts whose successful "
            "results name one vmid / two VMs of one name at the end (pve-sim's VM list per node). VMs at end: "
