@@ -88,7 +88,13 @@ fn inventory_and_requests(sim: &Sim, file: &Path) -> (Value, Vec<String>) {
     let inv = inventory(file);
     let sent = sim.requests()[before..]
         .iter()
-        .map(|r| format!("{} {}", r["method"].as_str().unwrap(), r["path"].as_str().unwrap()))
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["method"].as_str().unwrap(),
+                r["path"].as_str().unwrap()
+            )
+        })
         .map(|r| r.split('?').next().unwrap().to_string())
         .collect();
     (inv, sent)
@@ -160,8 +166,15 @@ fn lists_the_vms_by_name_in_their_groups_through_a_proxmox_yml_file() {
         !sent.iter().any(|p| p.contains("/qemu/")),
         "per-VM reads: {sent:?}"
     );
-    for var in ["proxmox_config", "proxmox_snapshots", "proxmox_agent_addresses"] {
-        assert!(vars.get(var).is_none(), "{var} set without being read: {vars}");
+    for var in [
+        "proxmox_config",
+        "proxmox_snapshots",
+        "proxmox_agent_addresses",
+    ] {
+        assert!(
+            vars.get(var).is_none(),
+            "{var} set without being read: {vars}"
+        );
     }
     // The inventory only reads.
     assert_eq!(sim.writes().len(), writes);
@@ -178,7 +191,11 @@ fn the_default_options_send_as_many_requests_for_12_vms_as_for_2() {
     let (inv, few) = inventory_and_requests(&sim, &file);
     assert_eq!(hosts(&inv, "proxmox_all_qemu"), ["web1", "web2"]);
     for vmid in 102..112 {
-        make_vm(&sim, &vmid.to_string(), &[("name", &format!("web{}", vmid - 99))]);
+        make_vm(
+            &sim,
+            &vmid.to_string(),
+            &[("name", &format!("web{}", vmid - 99))],
+        );
     }
     let (inv, many) = inventory_and_requests(&sim, &file);
     assert_eq!(hosts(&inv, "proxmox_all_qemu").len(), 12);
@@ -232,7 +249,11 @@ fn per_vm_facts_are_read_only_where_the_options_use_them() {
     let (inv, sent) = inventory_and_requests(&sim, &by_config);
     assert_eq!(hosts(&inv, "big"), ["web1"]);
     assert_eq!(count(&sent, "/pending"), 3, "{sent:?}");
-    assert_eq!(count(&sent, "/snapshot") + count(&sent, "-interfaces"), 0, "{sent:?}");
+    assert_eq!(
+        count(&sent, "/snapshot") + count(&sent, "-interfaces"),
+        0,
+        "{sent:?}"
+    );
     let vars = &inv["_meta"]["hostvars"]["web1"];
     assert_eq!(plain(&vars["proxmox_config"]["cores"]), "4");
     assert!(vars.get("proxmox_snapshots").is_none(), "{vars}");
@@ -240,14 +261,21 @@ fn per_vm_facts_are_read_only_where_the_options_use_them() {
     let by_option = inventory_file(&sim, "inventory-snapshots", json!({"facts": ["snapshots"]}));
     let (inv, sent) = inventory_and_requests(&sim, &by_option);
     assert_eq!(count(&sent, "/snapshot"), 3, "{sent:?}");
-    assert_eq!(count(&sent, "/pending") + count(&sent, "-interfaces"), 0, "{sent:?}");
-    assert_eq!(plain(&inv["_meta"]["hostvars"]["db1"]["proxmox_snapshots"]), json!([]));
+    assert_eq!(
+        count(&sent, "/pending") + count(&sent, "-interfaces"),
+        0,
+        "{sent:?}"
+    );
+    assert_eq!(
+        plain(&inv["_meta"]["hostvars"]["db1"]["proxmox_snapshots"]),
+        json!([])
+    );
 
     // Only web1 runs: its config shows the agent on, then the agent is read.
     let by_agent = inventory_file(
         &sim,
         "inventory-agent",
-        json!({"keyed_groups": [{"key": "proxmox_agent_addresses | default([], true) | length", "prefix": "addresses"}]}),
+        json!({"keyed_groups": [{"key": "proxmox_agent_addresses | default([], true) | length | string", "prefix": "addresses"}]}),
     );
     let (inv, sent) = inventory_and_requests(&sim, &by_agent);
     assert_eq!(count(&sent, "/pending"), 1, "{sent:?}");

@@ -24,7 +24,7 @@ pub struct Selection {
 /// template) and the nodes' VM lists (the power state) give, each at its own cost in requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Facts {
-    /// The config, current and pending (`proxmox_config`, `proxmox_pending`): 1 request per VM.
+    /// The config, current values and pending changes in one read: 1 request per VM.
     pub config: bool,
     /// The snapshot list: 1 request per VM.
     pub snapshots: bool,
@@ -35,13 +35,6 @@ pub struct Facts {
 }
 
 impl Facts {
-    /// Every fact: the module's default.
-    pub const ALL: Facts = Facts {
-        config: true,
-        snapshots: true,
-        agent: true,
-    };
-
     /// Whether a VM in `status` needs its config read: for itself, or to tell whether its
     /// guest agent is on (only a running VM's agent answers).
     pub fn reads_config(&self, status: &str) -> bool {
@@ -122,5 +115,36 @@ pub fn facts(inv: &Invocation) -> Facts {
         config: asked.contains(&"config"),
         snapshots: asked.contains(&"snapshots"),
         agent: asked.contains(&"agent"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_needs_the_config_of_running_vms_only() {
+        let agent = Facts {
+            config: false,
+            snapshots: false,
+            agent: true,
+        };
+        assert!(agent.reads_config("running") && agent.reads_any("running"));
+        assert!(!agent.reads_config("stopped") && !agent.reads_any("stopped"));
+        let none = Facts {
+            agent: false,
+            ..agent
+        };
+        assert!(!none.reads_any("running"));
+        let snapshots = Facts {
+            snapshots: true,
+            ..none
+        };
+        assert!(snapshots.reads_any("stopped") && !snapshots.reads_config("running"));
+        let config = Facts {
+            config: true,
+            ..none
+        };
+        assert!(config.reads_config("stopped"));
     }
 }
