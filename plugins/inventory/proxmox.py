@@ -189,7 +189,7 @@ FACT_VARIABLES = (
     ('snapshots', ('proxmox_snapshots',)),
     ('agent', ('proxmox_agent', 'ansible_host')),
 )
-FACTS = tuple(fact for fact, _ in FACT_VARIABLES)
+FACTS = tuple(pair[0] for pair in FACT_VARIABLES)
 # Names that can reach any variable by a computed name: they read every fact.
 DYNAMIC_LOOKUPS = frozenset(('hostvars', 'vars', 'lookup', 'query', 'q', 'varnames'))
 IDENTIFIER = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')

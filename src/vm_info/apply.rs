@@ -174,10 +174,7 @@ fn facts(session: &Session, selection: &Selection, asked: Facts) -> anyhow::Resu
             let (next, results, listed, requests, to_read) =
                 (&next, &results, &listed, &requests, &to_read);
             scope.spawn(move || {
-                loop {
-                    let Some(&i) = to_read.get(next.fetch_add(1, Ordering::SeqCst)) else {
-                        break;
-                    };
+                while let Some(&i) = to_read.get(next.fetch_add(1, Ordering::SeqCst)) {
                     let vm = &listed[i];
                     let answer = read_vm(&client, vm, status_of(vm), asked);
                     results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(answer);
