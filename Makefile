@@ -15,7 +15,7 @@ export PATH := $(BIN):$(PATH)
 # `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
 export PYTHON
 
-.PHONY: all build binaries venv collection demo docs docs-test test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke changelog ee dist bench bench-full clean
+.PHONY: all build binaries venv collection demo docs docs-test test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke awx-job changelog ee dist bench bench-full clean
 
 all: build
 
@@ -110,7 +110,7 @@ docs-test: venv collection $(DOCS_NODE)/.installed-$(PLAYWRIGHT_VERSION)
 	tests/ansible/docs-site.sh
 
 ## test: everything: format, lint, unit and integration tests, sanity, molecule, a galaxy install
-test: fmt-check clippy build venv collection cargo-test lint changelog sanity docs-test playbooks platforms molecule oldest-ansible galaxy-smoke ee
+test: fmt-check clippy build venv collection cargo-test lint changelog sanity docs-test playbooks platforms molecule oldest-ansible galaxy-smoke awx-job ee
 	@echo "make test: all suites passed"
 
 fmt-check:
@@ -157,6 +157,11 @@ oldest-ansible: build collection $(OLD_VENV)/.installed
 
 galaxy-smoke: dist
 	tests/ansible/galaxy-smoke.sh build/sankofa-proxmox-$(VERSION).tar.gz
+
+## awx-job: playbooks/demo.yml twice as AWX / Automation Controller run a job (ansible-runner on a
+## private data dir, the collection installed from the tarball), checking the jobs' events
+awx-job: build dist
+	tests/ansible/awx-job.sh build/sankofa-proxmox-$(VERSION).tar.gz
 
 ## changelog: antsibull-changelog lint, and CHANGELOG.md generated from changelogs/
 changelog: venv

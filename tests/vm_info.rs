@@ -126,6 +126,14 @@ fn finds_vms_by_vmid_tag_and_pool_and_reports_their_facts() {
     // One VM list for the node, config+pending and snapshots per VM, and the agent of the
     // one running VM that has it on.
     assert_eq!(all["vm_requests"], 1 + 2 * 3 + 1, "{all}");
+    // `facts: []`: the listings alone, the node's VM list and no read per VM.
+    let listed = ok(run_vm_info(merge(&[sim.conn(), json!({"facts": []})])));
+    assert_eq!(vmids(&listed), [100, 101, 102]);
+    assert_eq!(listed["vm_requests"], 1, "{listed}");
+    assert_eq!(listed["vms"][0]["status"], "running");
+    assert_eq!(listed["vms"][0]["tags"], json!(["prod", "web"]));
+    assert!(listed["vms"][0].get("config").is_none(), "{listed}");
+    assert!(listed["vms"][0].get("snapshots").is_none(), "{listed}");
     assert_eq!(sim.writes().len(), before);
 }
 

@@ -14,16 +14,27 @@ author:
   - Sankofa Proxmox maintainers (@sankofa)
 description:
   - Lists the cluster's VMs with the M(sankofa.proxmox.vm_info) program, so authentication,
-    certificate pinning, proxies and retries are the modules' own, and the VMs are read
-    cluster-wide in one listing plus a few reads per VM made O(parallel) at a time.
+    certificate pinning, proxies and retries are the modules' own.
   - Groups the VMs by node (C(<prefix>node_<node>)), pool (C(<prefix>pool_<pool>)), tag
     (C(<prefix>tag_<tag>)) and status (C(<prefix>running), C(<prefix>stopped)); every VM is in
     C(<prefix>all_qemu).
   - Each host is named by the VM's name (its vmid when it has none) and gets the vars
-    C(proxmox_vmid), C(proxmox_node), C(proxmox_status), C(proxmox_pool), C(proxmox_tags),
-    C(proxmox_config), C(proxmox_pending), C(proxmox_snapshots) and
-    C(proxmox_agent_addresses); C(ansible_host) is the guest agent's first address, unless
-    O(compose) sets it.
+    C(proxmox_vmid), C(proxmox_node), C(proxmox_status), C(proxmox_pool), C(proxmox_tags) and
+    C(proxmox_template). These come from the cluster's VM listing and one VM list per node
+    (for a live power state), so the inventory costs 1 + nodes requests (and a login with a
+    password) whatever the number of VMs.
+  - The per-VM facts cost requests on every VM and are read only when asked for, in O(facts)
+    or by naming them in O(compose), O(groups) or O(keyed_groups) -
+    C(proxmox_config) and C(proxmox_pending) (the config, current and pending; 1 request per
+    VM), C(proxmox_snapshots) (1 request per VM), C(proxmox_agent_addresses) (the guest
+    agent's reachable addresses; 2 requests per running VM, its config to see the agent is
+    on, then the agent; none for a stopped VM). With the agent's addresses read,
+    C(ansible_host) is the first of them, unless O(compose) sets it.
+  - The expressions of O(compose), O(groups) and O(keyed_groups) are read conservatively - a
+    fact's variable named anywhere in them (also inside a quoted string) reads that fact, and
+    C(ansible_host) or a dynamic look-up (C(hostvars), C(vars), C(lookup), C(query)) reads
+    them all.
+  - The per-VM reads are made O(parallel) at a time.
   - The inventory file's name must end in C(proxmox.yml) or C(proxmox.yaml).
 extends_documentation_fragment:
   - constructed
@@ -92,9 +103,23 @@ options:
     type: str
     default: 5m
   parallel:
-    description: How many VMs are read at once.
+    description: How many VMs are read at once, when per-VM facts are read.
     type: int
     default: 8
+  facts:
+    description:
+      - Per-VM facts to read whether or not O(compose), O(groups) or O(keyed_groups) name them
+        (for playbooks that use the host vars), each at its cost in requests -
+        V(config) (C(proxmox_config), C(proxmox_pending); 1 request per VM),
+        V(snapshots) (C(proxmox_snapshots); 1 request per VM),
+        V(agent) (C(proxmox_agent_addresses) and C(ansible_host) from the guest agent; 2
+        requests per running VM, 1 when V(config) is read too).
+      - The default reads only what those options name; with none named, 1 + nodes requests
+        for any number of VMs.
+    type: list
+    elements: str
+    choices: [config, snapshots, agent]
+    default: []
   tags:
     description: Only VMs that have all of these tags.
     type: list
@@ -130,6 +155,16 @@ keyed_groups:
     prefix: on
 compose:
   ansible_user: "'ubuntu'"
+---
+# The guest agent's addresses as ansible_host (2 requests per running VM), and a group of the
+# VMs with 4 cores or more (their configs: 1 request per VM, read because the expression names
+# proxmox_config).
+plugin: sankofa.proxmox.proxmox
+api_host: pve1.example.com
+api_token_id: automation@pve!ansible
+facts: [agent]
+groups:
+  big: (proxmox_config.cores | default(1) | int) >= 4
 """
 
 import json
@@ -146,6 +181,44 @@ CONNECTION_OPTIONS = (
     'api_host', 'api_port', 'api_user', 'api_password', 'api_token_id', 'api_token_secret',
     'validate_certs', 'ca_path', 'api_fingerprint', 'proxy', 'api_timeout',
 )
+
+
+# The per-VM facts, by the variables that hold them (a name starting with one of these).
+FACT_VARIABLES = (
+    ('config', ('proxmox_config', 'proxmox_pending')),
+    ('snapshots', ('proxmox_snapshots',)),
+    ('agent', ('proxmox_agent', 'ansible_host')),
+)
+FACTS = tuple(pair[0] for pair in FACT_VARIABLES)
+# Names that can reach any variable by a computed name: they read every fact.
+DYNAMIC_LOOKUPS = frozenset(('hostvars', 'vars', 'lookup', 'query', 'q', 'varnames'))
+IDENTIFIER = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+
+
+def strings_in(value):
+    """Every string in an option's value, dicts' keys left out (compose's keys name the vars
+    it sets; keyed_groups' name their fields)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings_in(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from strings_in(item)
+
+
+def facts_named(expressions):
+    """The per-VM facts that the Jinja expressions may read, conservatively: any identifier
+    (in a quoted string too) that is a fact's variable, or a dynamic look-up, which may reach
+    all of them."""
+    wanted = set()
+    for text in strings_in(expressions):
+        for name in IDENTIFIER.findall(text):
+            if name in DYNAMIC_LOOKUPS:
+                return set(FACTS)
+            wanted.update(fact for fact, prefixes in FACT_VARIABLES if name.startswith(prefixes))
+    return wanted
 
 
 def safe_group(name):
@@ -172,17 +245,24 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         except Exception as e:
             raise AnsibleParserError(to_native(e))
 
-    def _arguments(self):
-        args = {}
+    def _facts(self):
+        """The per-VM facts to read: those O(facts) lists and those the constructed options name."""
+        wanted = set(self.get_option('facts') or [])
+        wanted |= facts_named([self.get_option(name) for name in ('compose', 'groups', 'keyed_groups')])
+        return [fact for fact in FACTS if fact in wanted]
+
+    def _arguments(self, facts):
+        args = {'facts': facts}
         for name in CONNECTION_OPTIONS + ('timeout', 'parallel', 'tags', 'pool', 'node'):
             value = self.get_option(name)
             if value is not None and value != []:
                 args[name] = value
         return args
 
-    def _read(self):
-        """Runs vm_info and returns its list of VMs; a failed run fails the inventory with its message."""
-        args = self._arguments()
+    def _read(self, facts):
+        """Runs vm_info for the per-VM `facts` and returns its list of VMs; a failed run fails
+        the inventory with its message."""
+        args = self._arguments(facts)
         with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as f:
             json.dump(args, f)
             path = f.name
@@ -219,11 +299,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 'proxmox_pool': vm.get('pool'),
                 'proxmox_tags': vm.get('tags', []),
                 'proxmox_template': vm.get('template', False),
-                'proxmox_config': vm.get('config', {}),
-                'proxmox_pending': vm.get('pending', {}),
-                'proxmox_snapshots': vm.get('snapshots', []),
-                'proxmox_agent_addresses': vm.get('agent_addresses'),
             }
+            # The per-VM facts, where they were read.
+            for key, name in (('config', 'proxmox_config'), ('pending', 'proxmox_pending'),
+                              ('snapshots', 'proxmox_snapshots'), ('agent_addresses', 'proxmox_agent_addresses')):
+                if key in vm:
+                    hostvars[name] = vm[key]
             if vm.get('agent_addresses'):
                 hostvars['ansible_host'] = vm['agent_addresses'][0]
             for key, value in hostvars.items():
@@ -249,14 +330,20 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         cache_key = self.get_cache_key(path)
         use_cache = self.get_option('cache') and cache
         update_cache = self.get_option('cache') and not cache
+        facts = self._facts()
         vms = None
         if use_cache:
             try:
-                vms = self._cache[cache_key]
+                cached = self._cache[cache_key]
             except KeyError:
+                cached = None
+            # A cache of fewer facts than these options need (or of the older list form) is read anew.
+            if isinstance(cached, dict) and set(facts) <= set(cached.get('facts', [])):
+                vms = cached['vms']
+            else:
                 update_cache = True
         if vms is None:
-            vms = self._read()
+            vms = self._read(facts)
         if update_cache:
-            self._cache[cache_key] = vms
+            self._cache[cache_key] = {'facts': facts, 'vms': vms}
         self._populate(vms)

@@ -1,13 +1,15 @@
 //! The shell of the `vm_info` module: one cluster listing selects the VMs, one listing per
-//! node gives their power state, then each VM's config (current and pending, in one read),
-//! snapshots and guest agent addresses are read by a bounded set of threads, each with its
-//! own client of the same run.
+//! node gives their power state, then the per-VM facts the `facts` option asks for (the
+//! config, current and pending, in one read; the snapshots; the guest agent's addresses) are
+//! read by a bounded set of threads, each with its own client of the same run.
 //!
-//! Requests: 1 + nodes + 2 per VM (+ 1 per running VM with the agent on). PVE has no
-//! cluster-wide read of configs or snapshots, so those two stay per VM; the power state comes
-//! from the node's `GET /nodes/{node}/qemu` (qemu-server API2/Qemu.pm `vmlist`, which is
-//! QemuServer.pm `vmstatus` over every VM of the node: `status` from the live process list,
-//! as `status/current` reads it for one VM), not from `/cluster/resources`, whose status is
+//! Requests: 1 + nodes, whatever the cluster's size, plus per VM 1 for `config`, 1 for
+//! `snapshots`, and for `agent` 1 per running VM with the agent on (after a config read, for
+//! running VMs only when `config` is not asked for). PVE has no cluster-wide read of configs
+//! or snapshots, so those stay per VM; the power state comes from the node's
+//! `GET /nodes/{node}/qemu` (qemu-server API2/Qemu.pm `vmlist`, which is QemuServer.pm
+//! `vmstatus` over every VM of the node: `status` from the live process list, as
+//! `status/current` reads it for one VM), not from `/cluster/resources`, whose status is
 //! pvestatd's, up to 10 s old.
 
 use std::collections::{BTreeSet, HashMap};
@@ -17,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use super::spec::{Selection, selection};
+use super::spec::{Facts, Selection, facts as asked_facts, selection};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
 use crate::pve::answers::{VmResource, Vmid};
 use crate::pve::api::qemu::{self, Vm};
@@ -29,8 +31,9 @@ use crate::snapshot::apply::snapshots_json;
 /// Runs the `vm_info` module.
 pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     let selection = selection(inv).map_err(|e| failure(anyhow::Error::msg(e)))?;
+    let asked = asked_facts(inv);
     let session = Session::start(inv).map_err(failure)?;
-    let result = facts(&session, &selection);
+    let result = facts(&session, &selection, asked);
     session.finish(result, false, &[])
 }
 
@@ -64,38 +67,64 @@ fn node_states(client: &Client, node: &str) -> anyhow::Result<HashMap<Vmid, Stri
         .collect())
 }
 
-/// One VM's facts, read with `client`; `status` is its node's answer (`None`: the node no
-/// longer lists it).
-fn read_vm(client: &Client, listed: &VmResource, status: Option<&str>) -> anyhow::Result<Value> {
+/// What the listings alone tell of a VM; `status` is its node's answer (`None`: the node no
+/// longer lists it, removed or moved after the cluster listing: the rare race in between).
+fn listed_facts(listed: &VmResource, status: Option<&str>) -> Value {
+    json!({
+        "vmid": listed.vmid, "node": listed.node, "name": listed.name,
+        "status": status.unwrap_or_default(), "pool": listed.pool, "tags": listed.tag_list(),
+        "template": listed.template.unwrap_or(0) == 1,
+    })
+}
+
+/// One VM's facts, the listings' and the per-VM reads `asked` names, read with `client`.
+fn read_vm(
+    client: &Client,
+    listed: &VmResource,
+    status: Option<&str>,
+    asked: Facts,
+) -> anyhow::Result<Value> {
     let vmid = listed.vmid;
     let vm = Vm::new(&listed.node, vmid);
     let on = format!("VM {vmid} on {}", listed.node);
-    let config =
-        qemu::pending_config(client, &vm).with_context(|| format!("reading the config of {on}"))?;
-    // A VM its node no longer lists was removed (or moved) after the cluster listing; its
-    // config read above would then have failed, so this is the rare race in between.
-    let status = status.unwrap_or_default().to_string();
-    let snapshots =
-        snapshot::list(client, &vm).with_context(|| format!("listing the snapshots of {on}"))?;
-    let addresses = (config.current.agent_enabled() && status == "running")
-        .then(|| agent_addresses(client, &vm))
-        .flatten();
-    let name = listed
-        .name
-        .clone()
-        .or_else(|| config.current.name().map(str::to_string));
-    Ok(json!({
-        "vmid": vmid, "node": listed.node, "name": name,
-        "status": status, "pool": listed.pool, "tags": listed.tag_list(),
-        "template": listed.template.unwrap_or(0) == 1,
-        "config": config.current.keys, "pending": config.pending,
-        "pending_delete": config.pending_delete,
-        "agent_addresses": addresses, "snapshots": snapshots_json(&snapshots),
-    }))
+    let status = status.unwrap_or_default();
+    let mut facts = listed_facts(listed, Some(status));
+    let config = if asked.reads_config(status) {
+        Some(
+            qemu::pending_config(client, &vm)
+                .with_context(|| format!("reading the config of {on}"))?,
+        )
+    } else {
+        None
+    };
+    if asked.snapshots {
+        let snapshots = snapshot::list(client, &vm)
+            .with_context(|| format!("listing the snapshots of {on}"))?;
+        facts["snapshots"] = snapshots_json(&snapshots);
+    }
+    if asked.agent {
+        let addresses = config
+            .as_ref()
+            .filter(|c| c.current.agent_enabled() && status == "running")
+            .and_then(|_| agent_addresses(client, &vm));
+        facts["agent_addresses"] = json!(addresses);
+    }
+    if let Some(config) = config {
+        if listed.name.is_none() {
+            facts["name"] = json!(config.current.name());
+        }
+        if asked.config {
+            facts["config"] = json!(config.current.keys);
+            facts["pending"] = json!(config.pending);
+            facts["pending_delete"] = json!(config.pending_delete);
+        }
+    }
+    Ok(facts)
 }
 
-/// Reads the selected VMs, `parallel` at a time; the result keeps the listing's order.
-fn facts(session: &Session, selection: &Selection) -> anyhow::Result<Outcome> {
+/// Reads the selected VMs, the per-VM reads `parallel` at a time; the result keeps the
+/// listing's order.
+fn facts(session: &Session, selection: &Selection, asked: Facts) -> anyhow::Result<Outcome> {
     let mut listed = cluster::vm_resources(&session.client).context("listing the cluster's VMs")?;
     listed.retain(|vm| selected(selection, vm));
     listed.sort_by_key(|vm| vm.vmid);
@@ -126,21 +155,28 @@ fn facts(session: &Session, selection: &Selection) -> anyhow::Result<Outcome> {
     for answer in per_node {
         states.extend(answer?);
     }
+    let status_of = |vm: &VmResource| states.get(&vm.vmid).map(String::as_str);
+    // The VMs that need a per-VM read; the others are told by the listings alone.
+    let to_read: Vec<usize> = (0..listed.len())
+        .filter(|&i| asked.reads_any(status_of(&listed[i]).unwrap_or_default()))
+        .collect();
+    let results: Mutex<Vec<Option<anyhow::Result<Value>>>> = Mutex::new(
+        listed
+            .iter()
+            .map(|vm| Some(Ok(listed_facts(vm, status_of(vm)))))
+            .collect(),
+    );
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<anyhow::Result<Value>>>> =
-        Mutex::new((0..listed.len()).map(|_| None).collect());
-    let threads = selection.parallel.min(listed.len()).max(1);
+    let threads = selection.parallel.min(to_read.len());
     std::thread::scope(|scope| {
         for _ in 0..threads {
             let client = session.client.worker();
-            let (next, results, listed, requests, states) =
-                (&next, &results, &listed, &requests, &states);
+            let (next, results, listed, requests, to_read) =
+                (&next, &results, &listed, &requests, &to_read);
             scope.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(vm) = listed.get(i) else { break };
-                    let status = states.get(&vm.vmid).map(String::as_str);
-                    let answer = read_vm(&client, vm, status);
+                while let Some(&i) = to_read.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    let vm = &listed[i];
+                    let answer = read_vm(&client, vm, status_of(vm), asked);
                     results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(answer);
                 }
                 requests.fetch_add(client.requests() as usize, Ordering::SeqCst);
