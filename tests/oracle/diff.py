@@ -50,6 +50,10 @@ def masker(request_text):
 
     def mask_value(value):
         if isinstance(value, str):
+            # Not random, but pve-sim's admin endpoint never shows a plain cipassword (secrets
+            # stay out of output): the oracle's file text is shown the same way.
+            value = re.sub(r"^cipassword: (?!\$)\S.*$", "cipassword: ********", value, flags=re.M)
+        if isinstance(value, str):
             return mask(value)
         if isinstance(value, list):
             return [mask_value(v) for v in value]
@@ -179,10 +183,11 @@ class Sim:
         self.info = json.loads(self.proc.stdout.readline())
         self.admin = urllib.parse.urlparse(self.info["admin"])
         local = os.path.join(work, "data", "nodes", NODE, "local")
-        for name, text in [("template/iso/debian-12.iso", "iso"), ("template/iso/virtio-win.iso", "iso"),
-                           ("snippets/user.yaml", "#cloud-config\n")]:
-            with open(os.path.join(local, name), "w") as f:
-                f.write(text)
+        # The oracle's preset volumes, with its sizes (sparse files here).
+        for name, size in [("template/iso/debian-12.iso", 658505728), ("template/iso/virtio-win.iso", 753524736),
+                           ("snippets/user.yaml", 512)]:
+            with open(os.path.join(local, name), "wb") as f:
+                f.truncate(size)
 
     def stop(self):
         self.proc.terminate()

@@ -162,15 +162,12 @@ fn disk_value(
     key: String,
     sid: &str,
     name: &str,
-    fmt: &str,
     size: u64,
     mut opts: BTreeMap<String, String>,
 ) -> (String, String) {
+    // create_disks: `delete $disk->{format}; # no longer needed`: the volume's name says it.
     opts.insert("file".into(), format!("{sid}:{name}"));
     opts.insert("size".into(), volumes::format_size(size));
-    if fmt != "raw" {
-        opts.insert("format".into(), fmt.to_string());
-    }
     ctx.log(format!(
         "{key}: successfully created disk '{sid}:{name},size={}'",
         volumes::format_size(size)
@@ -202,12 +199,19 @@ pub(crate) fn run_drives(
                 src,
                 mut opts,
             } => {
-                let fmt = if volumes::storage(&sid).is_some_and(|s| s.file_based()) {
-                    opts.get("format").cloned().unwrap_or_else(|| "raw".into())
-                } else {
-                    "raw".into()
-                };
-                opts.remove("format");
+                // create_disks → `$import_from_volid` → clone_disk →
+                // QemuServer.pm `resolve_dst_disk_format`: without `format=`, the source
+                // volume's own format is the hint (a qcow2 stays qcow2 on a directory
+                // storage), then Storage.pm `resolve_format_hint` keeps it if the target
+                // storage takes it. An absolute path goes through ImportDisk.pm `do_import`,
+                // which passes no source hint: the given format or the storage's default.
+                let given = opts.remove("format");
+                let hint = given
+                    .as_deref()
+                    .or_else(|| (!src.storage.is_empty()).then_some(src.format.as_str()));
+                let fmt = volumes::storage(&sid)
+                    .map_or("raw", |s| s.resolve_format_hint(hint))
+                    .to_string();
                 let name = volumes::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
                 let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
                 let srcname = if src.storage.is_empty() {
@@ -239,7 +243,7 @@ pub(crate) fn run_drives(
                 });
                 let size = volumes::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate, &sid)
                     .map_err(|e| format!("cannot import from '{srcname}' - {e}"))?;
-                out.push(disk_value(ctx, key, &sid, &name, &fmt, size, opts));
+                out.push(disk_value(ctx, key, &sid, &name, size, opts));
             }
             DiskOp::Alloc {
                 key,
@@ -263,6 +267,12 @@ pub(crate) fn run_drives(
                     "tpmstate0" => 4 << 20,
                     _ => bytes,
                 };
+                // OVMF.pm `create_efidisk`: with `pre-enrolled-keys=1`, vars that carry the
+                // Microsoft UEFI CA 2023 (`is_ms_2023_cert_enrolled`, as the vars templates of
+                // PVE 9's pve-edk2-firmware do) mark the drive `ms-cert=2023k`.
+                if key == "efidisk0" && opts.get("pre-enrolled-keys").is_some_and(|k| k == "1") {
+                    opts.insert("ms-cert".into(), "2023k".into());
+                }
                 let bytes = volumes::allocated_size(&sid, bytes);
                 volumes::create_image(&dst.path, &fmt, bytes)?;
                 made.push(Volume {
@@ -273,7 +283,7 @@ pub(crate) fn run_drives(
                     path: dst.path,
                     format: fmt.clone(),
                 });
-                out.push(disk_value(ctx, key, &sid, &name, &fmt, bytes, opts));
+                out.push(disk_value(ctx, key, &sid, &name, bytes, opts));
             }
             DiskOp::CloudInit {
                 key,

@@ -151,7 +151,7 @@ pub fn check(params: &[Param], given: &BTreeMap<String, String>) -> Result<(), E
             }
             Some(p) => {
                 if let Err(e) = check_value(p.ty, v, false) {
-                    errs.insert(k.clone(), e);
+                    errs.insert(k.clone(), drive_key_error(p.ty, k, e));
                 }
             }
         }
@@ -165,6 +165,20 @@ pub fn check(params: &[Param], given: &BTreeMap<String, String>) -> Result<(), E
         }
     }
     if errs.is_empty() { Ok(()) } else { Err(errs) }
+}
+
+/// A drive value's unknown sub-key as PVE words it: qemu-server parses a drive against all
+/// drive keys, then JSONSchema.pm `check_object` checks the bus's own format, so `ssd` on
+/// a virtio drive is "format error\nvirtio0.ssd: property is not defined in schema …".
+fn drive_key_error(ty: Ty, key: &str, err: String) -> String {
+    let is_drive =
+        matches!(ty, Ty::Prop(subs) if subs.iter().any(|s| s.default_key && s.key == "file"));
+    match err.strip_prefix("invalid format - invalid key in comma-separated list property: ") {
+        Some(sub) if is_drive => format!(
+            "invalid format - format error\n{key}.{sub}: property is not defined in schema and the schema does not allow additional properties"
+        ),
+        _ => err,
+    }
 }
 
 fn check_value(ty: Ty, v: &str, in_prop: bool) -> Result<(), String> {

@@ -17,43 +17,57 @@ fn is_digest(s: &str) -> bool {
     s.len() <= 40
 }
 
-const DISK_SUBS: &[Sub] = &[
-    default_sub("file", Ty::Fmt(Named::VolumeId)),
-    sub("aio", Ty::Enum(&["native", "threads", "io_uring"])),
-    sub("backup", Ty::Bool),
-    sub(
-        "cache",
-        Ty::Enum(&["none", "writethrough", "writeback", "unsafe", "directsync"]),
-    ),
-    sub("detect_zeroes", Ty::Bool),
-    sub("discard", Ty::Enum(&["ignore", "on"])),
-    sub(
-        "format",
-        Ty::Enum(&["raw", "qcow", "qed", "qcow2", "vmdk", "cloop"]),
-    ),
-    sub("import-from", Ty::Fmt(Named::VolumeId)),
-    sub("iops", Ty::Int(None, None)),
-    sub("iops_rd", Ty::Int(None, None)),
-    sub("iops_wr", Ty::Int(None, None)),
-    sub("iothread", Ty::Bool),
-    sub("mbps", Ty::Num(None, None)),
-    sub("mbps_rd", Ty::Num(None, None)),
-    sub("mbps_wr", Ty::Num(None, None)),
-    sub("media", Ty::Enum(&["cdrom", "disk"])),
-    sub("queues", Ty::Int(Some(2), None)),
-    sub("replicate", Ty::Bool),
-    sub("rerror", Ty::Enum(&["ignore", "report", "stop"])),
-    sub("ro", Ty::Bool),
-    sub("serial", Ty::Fmt(Named::UrlEncoded)),
-    sub("shared", Ty::Bool),
-    sub("size", Ty::Fmt(Named::DiskSize)),
-    sub("snapshot", Ty::Bool),
-    sub("ssd", Ty::Bool),
-    sub("werror", Ty::Enum(&["enospc", "ignore", "report", "stop"])),
-    sub("efitype", Ty::Enum(&["2m", "4m"])),
-    sub("pre-enrolled-keys", Ty::Bool),
-    sub("version", Ty::Enum(&["v1.2", "v2.0"])),
-];
+/// The sub-keys every drive key takes, with those of its bus after them (`$extra`).
+macro_rules! disk_subs {
+    ($($extra:expr),*) => {
+        &[
+            default_sub("file", Ty::Fmt(Named::VolumeId)),
+            sub("aio", Ty::Enum(&["native", "threads", "io_uring"])),
+            sub("backup", Ty::Bool),
+            sub(
+                "cache",
+                Ty::Enum(&["none", "writethrough", "writeback", "unsafe", "directsync"]),
+            ),
+            sub("detect_zeroes", Ty::Bool),
+            sub("discard", Ty::Enum(&["ignore", "on"])),
+            sub(
+                "format",
+                Ty::Enum(&["raw", "qcow", "qed", "qcow2", "vmdk", "cloop"]),
+            ),
+            sub("import-from", Ty::Fmt(Named::VolumeId)),
+            sub("iops", Ty::Int(None, None)),
+            sub("iops_rd", Ty::Int(None, None)),
+            sub("iops_wr", Ty::Int(None, None)),
+            sub("iothread", Ty::Bool),
+            sub("mbps", Ty::Num(None, None)),
+            sub("mbps_rd", Ty::Num(None, None)),
+            sub("mbps_wr", Ty::Num(None, None)),
+            sub("media", Ty::Enum(&["cdrom", "disk"])),
+            sub("queues", Ty::Int(Some(2), None)),
+            sub("replicate", Ty::Bool),
+            sub("rerror", Ty::Enum(&["ignore", "report", "stop"])),
+            sub("ro", Ty::Bool),
+            sub("serial", Ty::Fmt(Named::UrlEncoded)),
+            sub("shared", Ty::Bool),
+            sub("size", Ty::Fmt(Named::DiskSize)),
+            sub("snapshot", Ty::Bool),
+            sub("werror", Ty::Enum(&["enospc", "ignore", "report", "stop"])),
+            sub("efitype", Ty::Enum(&["2m", "4m"])),
+            sub("pre-enrolled-keys", Ty::Bool),
+            sub("ms-cert", Ty::Enum(&["2011", "2023", "2023w", "2023k"])),
+            sub("version", Ty::Enum(&["v1.2", "v2.0"])),
+            $($extra,)*
+        ]
+    };
+}
+
+/// The drive sub-keys of ide, sata, scsi, efidisk0 and tpmstate0 (Drive.pm `%drivedesc_base`
+/// and the buses' own: `ssd` is in `$ide_fmt`, `$scsi_fmt`, `$sata_fmt`).
+const DISK_SUBS: &[Sub] = disk_subs!(sub("ssd", Ty::Bool));
+
+/// A virtio drive's sub-keys: Drive.pm `$virtio_fmt` has no `ssd` (PVE refuses
+/// `virtio0: …,ssd=1` with 400, "virtio0.ssd: property is not defined in schema").
+const VIRTIO_SUBS: &[Sub] = disk_subs!();
 
 /// NIC models; each is also a sub-key carrying the MAC (`virtio=BC:24:11:..`).
 pub const NIC_MODELS: &[&str] = &[
@@ -236,7 +250,7 @@ pub fn vm_config_params() -> Vec<Param> {
         idx("usb", 0, 29, Ty::Str),
         opt("vcpus", Ty::Int(Some(1), None)),
         opt("vga", Ty::Prop(VGA_SUBS)),
-        idx("virtio", 0, 15, Ty::Prop(DISK_SUBS)),
+        idx("virtio", 0, 15, Ty::Prop(VIRTIO_SUBS)),
         opt("vmgenid", Ty::Str),
         opt("watchdog", Ty::Str),
     ]
