@@ -10,6 +10,7 @@ mod api;
 mod body_handling;
 mod ha;
 mod migrate;
+mod oracle_found;
 mod peer_endpoints;
 mod snapshots;
 mod write_path;

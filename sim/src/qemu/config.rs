@@ -210,11 +210,33 @@ pub fn update(
         .get("delete")
         .map(|d| crate::tools::split_list(d))
         .unwrap_or_default();
+    // update_vm_api: `revert` drops a pending change (checked before `delete`).
+    let reverts: Vec<String> = params
+        .get("revert")
+        .map(|r| crate::tools::split_list(r))
+        .unwrap_or_default();
+    for r in &reverts {
+        if !schema::is_config_key(r) {
+            return Err(ApiErr::param("revert", format!("unknown option '{r}'")));
+        }
+        if params.contains_key(r) {
+            return Err(ApiErr::param(
+                "delete",
+                format!("you can't use '-{r}' and -revert {r}' at the same time"),
+            ));
+        }
+    }
     for d in &deletes {
         if params.contains_key(d) {
             return Err(ApiErr::param(
                 "delete",
                 format!("you can't use '-{d}' and -delete {d}' at the same time"),
+            ));
+        }
+        if reverts.contains(d) {
+            return Err(ApiErr::param(
+                "revert",
+                format!("you can't use '-delete {d}' and -revert {d}' at the same time"),
             ));
         }
         if !schema::is_config_key(d) {
@@ -232,7 +254,7 @@ pub fn update(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     // `!$delete_str && !$revert_str && !scalar(keys %$param)`: a key without a value counts.
-    if sets.is_empty() && deletes.is_empty() && undef.is_empty() {
+    if sets.is_empty() && deletes.is_empty() && undef.is_empty() && reverts.is_empty() {
         return Err(ApiErr::die("no options specified"));
     }
     // qemu-server API2/Qemu.pm, update_vm_api: `$load_and_check_config` runs once here, before
@@ -285,11 +307,13 @@ pub fn update(
         let (conf, pend) = file_of(sim, &n2, vmid).map_err(|e| e.msg)?;
         load_and_check(&conf, &pend)?;
         let mut made = Vec::new();
-        let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made).inspect_err(|_| {
-            if !ctx.killed() {
-                free_volumes(&made)
-            }
-        })?;
+        let attached = crate::qemu::drives::cloudinit_key(conf.iter().chain(pend.set.iter()));
+        let drives =
+            run_drives(sim, ctx, &n2, vmid, ops, &mut made, attached).inspect_err(|_| {
+                if !ctx.killed() {
+                    free_volumes(&made)
+                }
+            })?;
         let mut st = sim.lock();
         let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
         // update_vm_api's `$updatefn`: every change goes to [PENDING] first (each value as
@@ -298,6 +322,14 @@ pub fn update(
         // one what it can hotplug (QemuServer.pm, vmconfig_apply_pending /
         // vmconfig_hotplug_pending).
         let changes = planned_changes(sim, vm, &sets, &undef, &deletes)?;
+        // `$param->{$opt} = $conf->{$opt}` for a reverted key the config has (the pending
+        // value then equals it and is dropped, a pending delete with it), a delete of one
+        // that is only pending.
+        for r in &reverts {
+            vm.pending.set.remove(r);
+            vm.pending.delete.remove(r);
+            vm.pending.force.remove(r);
+        }
         // The delete loop: check_protection for drives and unused disks, before any of it.
         let protected = vm.config.get("protection").is_some_and(|p| p == "1");
         for d in deletes.iter().filter(|_| protected) {

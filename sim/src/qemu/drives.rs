@@ -127,11 +127,16 @@ pub(crate) fn plan_drives(
                 opts,
             });
         } else {
+            // `$check_drive_param`: an ISO needs `media=cdrom`; whether the volume exists is
+            // create_disks' `volume_size_info`, inside the worker ([`run_drives`]).
             if file != "none" && file != "cdrom" && !file.starts_with('/') {
                 let vol = volumes::parse_volume(&sim.opts.data_dir, node, &file)
                     .map_err(|e| ApiErr::param(key, e))?;
-                if !vol.path.exists() {
-                    return Err(ApiErr::die(format!("volume '{file}' does not exist")));
+                if vol.vtype == "iso" && opts.get("media").is_none_or(|m| m != "cdrom") {
+                    return Err(ApiErr::param(
+                        key,
+                        "explicit 'media=cdrom' is required for iso images",
+                    ));
                 }
             }
             opts.insert("file".into(), file);
@@ -175,7 +180,22 @@ fn disk_value(
     (key, print_drive(&opts))
 }
 
-/// Carries out drive operations inside a worker; returns the drive strings and the volumes made.
+/// AbstractConfig.pm / QemuConfig.pm `has_cloudinit`: the key of a cloud-init drive among
+/// these config values, if there is one.
+pub(crate) fn cloudinit_key<'a>(
+    values: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Option<String> {
+    values
+        .into_iter()
+        .find(|(k, v)| {
+            schema::is_drive_key(k) && v.split(',').next().is_some_and(|f| f.contains("cloudinit"))
+        })
+        .map(|(k, _)| k.clone())
+}
+
+/// Carries out drive operations inside a worker; returns the drive strings and the volumes
+/// made. `attached` is the drive key of a cloud-init drive the VM already has (in its config
+/// or pending).
 pub(crate) fn run_drives(
     sim: &Sim,
     ctx: &TaskCtx,
@@ -183,7 +203,9 @@ pub(crate) fn run_drives(
     vmid: u32,
     ops: Vec<DiskOp>,
     made: &mut Vec<Volume>,
+    attached: Option<String>,
 ) -> Result<Vec<(String, String)>, String> {
+    let mut attached = attached;
     let data = &sim.opts.data_dir;
     let mut out = Vec::new();
     let taken = |made: &Vec<Volume>| {
@@ -220,10 +242,14 @@ pub(crate) fn run_drives(
                     format!("{}:{}", src.storage, src.name)
                 };
                 ctx.log(format!("create full clone of drive ({srcname})"));
+                // `$import_from_volid`: "could not get size of …" (`volume_size_info`).
                 if !src.path.exists() {
-                    return Err(format!(
-                        "cannot import from '{srcname}' - volume does not exist"
-                    ));
+                    let why = if src.storage.is_empty() {
+                        "volume does not exist".to_string()
+                    } else {
+                        format!("could not get size of {srcname}")
+                    };
+                    return Err(format!("cannot import from '{srcname}' - {why}"));
                 }
                 // qemu-server API2/Qemu.pm, create_disks: an absolute path is checked as an
                 // untrusted image with its format auto-detected (a qcow2 named `.img` is a
@@ -290,6 +316,14 @@ pub(crate) fn run_drives(
                 storage: sid,
                 mut opts,
             } => {
+                // create_disks: one cloud-init drive per VM (`has_cloudinit` of the config,
+                // its pending values and the drives made so far).
+                if let Some(other) = attached.as_ref().filter(|other| **other != key) {
+                    return Err(format!(
+                        "{key} - cloud-init drive is already attached at '{other}'"
+                    ));
+                }
+                attached = Some(key.clone());
                 let dir = volumes::storage(&sid).is_some_and(|s| s.file_based());
                 let name = if dir {
                     format!("{vmid}/vm-{vmid}-cloudinit.qcow2")

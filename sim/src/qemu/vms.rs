@@ -100,7 +100,7 @@ pub fn create(
             // lock_config_full with 1 s, as create_vm's worker takes it.
             let result = sim.lock_config(vmid, &ctx.upid, Duration::from_secs(1), || {
                 ctx.sleep(sim.task_duration("qmcreate") / 2)?;
-                let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made)?;
+                let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made, None)?;
                 ctx.sleep(sim.task_duration("qmcreate") / 2)?;
                 let conf = write_path::create_config(sim, &given, &undef, drives)?;
                 let mut st = sim.lock();

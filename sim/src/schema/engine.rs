@@ -338,7 +338,8 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
             if v.split('.').all(is_dns_label_chars) {
                 Ok(())
             } else {
-                Err(format!("value '{v}' does not look like a valid DNS name"))
+                // JSONSchema.pm `pve_verify_dns_name` does not repeat the value.
+                Err("value does not look like a valid DNS name".into())
             }
         }
         Named::DiskSize => {
@@ -362,10 +363,12 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
                 ))
             }
         }
+        // `address-list`: JSONSchema.pm `pve_verify_address` on each item, an IP address or
+        // a DNS name (`pve_verify_dns_name`).
         Named::AddressList => {
             for a in v.split([',', ';', ' ']).filter(|s| !s.is_empty()) {
-                if a.parse::<std::net::IpAddr>().is_err() {
-                    return Err(format!("value '{a}' does not look like a valid IP address"));
+                if a.parse::<std::net::IpAddr>().is_err() && !a.split('.').all(is_dns_label_chars) {
+                    return Err(format!("value does not look like a valid address: {a}"));
                 }
             }
             Ok(())
@@ -392,8 +395,11 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
             let kv = parse_property_string(SUBS, v)?;
             for (k, val) in &kv {
                 let ok = match k.as_str() {
-                    "ip" => val == "dhcp" || is_cidr(val, false),
-                    "ip6" => val == "dhcp" || val == "auto" || is_cidr(val, true),
+                    // JSONSchema.pm `pve_verify_ipv4_config`, `pve_verify_ipv6_config`.
+                    "ip" => val == "dhcp" || val == "manual" || is_cidr(val, false),
+                    "ip6" => {
+                        ["dhcp", "auto", "manual"].contains(&val.as_str()) || is_cidr(val, true)
+                    }
                     "gw" => val.parse::<std::net::Ipv4Addr>().is_ok(),
                     "gw6" => val.parse::<std::net::Ipv6Addr>().is_ok(),
                     _ => true,

@@ -69,6 +69,31 @@ const DISK_SUBS: &[Sub] = disk_subs!(sub("ssd", Ty::Bool));
 /// `virtio0: …,ssd=1` with 400, "virtio0.ssd: property is not defined in schema").
 const VIRTIO_SUBS: &[Sub] = disk_subs!();
 
+/// QemuServer.pm `$spice_enhancements_fmt`.
+const SPICE_ENHANCEMENTS_SUBS: &[Sub] = &[
+    sub("foldersharing", Ty::Bool),
+    sub("videostreaming", Ty::Enum(&["off", "all", "filter"])),
+];
+
+/// Memory.pm `$numa_fmt` (`numa0` … `numa7`, `$MAX_NUMA` 8): `cpus` is required.
+const NUMA_SUBS: &[Sub] = &[
+    Sub {
+        required: true,
+        ..sub("cpus", Ty::Str)
+    },
+    sub("hostnodes", Ty::Str),
+    sub("memory", Ty::Num(None, None)),
+    sub("policy", Ty::Enum(&["preferred", "bind", "interleave"])),
+];
+
+/// QemuServer.pm `bootdisk` (deprecated, `pve-qm-bootdisk`): a drive name.
+fn is_bootdisk(s: &str) -> bool {
+    ["ide", "sata", "scsi", "virtio"].iter().any(|bus| {
+        s.strip_prefix(bus)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 /// NIC models; each is also a sub-key carrying the MAC (`virtio=BC:24:11:..`).
 pub const NIC_MODELS: &[&str] = &[
     "e1000",
@@ -171,6 +196,7 @@ pub fn vm_config_params() -> Vec<Param> {
         opt("balloon", Ty::Int(Some(0), None)),
         opt("bios", Ty::Enum(&["seabios", "ovmf"])),
         opt("boot", Ty::Fmt(Named::Boot)),
+        opt("bootdisk", Ty::Pat(is_bootdisk)),
         opt("cicustom", Ty::Str),
         opt("cipassword", Ty::Str),
         opt(
@@ -217,6 +243,7 @@ pub fn vm_config_params() -> Vec<Param> {
         opt("nameserver", Ty::Fmt(Named::AddressList)),
         idx("net", 0, 31, Ty::Prop(NET_SUBS)),
         opt("numa", Ty::Bool),
+        idx("numa", 0, 7, Ty::Prop(NUMA_SUBS)),
         opt("onboot", Ty::Bool),
         opt("ostype", Ty::Enum(OSTYPES)),
         opt("protection", Ty::Bool),
@@ -240,6 +267,7 @@ pub fn vm_config_params() -> Vec<Param> {
         opt("shares", Ty::Int(Some(0), Some(50000))),
         opt("smbios1", Ty::StrMax(512)),
         opt("sockets", Ty::Int(Some(1), None)),
+        opt("spice_enhancements", Ty::Prop(SPICE_ENHANCEMENTS_SUBS)),
         opt("sshkeys", Ty::Fmt(Named::UrlEncoded)),
         opt("startup", Ty::Str),
         opt("tablet", Ty::Bool),
