@@ -228,3 +228,144 @@ fn an_empty_form_value_is_an_empty_string() {
     let (status, _, _) = raw_form(&s, "POST", "/nodes/pve1/qemu", "vmid=101&onboot=");
     assert_eq!(status, 400);
 }
+
+/// update_vm_api `revert`: a reverted key the config has gets its current value back (the
+/// pending change is dropped); it may not be given or deleted in the same update
+/// ("you can't use '-name' and -revert name' at the same time", on `delete`, as PVE says).
+#[test]
+fn revert_drops_a_pending_change() {
+    let sim = fast(&[]);
+    let s = Session::login(&sim);
+    quick_vm(&s, "100", &[("name", "a")]);
+    s.data("POST", "/nodes/pve1/qemu/100/status/start", &[]);
+    let path = "/nodes/pve1/qemu/100/config";
+    let (status, _, v) = s.call("PUT", path, &[("name", "b"), ("revert", "name")]);
+    assert_eq!(status, 400);
+    assert_eq!(
+        v["errors"]["delete"],
+        "you can't use '-name' and -revert name' at the same time"
+    );
+    let (status, _, v) = s.call("PUT", path, &[("delete", "name"), ("revert", "name")]);
+    assert_eq!(status, 400);
+    assert_eq!(
+        v["errors"]["revert"],
+        "you can't use '-delete name' and -revert name' at the same time"
+    );
+    // A pending change (the VM runs, `cores` does not hotplug) and its revert.
+    let start = std::time::Instant::now();
+    while config(&s, "100").get("cores").is_none() && start.elapsed().as_secs() < 10 {
+        if s.call("PUT", path, &[("cores", "4")]).0 == 200 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let pending = s.data("GET", "/nodes/pve1/qemu/100/pending", &[]);
+    assert!(
+        pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["key"] == "cores"),
+        "{pending}"
+    );
+    assert_eq!(s.call("PUT", path, &[("revert", "cores")]).0, 200);
+    let pending = s.data("GET", "/nodes/pve1/qemu/100/pending", &[]);
+    assert!(
+        !pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["key"] == "cores"),
+        "{pending}"
+    );
+}
+
+/// `$check_drive_param`: an ISO volume needs `media=cdrom` (400 on the drive key);
+/// create_disks checks an existing volume inside the worker (`volume_size_info`: "volume …
+/// does not exist", a failed task), and allows one cloud-init drive (`has_cloudinit`: "ide0 -
+/// cloud-init drive is already attached at 'ide2'").
+#[test]
+fn drives_are_checked_where_pve_checks_them() {
+    let sim = fast(&[]);
+    let iso = sim
+        .data()
+        .join("nodes/pve1/local/template/iso/debian-12.iso");
+    std::fs::write(&iso, vec![0u8; 4096]).unwrap();
+    let s = Session::login(&sim);
+    let (status, _, v) = s.call(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[("vmid", "100"), ("ide2", "local:iso/debian-12.iso")],
+    );
+    assert_eq!(status, 400);
+    assert_eq!(
+        v["errors"]["ide2"],
+        "explicit 'media=cdrom' is required for iso images"
+    );
+    let upid = s.data(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[("vmid", "100"), ("scsi0", "local-lvm:vm-100-disk-9")],
+    );
+    assert_eq!(
+        s.wait(upid.as_str().unwrap())["exitstatus"],
+        "unable to create VM 100 - volume local-lvm:vm-100-disk-9 does not exist"
+    );
+    quick_vm(&s, "101", &[("ide2", "local-lvm:cloudinit")]);
+    let (status, reason, _) = s.call(
+        "PUT",
+        "/nodes/pve1/qemu/101/config",
+        &[("ide0", "local-lvm:cloudinit")],
+    );
+    assert_eq!(
+        (status, reason.as_str()),
+        (500, "ide0 - cloud-init drive is already attached at 'ide2'")
+    );
+}
+
+/// QemuServer.pm's confdesc: `bootdisk` (deprecated, `pve-qm-bootdisk`), `spice_enhancements`
+/// (`$spice_enhancements_fmt`) and `numa0`…`numa7` (Memory.pm `$numa_fmt`) are keys;
+/// JSONSchema.pm `pve_verify_ipv4_config` takes `ip=manual`, `pve_verify_address` a host name
+/// as a `nameserver`; CPUConfig.pm refuses a CPU model QEMU and PVE do not know.
+#[test]
+fn the_schema_has_pves_keys_and_formats() {
+    let sim = fast(&[]);
+    let s = Session::login(&sim);
+    quick_vm(
+        &s,
+        "100",
+        &[
+            ("scsi0", "local-lvm:1"),
+            ("bootdisk", "scsi0"),
+            ("spice_enhancements", "foldersharing=1"),
+            ("numa", "1"),
+            ("numa0", "cpus=0,memory=512"),
+            ("ipconfig0", "ip=manual"),
+            ("nameserver", "dns.example.com"),
+            ("cpu", "x86-64-v2-AES"),
+        ],
+    );
+    let c = config(&s, "100");
+    assert_eq!(
+        (
+            c["bootdisk"].clone(),
+            c["numa0"].clone(),
+            c["ipconfig0"].clone()
+        ),
+        (
+            json!("scsi0"),
+            json!("cpus=0,memory=512"),
+            json!("ip=manual")
+        )
+    );
+    let (status, _, v) = s.call(
+        "POST",
+        "/nodes/pve1/qemu",
+        &[("vmid", "101"), ("cpu", "nosuchcpu")],
+    );
+    assert_eq!(status, 400);
+    assert_eq!(
+        v["errors"]["cpu"],
+        "invalid format - Built-in cputype 'nosuchcpu' is not defined (missing 'custom-' prefix?)"
+    );
+}

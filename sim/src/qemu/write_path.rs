@@ -607,7 +607,10 @@ mod tests {
         );
         assert!(write_value("name", Some("a\nb")).is_err());
         assert_eq!(write_value("name", Some(" web ")).unwrap().unwrap(), "web");
-        assert_eq!(write_value("ciuser", Some("")).unwrap(), None);
+        // An empty value is written (`ciuser: `) and read back as " " (parse_vm_config).
+        assert_eq!(write_value("ciuser", Some("")).unwrap().unwrap(), "");
+        assert_eq!(read_back(""), " ");
+        assert_eq!(read_back("web"), "web");
     }
 
     #[test]
