@@ -343,6 +343,8 @@ fn the_schema_has_pves_keys_and_formats() {
             ("ipconfig0", "ip=manual"),
             ("nameserver", "dns.example.com"),
             ("cpu", "x86-64-v2-AES"),
+            ("tdf", "1"),
+            ("startdate", "2006-06-17T16:01:21"),
         ],
     );
     let c = config(&s, "100");
@@ -368,4 +370,43 @@ fn the_schema_has_pves_keys_and_formats() {
         v["errors"]["cpu"],
         "invalid format - Built-in cputype 'nosuchcpu' is not defined (missing 'custom-' prefix?)"
     );
+}
+
+/// update_vm_api's `hookscript` (create_vm does not check it): GuestHelpers.pm
+/// `check_hookscript`, a file in the snippets directory that exists and is executable, else
+/// 400 on `hookscript`.
+#[test]
+fn an_update_checks_the_hookscript() {
+    use std::os::unix::fs::PermissionsExt;
+    let sim = fast(&[]);
+    let snippets = sim.data().join("nodes/pve1/local/snippets");
+    std::fs::write(snippets.join("hook.sh"), "#!/bin/sh\n").unwrap();
+    let s = Session::login(&sim);
+    quick_vm(&s, "100", &[("hookscript", "local:snippets/nope.sh")]);
+    let path = "/nodes/pve1/qemu/100/config";
+    let refused = |script: &str| {
+        let (status, _, v) = s.call("PUT", path, &[("hookscript", script)]);
+        assert_eq!(status, 400, "{v}");
+        v["errors"]["hookscript"].as_str().unwrap().to_string()
+    };
+    assert_eq!(
+        refused("local:snippets/nope.sh"),
+        "script 'local:snippets/nope.sh' does not exist"
+    );
+    assert_eq!(
+        refused("local:snippets/hook.sh"),
+        "script 'local:snippets/hook.sh' is not executable"
+    );
+    assert_eq!(
+        refused("local:vztmpl/a.tar.gz"),
+        "'local:vztmpl/a.tar.gz' is not in the snippets directory"
+    );
+    let hook = snippets.join("hook.sh");
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(
+        s.call("PUT", path, &[("hookscript", "local:snippets/hook.sh")])
+            .0,
+        200
+    );
+    assert_eq!(config(&s, "100")["hookscript"], "local:snippets/hook.sh");
 }

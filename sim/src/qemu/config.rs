@@ -299,6 +299,9 @@ pub fn update(
         })
         .collect();
     sets.sort();
+    if let Some(script) = prepared.get("hookscript") {
+        check_hookscript(sim, node, script).map_err(|e| ApiErr::param("hookscript", e))?;
+    }
     let ops = plan_drives(sim, node, &prepared, auth)?;
     let force = params.get("force").is_some_and(|f| f == "1");
     let n2 = node.to_string();
@@ -513,6 +516,24 @@ pub(crate) fn apply_changes(
         vm.cloudinit.record(&k, old.as_deref(), Some(&v));
     }
     freed
+}
+
+/// update_vm_api's `hookscript` (not create_vm's): pve-guest-common GuestHelpers.pm
+/// `check_hookscript`, a snippet that exists and is executable.
+fn check_hookscript(sim: &Sim, node: &str, volid: &str) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let vol = crate::storage::volumes::parse_volume(&sim.opts.data_dir, node, volid)?;
+    if vol.vtype != "snippets" {
+        return Err(format!("'{volid}' is not in the snippets directory"));
+    }
+    let meta = std::fs::metadata(&vol.path)
+        .ok()
+        .filter(|m| m.is_file())
+        .ok_or_else(|| format!("script '{volid}' does not exist"))?;
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(format!("script '{volid}' is not executable"));
+    }
+    Ok(())
 }
 
 /// QemuServer.pm `vmconfig_register_unused_drive`: a replaced or deleted drive becomes

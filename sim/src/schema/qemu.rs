@@ -86,6 +86,24 @@ const NUMA_SUBS: &[Sub] = &[
     sub("policy", Ty::Enum(&["preferred", "bind", "interleave"])),
 ];
 
+/// QemuServer.pm `startdate`: `(now|\d{4}-\d{1,2}-\d{1,2}(T\d{1,2}:\d{1,2}:\d{1,2})?)`.
+fn is_startdate(s: &str) -> bool {
+    let digits = |p: &str, lo: usize, hi: usize| {
+        (lo..=hi).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit())
+    };
+    let (date, time) = match s.split_once('T') {
+        Some((d, t)) => (d, Some(t)),
+        None => (s, None),
+    };
+    let date_ok = matches!(date.split('-').collect::<Vec<_>>()[..],
+        [y, m, d] if digits(y, 4, 4) && digits(m, 1, 2) && digits(d, 1, 2));
+    let time_ok = time.is_none_or(|t| {
+        matches!(t.split(':').collect::<Vec<_>>()[..],
+            [h, m, sec] if digits(h, 1, 2) && digits(m, 1, 2) && digits(sec, 1, 2))
+    });
+    s == "now" || (date_ok && time_ok)
+}
+
 /// QemuServer.pm `bootdisk` (deprecated, `pve-qm-bootdisk`): a drive name.
 fn is_bootdisk(s: &str) -> bool {
     ["ide", "sata", "scsi", "virtio"].iter().any(|bus| {
@@ -267,10 +285,12 @@ pub fn vm_config_params() -> Vec<Param> {
         opt("shares", Ty::Int(Some(0), Some(50000))),
         opt("smbios1", Ty::StrMax(512)),
         opt("sockets", Ty::Int(Some(1), None)),
+        opt("startdate", Ty::Pat(is_startdate)),
         opt("spice_enhancements", Ty::Prop(SPICE_ENHANCEMENTS_SUBS)),
         opt("sshkeys", Ty::Fmt(Named::UrlEncoded)),
         opt("startup", Ty::Str),
         opt("tablet", Ty::Bool),
+        opt("tdf", Ty::Bool),
         opt("tags", Ty::Fmt(Named::TagList)),
         opt("template", Ty::Bool),
         opt("tpmstate0", Ty::Prop(DISK_SUBS)),
