@@ -15,7 +15,7 @@ export PATH := $(BIN):$(PATH)
 # `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
 export PYTHON
 
-.PHONY: all build binaries venv collection demo docs docs-test test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke awx-job changelog ee dist bench bench-full clean
+.PHONY: all build binaries venv collection demo docs docs-test test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke awx-job changelog ee dist bench bench-full oracle-diff clean
 
 all: build
 
@@ -179,6 +179,14 @@ bench: build venv
 ## bench-full: also 2- and 5-minute tasks and imports (about 50 minutes)
 bench-full: build venv
 	bench/run.sh --full
+
+## oracle-diff: pve-sim against PVE's own code (tests/oracle/scenarios.json sent to pve-sim and to
+## the PVE oracle in ../shared/pve-oracle; a development tool, not part of `make test`; it says
+## so and stops where the oracle is not installed)
+oracle-diff:
+	@if [ ! -x ../shared/pve-oracle/run.sh ]; then echo "oracle-diff: skipped - the PVE oracle is not installed at ../shared/pve-oracle"; exit 0; fi
+	cargo build -p pve-sim --locked
+	python3 tests/oracle/diff.py --oracle ../shared/pve-oracle --sim target/debug/pve-sim
 
 clean:
 	rm -rf $(WORK) target plugins/bin $(addprefix plugins/modules/,$(MODULES)) build

@@ -210,7 +210,7 @@ fn uefi_and_tpm_vms_and_template_rules() {
         c["efidisk0"]
             .as_str()
             .unwrap()
-            .contains("efitype=4m,pre-enrolled-keys=1"),
+            .contains("efitype=4m,ms-cert=2023k,pre-enrolled-keys=1"),
         "{c}"
     );
     assert!(

@@ -226,7 +226,7 @@ fn errors_and_parameter_checking() {
         v["errors"]["scsi0"]
             .as_str()
             .unwrap()
-            .contains("invalid key in comma-separated list property: bogus")
+            .contains("scsi0.bogus: property is not defined in schema")
     );
     let (st, _, v) = s.call(
         "PUT",
@@ -1139,7 +1139,7 @@ fn templates_and_clones() {
         conf["efidisk0"]
             .as_str()
             .unwrap()
-            .ends_with("efitype=4m,pre-enrolled-keys=1,size=4M"),
+            .ends_with("efitype=4m,ms-cert=2023k,pre-enrolled-keys=1,size=4M"),
         "{conf}"
     );
     assert!(

@@ -11,6 +11,7 @@ mod body_handling;
 mod daemons;
 mod ha;
 mod migrate;
+mod oracle_found;
 mod peer_endpoints;
 mod snapshots;
 mod write_path;

@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::oracle_found::raw_form;
 use crate::support::*;
 
 /// A real ed25519 public key (made with ssh-keygen for these tests).
@@ -38,30 +39,30 @@ fn put(s: &Session, vmid: &str, params: &[(&str, &str)]) -> (u16, String) {
     (status, reason)
 }
 
-/// pve-http-server AnyEvent.pm `decode_urlencoded`: an empty form value is undef. qemu-server
-/// API2/Qemu.pm update_vm_api puts it in `$conf->{pending}`; QemuServer.pm write_vm_config
-/// skips an undef `description` (nothing changes, and the update alone is not "no options
-/// specified") and dies on any other key in `check_type` ("got undefined value"); a tag list
-/// of nothing is no change (GuestHelpers.pm get_unique_tags gives '', a line the file drops).
+/// pve-http-server AnyEvent.pm `decode_urlencoded`: a key without `=` is undef (`key=` is
+/// `''`: `oracle_found::an_empty_form_value_is_an_empty_string`). qemu-server API2/Qemu.pm
+/// update_vm_api puts it in `$conf->{pending}`; QemuServer.pm write_vm_config skips an undef
+/// `description` (nothing changes, and the update alone is not "no options specified") and
+/// dies on any other key in `check_type` ("got undefined value"); undef `tags` is
+/// GuestHelpers.pm get_unique_tags(undef), `''`: the `tags: ` line reads back as `" "`.
 #[test]
 fn an_empty_form_value_is_undef() {
     let sim = fast();
     let s = Session::login(&sim);
     quick_vm(&s, "100", &[("description", "old notes"), ("tags", "a")]);
-    assert_eq!(put(&s, "100", &[("description", "")]).0, 200);
-    assert_eq!(put(&s, "100", &[("tags", "")]).0, 200);
+    let path = "/nodes/pve1/qemu/100/config";
+    assert_eq!(raw_form(&s, "PUT", path, "description").0, 200);
+    assert_eq!(raw_form(&s, "PUT", path, "tags").0, 200);
     let c = config(&s, "100");
     assert_eq!(c["description"], "old notes");
-    assert_eq!(c["tags"], "a");
+    assert_eq!(c["tags"], " ");
+    let (status, reason, _) = raw_form(&s, "PUT", path, "name");
     assert_eq!(
-        put(&s, "100", &[("name", "")]),
-        (
-            500,
-            "unable to parse value of 'name' - got undefined value".to_string()
-        )
+        (status, reason.as_str()),
+        (500, "unable to parse value of 'name' - got undefined value")
     );
     // A drive without a value: check_drive_param.
-    let (status, _, v) = s.call("PUT", "/nodes/pve1/qemu/100/config", &[("scsi1", "")]);
+    let (status, _, v) = raw_form(&s, "PUT", path, "scsi1");
     assert_eq!(status, 400);
     assert_eq!(v["errors"]["scsi1"], "unable to parse drive options");
     // `;` separates pairs too, and only the first two `=` fields count.
@@ -83,13 +84,16 @@ fn an_empty_form_value_is_undef() {
     );
 }
 
-/// create_vm: `$conf = $param` reaches write_vm_config with the undef `sshkeys`, whose
-/// check_type dies, so the create fails and is cleaned up ("unable to create VM …").
+/// create_vm: `$conf = $param` reaches write_vm_config with the undef `sshkeys` (a key
+/// without `=`), whose check_type dies, so the create fails and is cleaned up ("unable to
+/// create VM …").
 #[test]
 fn an_empty_value_fails_the_create() {
     let sim = fast();
     let s = Session::login(&sim);
-    let exit = create_fails(&s, &[("vmid", "100"), ("sshkeys", "")]);
+    let (status, _, v) = raw_form(&s, "POST", "/nodes/pve1/qemu", "vmid=100&sshkeys");
+    assert_eq!(status, 200);
+    let exit = s.wait(v["data"].as_str().unwrap())["exitstatus"].clone();
     assert_eq!(
         exit,
         "unable to create VM 100 - unable to parse value of 'sshkeys' - got undefined value"
@@ -97,7 +101,14 @@ fn an_empty_value_fails_the_create() {
     let (status, _, _) = s.call("GET", "/nodes/pve1/qemu/100/config", &[]);
     assert_eq!(status, 500);
     // An undef `description` is no description.
-    quick_vm(&s, "101", &[("description", "")]);
+    let (status, _, v) = raw_form(
+        &s,
+        "POST",
+        "/nodes/pve1/qemu",
+        "vmid=101&memory=2048&description",
+    );
+    assert_eq!(status, 200);
+    assert_eq!(s.wait(v["data"].as_str().unwrap())["exitstatus"], "OK");
     assert!(config(&s, "101").get("description").is_none());
 }
 

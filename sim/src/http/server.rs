@@ -536,18 +536,17 @@ pub fn rel_uri(path: &str) -> String {
 }
 
 /// Decodes a form body or a query string as pve-http-server AnyEvent.pm `decode_urlencoded`
-/// does: pairs split at `&` and `;`, each split at `=` keeping the first two fields (Perl's
-/// `split` drops trailing empty ones), `+` and `%XX` decoded. A value that is empty or missing
-/// (`description=`, `description`) is `None`: PVE's undef, which passes the schema check as an
-/// absent parameter does and reaches the handler as a key without a value.
+/// does: pairs split at `&` and `;`, each split at `=` keeping the first two fields, `+` and
+/// `%XX` decoded. `description=` is `Some("")`, PVE's `''`; only a key without `=`
+/// (`description`) is `None`: PVE's undef, which passes the schema check as an absent
+/// parameter does and reaches the handler as a key without a value.
 pub fn decode_urlencoded(text: &str) -> Vec<(String, Option<String>)> {
     text.split(['&', ';'])
         .filter(|pair| !pair.is_empty())
         .map(|pair| {
-            let mut fields: Vec<&str> = pair.split('=').collect();
-            while fields.len() > 1 && fields.last().is_some_and(|f| f.is_empty()) {
-                fields.pop();
-            }
+            // `my ($k, $v) = split(/=/, $kv)`: a list assignment splits into at most three
+            // fields and keeps trailing empty ones, so `key=` is `''`; only `key` is undef.
+            let fields: Vec<&str> = pair.splitn(3, '=').collect();
             let key = percent_decode(fields[0], true);
             let value = fields.get(1).map(|v| percent_decode(v, true));
             (key, value)

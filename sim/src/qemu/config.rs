@@ -112,8 +112,10 @@ enum Change {
     Pending(String),
     /// Straight into the config (`cipassword`: `$conf->{cipassword} = …`).
     Config(String),
-    /// Nowhere: an undef `description`, or a value whose line the file does not keep.
+    /// Nowhere: an undef `description`.
     Nothing,
+    /// Out of the config: an empty `description`.
+    Remove,
 }
 
 /// update_vm_api's add/change loop for the keys that are not drives, checked before anything
@@ -166,12 +168,18 @@ fn planned_changes(
         };
         out.push(match write_path::write_value(key, Some(&value))? {
             Some(stored) => (key.clone(), Change::Pending(stored)),
+            // An empty `description` goes to [PENDING] as `#`; applied, write_vm_config
+            // writes no comment for it (`if ($descr)`): the description is gone.
+            None if key == "description" => (key.clone(), Change::Remove),
             None => (key.clone(), Change::Nothing),
         });
     }
     for key in undef {
         match key.as_str() {
-            "description" | "tags" => out.push((key.clone(), Change::Nothing)),
+            "description" => out.push((key.clone(), Change::Nothing)),
+            // GuestHelpers.pm `get_unique_tags(undef)` is `''`: pending `tags: `, read back
+            // as `" "` ([`write_path::read_back`]).
+            "tags" => out.push((key.clone(), Change::Pending(String::new()))),
             "cipassword" => {
                 let hashed = write_path::update_cipassword(sim, "", ostype);
                 out.push((key.clone(), Change::Config(hashed)));
@@ -202,11 +210,33 @@ pub fn update(
         .get("delete")
         .map(|d| crate::tools::split_list(d))
         .unwrap_or_default();
+    // update_vm_api: `revert` drops a pending change (checked before `delete`).
+    let reverts: Vec<String> = params
+        .get("revert")
+        .map(|r| crate::tools::split_list(r))
+        .unwrap_or_default();
+    for r in &reverts {
+        if !schema::is_config_key(r) {
+            return Err(ApiErr::param("revert", format!("unknown option '{r}'")));
+        }
+        if params.contains_key(r) {
+            return Err(ApiErr::param(
+                "delete",
+                format!("you can't use '-{r}' and -revert {r}' at the same time"),
+            ));
+        }
+    }
     for d in &deletes {
         if params.contains_key(d) {
             return Err(ApiErr::param(
                 "delete",
                 format!("you can't use '-{d}' and -delete {d}' at the same time"),
+            ));
+        }
+        if reverts.contains(d) {
+            return Err(ApiErr::param(
+                "revert",
+                format!("you can't use '-delete {d}' and -revert {d}' at the same time"),
             ));
         }
         if !schema::is_config_key(d) {
@@ -224,7 +254,7 @@ pub fn update(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     // `!$delete_str && !$revert_str && !scalar(keys %$param)`: a key without a value counts.
-    if sets.is_empty() && deletes.is_empty() && undef.is_empty() {
+    if sets.is_empty() && deletes.is_empty() && undef.is_empty() && reverts.is_empty() {
         return Err(ApiErr::die("no options specified"));
     }
     // qemu-server API2/Qemu.pm, update_vm_api: `$load_and_check_config` runs once here, before
@@ -269,6 +299,9 @@ pub fn update(
         })
         .collect();
     sets.sort();
+    if let Some(script) = prepared.get("hookscript") {
+        check_hookscript(sim, node, script).map_err(|e| ApiErr::param("hookscript", e))?;
+    }
     let ops = plan_drives(sim, node, &prepared, auth)?;
     let force = params.get("force").is_some_and(|f| f == "1");
     let n2 = node.to_string();
@@ -277,11 +310,13 @@ pub fn update(
         let (conf, pend) = file_of(sim, &n2, vmid).map_err(|e| e.msg)?;
         load_and_check(&conf, &pend)?;
         let mut made = Vec::new();
-        let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made).inspect_err(|_| {
-            if !ctx.killed() {
-                free_volumes(&made)
-            }
-        })?;
+        let attached = crate::qemu::drives::cloudinit_key(conf.iter().chain(pend.set.iter()));
+        let drives =
+            run_drives(sim, ctx, &n2, vmid, ops, &mut made, attached).inspect_err(|_| {
+                if !ctx.killed() {
+                    free_volumes(&made)
+                }
+            })?;
         let mut st = sim.lock();
         let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
         // update_vm_api's `$updatefn`: every change goes to [PENDING] first (each value as
@@ -290,6 +325,14 @@ pub fn update(
         // one what it can hotplug (QemuServer.pm, vmconfig_apply_pending /
         // vmconfig_hotplug_pending).
         let changes = planned_changes(sim, vm, &sets, &undef, &deletes)?;
+        // `$param->{$opt} = $conf->{$opt}` for a reverted key the config has (the pending
+        // value then equals it and is dropped, a pending delete with it), a delete of one
+        // that is only pending.
+        for r in &reverts {
+            vm.pending.set.remove(r);
+            vm.pending.delete.remove(r);
+            vm.pending.force.remove(r);
+        }
         // The delete loop: check_protection for drives and unused disks, before any of it.
         let protected = vm.config.get("protection").is_some_and(|p| p == "1");
         for d in deletes.iter().filter(|_| protected) {
@@ -327,15 +370,25 @@ pub fn update(
                 vm.pending.queue_delete(d);
             }
             // A deleted device leaves the boot order (print_bootorder of the rest).
+            // The last one leaves `print_bootorder` of nothing, `''` (`boot: `, read as " ").
             if boot_order.contains(d) {
                 boot_order.retain(|dev| dev != d);
-                if !boot_order.is_empty() {
-                    vm.pending
-                        .queue_set("boot", &write_path::print_bootorder(&boot_order));
-                }
+                vm.pending
+                    .queue_set("boot", &write_path::print_bootorder(&boot_order));
             }
         }
         for (k, v) in drives {
+            // update_vm_api: "append new CD drives to bootorder to mark them bootable", where
+            // the VM has an order (`drive_is_cdrom($drive, 1)`: not a cloud-init drive).
+            let cdrom = schema::parse_drive(&v).is_ok_and(|o| {
+                o.get("media").is_some_and(|m| m == "cdrom")
+                    && !o.get("file").is_some_and(|f| f.contains("cloudinit"))
+            });
+            if cdrom && !boot_order.is_empty() && !boot_order.contains(&k) {
+                boot_order.push(k.clone());
+                vm.pending
+                    .queue_set("boot", &write_path::print_bootorder(&boot_order));
+            }
             vm.pending.queue_set(&k, &v);
         }
         for (key, change) in changes {
@@ -348,11 +401,23 @@ pub fn update(
                 Change::Nothing => {
                     vm.pending.delete.remove(&key);
                 }
+                Change::Remove => {
+                    vm.pending.delete.remove(&key);
+                    vm.pending.set.remove(&key);
+                    vm.config.remove(&key);
+                }
             }
         }
         vm.pending.cleanup(&vm.config);
         let (apply_sets, apply_deletes) = vm.pending.take_applicable(&vm.config, vm.running);
-        freed.extend(apply_changes(vm, apply_sets, apply_deletes));
+        freed.extend(apply_changes(vm, vmid, apply_sets, apply_deletes));
+        // Each write_config of the update rewrites the file from what parse_vm_config read:
+        // a value of blanks is `" "` from now on (`boot: ` becomes `boot:  `).
+        for value in vm.config.values_mut().chain(vm.pending.set.values_mut()) {
+            if value.trim().is_empty() {
+                *value = " ".into();
+            }
+        }
         drop(st);
         for line in warnings {
             ctx.log(line);
@@ -401,6 +466,7 @@ pub fn update(
 /// recorded against what the drive holds.
 pub(crate) fn apply_changes(
     vm: &mut Vm,
+    vmid: u32,
     sets: Vec<(String, String)>,
     deletes: Vec<String>,
 ) -> Vec<String> {
@@ -421,8 +487,7 @@ pub(crate) fn apply_changes(
                 continue;
             }
             if schema::is_drive_key(d)
-                && !old.contains("media=cdrom")
-                && !old.contains("cloudinit")
+                && registers_unused(vmid, &old)
                 && let Some(u) = unused(&vm.config)
             {
                 vm.config
@@ -432,13 +497,16 @@ pub(crate) fn apply_changes(
     }
     for (k, v) in sets {
         if schema::is_drive_key(&k) {
-            let old_vol = vm
-                .config
-                .get(&k)
+            let old_drive = vm.config.get(&k).cloned();
+            let old_vol = old_drive
+                .as_deref()
                 .map(|o| o.split(',').next().unwrap_or("").to_string());
             let new_vol = v.split(',').next().unwrap_or("").to_string();
             if let Some(old) = old_vol.filter(|o| {
-                *o != new_vol && !o.is_empty() && !o.contains("cloudinit") && o != "none"
+                *o != new_vol
+                    && old_drive
+                        .as_deref()
+                        .is_some_and(|d| registers_unused(vmid, d))
             }) && let Some(u) = unused(&vm.config)
             {
                 vm.config.insert(u, old);
@@ -448,6 +516,40 @@ pub(crate) fn apply_changes(
         vm.cloudinit.record(&k, old.as_deref(), Some(&v));
     }
     freed
+}
+
+/// update_vm_api's `hookscript` (not create_vm's): pve-guest-common GuestHelpers.pm
+/// `check_hookscript`, a snippet that exists and is executable.
+fn check_hookscript(sim: &Sim, node: &str, volid: &str) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let vol = crate::storage::volumes::parse_volume(&sim.opts.data_dir, node, volid)?;
+    if vol.vtype != "snippets" {
+        return Err(format!("'{volid}' is not in the snippets directory"));
+    }
+    let meta = std::fs::metadata(&vol.path)
+        .ok()
+        .filter(|m| m.is_file())
+        .ok_or_else(|| format!("script '{volid}' does not exist"))?;
+    if meta.permissions().mode() & 0o111 == 0 {
+        return Err(format!("script '{volid}' is not executable"));
+    }
+    Ok(())
+}
+
+/// QemuServer.pm `vmconfig_register_unused_drive`: a replaced or deleted drive becomes
+/// `unusedN` only if it is no CD-ROM (`drive_is_cdrom`: `media=cdrom`, so neither an ISO nor
+/// the cloud-init drive), is a PVE-managed volume (`parse_volume_id`) and is this VM's own
+/// (`vm_is_volid_owner`).
+fn registers_unused(vmid: u32, drive: &str) -> bool {
+    let Ok(opts) = schema::parse_drive(drive) else {
+        return false;
+    };
+    let file = opts.get("file").map_or("", String::as_str);
+    let owned = crate::tools::volume_parts(file).is_some_and(|(_, name)| {
+        let name = name.rsplit('/').next().unwrap_or(name);
+        name.starts_with(&format!("vm-{vmid}-")) || name.starts_with(&format!("base-{vmid}-"))
+    });
+    opts.get("media").is_none_or(|m| m != "cdrom") && owned
 }
 
 /// QemuServer.pm `try_deallocate_drive`: frees the volumes the VM owns (`vm-N-…` of this VM;
@@ -467,9 +569,9 @@ pub(crate) fn free_owned(sim: &Sim, node: &str, vmid: u32, volids: &[String]) {
 /// the cloud-init drive is generated from the config (Cloudinit.pm,
 /// generate_cloudinitconfig), so the guest sees the current cloud-init options.
 /// Returns the volumes forced deletes freed from the config (for [`free_owned`]).
-pub(crate) fn prepare_start(vm: &mut Vm) -> Vec<String> {
+pub(crate) fn prepare_start(vm: &mut Vm, vmid: u32) -> Vec<String> {
     let (sets, deletes) = vm.pending.take_applicable(&vm.config, false);
-    let freed = apply_changes(vm, sets, deletes);
+    let freed = apply_changes(vm, vmid, sets, deletes);
     if has_cloudinit_drive(&vm.config) {
         vm.cloudinit.regenerated();
     }

@@ -127,11 +127,16 @@ pub(crate) fn plan_drives(
                 opts,
             });
         } else {
+            // `$check_drive_param`: an ISO needs `media=cdrom`; whether the volume exists is
+            // create_disks' `volume_size_info`, inside the worker ([`run_drives`]).
             if file != "none" && file != "cdrom" && !file.starts_with('/') {
                 let vol = volumes::parse_volume(&sim.opts.data_dir, node, &file)
                     .map_err(|e| ApiErr::param(key, e))?;
-                if !vol.path.exists() {
-                    return Err(ApiErr::die(format!("volume '{file}' does not exist")));
+                if vol.vtype == "iso" && opts.get("media").is_none_or(|m| m != "cdrom") {
+                    return Err(ApiErr::param(
+                        key,
+                        "explicit 'media=cdrom' is required for iso images",
+                    ));
                 }
             }
             opts.insert("file".into(), file);
@@ -162,15 +167,12 @@ fn disk_value(
     key: String,
     sid: &str,
     name: &str,
-    fmt: &str,
     size: u64,
     mut opts: BTreeMap<String, String>,
 ) -> (String, String) {
+    // create_disks: `delete $disk->{format}; # no longer needed`: the volume's name says it.
     opts.insert("file".into(), format!("{sid}:{name}"));
     opts.insert("size".into(), volumes::format_size(size));
-    if fmt != "raw" {
-        opts.insert("format".into(), fmt.to_string());
-    }
     ctx.log(format!(
         "{key}: successfully created disk '{sid}:{name},size={}'",
         volumes::format_size(size)
@@ -178,7 +180,22 @@ fn disk_value(
     (key, print_drive(&opts))
 }
 
-/// Carries out drive operations inside a worker; returns the drive strings and the volumes made.
+/// AbstractConfig.pm / QemuConfig.pm `has_cloudinit`: the key of a cloud-init drive among
+/// these config values, if there is one.
+pub(crate) fn cloudinit_key<'a>(
+    values: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Option<String> {
+    values
+        .into_iter()
+        .find(|(k, v)| {
+            schema::is_drive_key(k) && v.split(',').next().is_some_and(|f| f.contains("cloudinit"))
+        })
+        .map(|(k, _)| k.clone())
+}
+
+/// Carries out drive operations inside a worker; returns the drive strings and the volumes
+/// made. `attached` is the drive key of a cloud-init drive the VM already has (in its config
+/// or pending).
 pub(crate) fn run_drives(
     sim: &Sim,
     ctx: &TaskCtx,
@@ -186,7 +203,9 @@ pub(crate) fn run_drives(
     vmid: u32,
     ops: Vec<DiskOp>,
     made: &mut Vec<Volume>,
+    attached: Option<String>,
 ) -> Result<Vec<(String, String)>, String> {
+    let mut attached = attached;
     let data = &sim.opts.data_dir;
     let mut out = Vec::new();
     let taken = |made: &Vec<Volume>| {
@@ -202,12 +221,19 @@ pub(crate) fn run_drives(
                 src,
                 mut opts,
             } => {
-                let fmt = if volumes::storage(&sid).is_some_and(|s| s.file_based()) {
-                    opts.get("format").cloned().unwrap_or_else(|| "raw".into())
-                } else {
-                    "raw".into()
-                };
-                opts.remove("format");
+                // create_disks → `$import_from_volid` → clone_disk →
+                // QemuServer.pm `resolve_dst_disk_format`: without `format=`, the source
+                // volume's own format is the hint (a qcow2 stays qcow2 on a directory
+                // storage), then Storage.pm `resolve_format_hint` keeps it if the target
+                // storage takes it. An absolute path goes through ImportDisk.pm `do_import`,
+                // which passes no source hint: the given format or the storage's default.
+                let given = opts.remove("format");
+                let hint = given
+                    .as_deref()
+                    .or_else(|| (!src.storage.is_empty()).then_some(src.format.as_str()));
+                let fmt = volumes::storage(&sid)
+                    .map_or("raw", |s| s.resolve_format_hint(hint))
+                    .to_string();
                 let name = volumes::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
                 let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
                 let srcname = if src.storage.is_empty() {
@@ -216,10 +242,14 @@ pub(crate) fn run_drives(
                     format!("{}:{}", src.storage, src.name)
                 };
                 ctx.log(format!("create full clone of drive ({srcname})"));
+                // `$import_from_volid`: "could not get size of …" (`volume_size_info`).
                 if !src.path.exists() {
-                    return Err(format!(
-                        "cannot import from '{srcname}' - volume does not exist"
-                    ));
+                    let why = if src.storage.is_empty() {
+                        "volume does not exist".to_string()
+                    } else {
+                        format!("could not get size of {srcname}")
+                    };
+                    return Err(format!("cannot import from '{srcname}' - {why}"));
                 }
                 // qemu-server API2/Qemu.pm, create_disks: an absolute path is checked as an
                 // untrusted image with its format auto-detected (a qcow2 named `.img` is a
@@ -239,7 +269,7 @@ pub(crate) fn run_drives(
                 });
                 let size = volumes::import(ctx, &src, &dst.path, &fmt, sim.opts.import_rate, &sid)
                     .map_err(|e| format!("cannot import from '{srcname}' - {e}"))?;
-                out.push(disk_value(ctx, key, &sid, &name, &fmt, size, opts));
+                out.push(disk_value(ctx, key, &sid, &name, size, opts));
             }
             DiskOp::Alloc {
                 key,
@@ -263,6 +293,12 @@ pub(crate) fn run_drives(
                     "tpmstate0" => 4 << 20,
                     _ => bytes,
                 };
+                // OVMF.pm `create_efidisk`: with `pre-enrolled-keys=1`, vars that carry the
+                // Microsoft UEFI CA 2023 (`is_ms_2023_cert_enrolled`, as the vars templates of
+                // PVE 9's pve-edk2-firmware do) mark the drive `ms-cert=2023k`.
+                if key == "efidisk0" && opts.get("pre-enrolled-keys").is_some_and(|k| k == "1") {
+                    opts.insert("ms-cert".into(), "2023k".into());
+                }
                 let bytes = volumes::allocated_size(&sid, bytes);
                 volumes::create_image(&dst.path, &fmt, bytes)?;
                 made.push(Volume {
@@ -273,13 +309,21 @@ pub(crate) fn run_drives(
                     path: dst.path,
                     format: fmt.clone(),
                 });
-                out.push(disk_value(ctx, key, &sid, &name, &fmt, bytes, opts));
+                out.push(disk_value(ctx, key, &sid, &name, bytes, opts));
             }
             DiskOp::CloudInit {
                 key,
                 storage: sid,
                 mut opts,
             } => {
+                // create_disks: one cloud-init drive per VM (`has_cloudinit` of the config,
+                // its pending values and the drives made so far).
+                if let Some(other) = attached.as_ref().filter(|other| **other != key) {
+                    return Err(format!(
+                        "{key} - cloud-init drive is already attached at '{other}'"
+                    ));
+                }
+                attached = Some(key.clone());
                 let dir = volumes::storage(&sid).is_some_and(|s| s.file_based());
                 let name = if dir {
                     format!("{vmid}/vm-{vmid}-cloudinit.qcow2")

@@ -100,7 +100,7 @@ pub fn create(
             // lock_config_full with 1 s, as create_vm's worker takes it.
             let result = sim.lock_config(vmid, &ctx.upid, Duration::from_secs(1), || {
                 ctx.sleep(sim.task_duration("qmcreate") / 2)?;
-                let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made)?;
+                let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made, None)?;
                 ctx.sleep(sim.task_duration("qmcreate") / 2)?;
                 let conf = write_path::create_config(sim, &given, &undef, drives)?;
                 let mut st = sim.lock();
@@ -166,7 +166,7 @@ fn do_start(sim: &Sim, ctx: &TaskCtx, vmid: u32) -> Result<(), String> {
     ctx.sleep(sim.task_duration("qmstart"))?;
     let mut st = sim.lock();
     let vm = st.vms.get_mut(&vmid).ok_or("VM vanished")?;
-    let freed = prepare_start(vm);
+    let freed = prepare_start(vm, vmid);
     vm.running = true;
     vm.started = Some(Instant::now());
     vm.pid = 10000 + (sim.random() % 50000) as u32;
@@ -271,7 +271,7 @@ pub fn power(
                         // A reboot is a stop and a fresh start (QemuServer.pm, vm_reboot:
                         // qmeventd starts it again), which applies the pending changes.
                         if action == "reboot" {
-                            freed = prepare_start(vm);
+                            freed = prepare_start(vm, vmid);
                         }
                         vm.running = action == "reboot";
                         vm.started = vm.running.then(Instant::now);

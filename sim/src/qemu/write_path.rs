@@ -339,8 +339,8 @@ fn unformatted_string(key: &str) -> bool {
 /// `key: value` line trimmed and runs `check_type` again): undef dies ("got undefined value"),
 /// a line feed dies, a boolean is `1`/`0`, an integer loses its leading zeros and dies with a
 /// sign, a number is kept as written (`2.0`) but must be digits with an optional fraction, a
-/// plain string loses surrounding quotes. `Ok(None)`: the line does not survive the read (an
-/// empty value), so the key is absent.
+/// plain string loses surrounding quotes. `Ok(None)`: the line is not written (an empty
+/// `description`), so the key is absent.
 pub fn write_value(key: &str, value: Option<&str>) -> Result<Option<String>, String> {
     let fail = |why: &str| format!("unable to parse value of '{key}' - {why}");
     if key == "description" {
@@ -388,9 +388,22 @@ pub fn write_value(key: &str, value: Option<&str>) -> Result<Option<String>, Str
             .to_string(),
         _ => value.to_string(),
     };
-    // parse_vm_config: `^([a-z][a-z_\-]*\d*):\s*(.+?)\s*$`.
+    // parse_vm_config: `^([a-z][a-z_\-]*\d*):\s*(.+?)\s*$` reads a value trimmed; a value
+    // of nothing but blanks is kept as written here and read as `" "` ([`read_back`]).
     let read = value.trim();
-    Ok((!read.is_empty()).then(|| read.to_string()))
+    Ok(Some(if read.is_empty() {
+        value
+    } else {
+        read.to_string()
+    }))
+}
+
+/// A stored value as parse_vm_config reads the `key: value` line back: the regex
+/// `^([a-z][a-z_\-]*\d*):\s*(.+?)\s*$` needs one character for `(.+?)`, so a line of
+/// nothing but blanks after the colon (`boot: `, written for an empty `boot` or `tags`) is
+/// `" "`. That is what GET answers, and what the next write of the file keeps (`boot:  `).
+pub fn read_back(value: &str) -> &str {
+    if value.trim().is_empty() { " " } else { value }
 }
 
 /// The `description` as the config file keeps it: `#` comment lines (Tools.pm encode_text),
@@ -497,6 +510,7 @@ pub fn create_config(
 /// `number` keys the string the file has (`"2.0"`, not a JSON float), the rest strings;
 /// `cipassword` masked.
 pub(crate) fn typed(key: &str, value: &str) -> Value {
+    let value = read_back(value);
     match (key, schema::config_key_type(key)) {
         ("cipassword", _) => json!("**********"),
         (_, Some(Ty::Int(..)) | Some(Ty::Bool)) => value
@@ -593,7 +607,10 @@ mod tests {
         );
         assert!(write_value("name", Some("a\nb")).is_err());
         assert_eq!(write_value("name", Some(" web ")).unwrap().unwrap(), "web");
-        assert_eq!(write_value("ciuser", Some("")).unwrap(), None);
+        // An empty value is written (`ciuser: `) and read back as " " (parse_vm_config).
+        assert_eq!(write_value("ciuser", Some("")).unwrap().unwrap(), "");
+        assert_eq!(read_back(""), " ");
+        assert_eq!(read_back("web"), "web");
     }
 
     #[test]

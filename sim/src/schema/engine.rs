@@ -151,7 +151,7 @@ pub fn check(params: &[Param], given: &BTreeMap<String, String>) -> Result<(), E
             }
             Some(p) => {
                 if let Err(e) = check_value(p.ty, v, false) {
-                    errs.insert(k.clone(), e);
+                    errs.insert(k.clone(), drive_key_error(p.ty, k, e));
                 }
             }
         }
@@ -165,6 +165,20 @@ pub fn check(params: &[Param], given: &BTreeMap<String, String>) -> Result<(), E
         }
     }
     if errs.is_empty() { Ok(()) } else { Err(errs) }
+}
+
+/// A drive value's unknown sub-key as PVE words it: qemu-server parses a drive against all
+/// drive keys, then JSONSchema.pm `check_object` checks the bus's own format, so `ssd` on
+/// a virtio drive is "format error\nvirtio0.ssd: property is not defined in schema …".
+fn drive_key_error(ty: Ty, key: &str, err: String) -> String {
+    let is_drive =
+        matches!(ty, Ty::Prop(subs) if subs.iter().any(|s| s.default_key && s.key == "file"));
+    match err.strip_prefix("invalid format - invalid key in comma-separated list property: ") {
+        Some(sub) if is_drive => format!(
+            "invalid format - format error\n{key}.{sub}: property is not defined in schema and the schema does not allow additional properties"
+        ),
+        _ => err,
+    }
 }
 
 fn check_value(ty: Ty, v: &str, in_prop: bool) -> Result<(), String> {
@@ -260,6 +274,116 @@ fn is_dns_label_chars(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+/// The CPU models QEMU 9.2 knows on x86_64 and aarch64 (CPUConfig.pm `initialize_cpu_models`,
+/// whose fallback list names them), `host`, and PVE's built-in `x86-64-v2` … `x86-64-v4`
+/// (`$builtin_models_by_arch`).
+const CPU_MODELS: &[&str] = &[
+    "486",
+    "pentium",
+    "pentium2",
+    "pentium3",
+    "coreduo",
+    "core2duo",
+    "Conroe",
+    "Penryn",
+    "Nehalem",
+    "Nehalem-IBRS",
+    "Westmere",
+    "Westmere-IBRS",
+    "SandyBridge",
+    "SandyBridge-IBRS",
+    "IvyBridge",
+    "IvyBridge-IBRS",
+    "Haswell",
+    "Haswell-IBRS",
+    "Haswell-noTSX",
+    "Haswell-noTSX-IBRS",
+    "Broadwell",
+    "Broadwell-IBRS",
+    "Broadwell-noTSX",
+    "Broadwell-noTSX-IBRS",
+    "Skylake-Client",
+    "Skylake-Client-IBRS",
+    "Skylake-Client-noTSX-IBRS",
+    "Skylake-Client-v4",
+    "Skylake-Server",
+    "Skylake-Server-IBRS",
+    "Skylake-Server-noTSX-IBRS",
+    "Skylake-Server-v4",
+    "Skylake-Server-v5",
+    "Cascadelake-Server",
+    "Cascadelake-Server-v2",
+    "Cascadelake-Server-noTSX",
+    "Cascadelake-Server-v4",
+    "Cascadelake-Server-v5",
+    "Cooperlake",
+    "Cooperlake-v2",
+    "KnightsMill",
+    "Icelake-Client",
+    "Icelake-Client-noTSX",
+    "Icelake-Server",
+    "Icelake-Server-noTSX",
+    "Icelake-Server-v3",
+    "Icelake-Server-v4",
+    "Icelake-Server-v5",
+    "Icelake-Server-v6",
+    "Icelake-Server-v7",
+    "SapphireRapids",
+    "SapphireRapids-v2",
+    "SapphireRapids-v3",
+    "SapphireRapids-v4",
+    "GraniteRapids",
+    "GraniteRapids-v2",
+    "GraniteRapids-v3",
+    "SierraForest",
+    "SierraForest-v2",
+    "SierraForest-v3",
+    "ClearwaterForest",
+    "athlon",
+    "phenom",
+    "Opteron_G1",
+    "Opteron_G2",
+    "Opteron_G3",
+    "Opteron_G4",
+    "Opteron_G5",
+    "EPYC",
+    "EPYC-IBPB",
+    "EPYC-v3",
+    "EPYC-v4",
+    "EPYC-v5",
+    "EPYC-Rome",
+    "EPYC-Rome-v2",
+    "EPYC-Rome-v3",
+    "EPYC-Rome-v4",
+    "EPYC-Rome-v5",
+    "EPYC-Milan",
+    "EPYC-Milan-v2",
+    "EPYC-Milan-v3",
+    "EPYC-Genoa",
+    "EPYC-Genoa-v2",
+    "EPYC-Turin",
+    "kvm32",
+    "kvm64",
+    "qemu32",
+    "qemu64",
+    "max",
+    "host",
+    "a64fx",
+    "cortex-a35",
+    "cortex-a53",
+    "cortex-a55",
+    "cortex-a57",
+    "cortex-a710",
+    "cortex-a72",
+    "cortex-a76",
+    "neoverse-n1",
+    "neoverse-n2",
+    "x86-64-v2",
+    "x86-64-v2-AES",
+    "x86-64-v3",
+    "x86-64-v4",
+];
+
 fn check_named(n: Named, v: &str) -> Result<(), String> {
     match n {
         Named::Vmid => {
@@ -324,7 +448,8 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
             if v.split('.').all(is_dns_label_chars) {
                 Ok(())
             } else {
-                Err(format!("value '{v}' does not look like a valid DNS name"))
+                // JSONSchema.pm `pve_verify_dns_name` does not repeat the value.
+                Err("value does not look like a valid DNS name".into())
             }
         }
         Named::DiskSize => {
@@ -348,10 +473,12 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
                 ))
             }
         }
+        // `address-list`: JSONSchema.pm `pve_verify_address` on each item, an IP address or
+        // a DNS name (`pve_verify_dns_name`).
         Named::AddressList => {
             for a in v.split([',', ';', ' ']).filter(|s| !s.is_empty()) {
-                if a.parse::<std::net::IpAddr>().is_err() {
-                    return Err(format!("value '{a}' does not look like a valid IP address"));
+                if a.parse::<std::net::IpAddr>().is_err() && !a.split('.').all(is_dns_label_chars) {
+                    return Err(format!("value does not look like a valid address: {a}"));
                 }
             }
             Ok(())
@@ -378,8 +505,11 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
             let kv = parse_property_string(SUBS, v)?;
             for (k, val) in &kv {
                 let ok = match k.as_str() {
-                    "ip" => val == "dhcp" || is_cidr(val, false),
-                    "ip6" => val == "dhcp" || val == "auto" || is_cidr(val, true),
+                    // JSONSchema.pm `pve_verify_ipv4_config`, `pve_verify_ipv6_config`.
+                    "ip" => val == "dhcp" || val == "manual" || is_cidr(val, false),
+                    "ip6" => {
+                        ["dhcp", "auto", "manual"].contains(&val.as_str()) || is_cidr(val, true)
+                    }
                     "gw" => val.parse::<std::net::Ipv4Addr>().is_ok(),
                     "gw6" => val.parse::<std::net::Ipv6Addr>().is_ok(),
                     _ => true,
@@ -447,7 +577,19 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
                 sub("phys-bits", Ty::Str),
                 sub("reported-model", Ty::Str),
             ];
-            parse_property_string(SUBS, v).map(|_| ())
+            let kv = parse_property_string(SUBS, v)?;
+            // CPUConfig.pm `parse_cpu_conf_basic`: a custom model needs cpu-models.conf
+            // (pve-sim has none), any other must be a QEMU or PVE built-in model.
+            match kv.get("cputype").map(String::as_str) {
+                Some(custom) if custom.starts_with("custom-") => Err(format!(
+                    "Custom cputype '{}' not found",
+                    &custom["custom-".len()..]
+                )),
+                Some(model) if !CPU_MODELS.contains(&model) => Err(format!(
+                    "Built-in cputype '{model}' is not defined (missing 'custom-' prefix?)"
+                )),
+                _ => Ok(()),
+            }
         }
         Named::VolumeId => {
             // A volume id `storage:name`, an absolute path, or (drives only) `none`/`cdrom`.

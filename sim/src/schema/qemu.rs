@@ -17,43 +17,100 @@ fn is_digest(s: &str) -> bool {
     s.len() <= 40
 }
 
-const DISK_SUBS: &[Sub] = &[
-    default_sub("file", Ty::Fmt(Named::VolumeId)),
-    sub("aio", Ty::Enum(&["native", "threads", "io_uring"])),
-    sub("backup", Ty::Bool),
-    sub(
-        "cache",
-        Ty::Enum(&["none", "writethrough", "writeback", "unsafe", "directsync"]),
-    ),
-    sub("detect_zeroes", Ty::Bool),
-    sub("discard", Ty::Enum(&["ignore", "on"])),
-    sub(
-        "format",
-        Ty::Enum(&["raw", "qcow", "qed", "qcow2", "vmdk", "cloop"]),
-    ),
-    sub("import-from", Ty::Fmt(Named::VolumeId)),
-    sub("iops", Ty::Int(None, None)),
-    sub("iops_rd", Ty::Int(None, None)),
-    sub("iops_wr", Ty::Int(None, None)),
-    sub("iothread", Ty::Bool),
-    sub("mbps", Ty::Num(None, None)),
-    sub("mbps_rd", Ty::Num(None, None)),
-    sub("mbps_wr", Ty::Num(None, None)),
-    sub("media", Ty::Enum(&["cdrom", "disk"])),
-    sub("queues", Ty::Int(Some(2), None)),
-    sub("replicate", Ty::Bool),
-    sub("rerror", Ty::Enum(&["ignore", "report", "stop"])),
-    sub("ro", Ty::Bool),
-    sub("serial", Ty::Fmt(Named::UrlEncoded)),
-    sub("shared", Ty::Bool),
-    sub("size", Ty::Fmt(Named::DiskSize)),
-    sub("snapshot", Ty::Bool),
-    sub("ssd", Ty::Bool),
-    sub("werror", Ty::Enum(&["enospc", "ignore", "report", "stop"])),
-    sub("efitype", Ty::Enum(&["2m", "4m"])),
-    sub("pre-enrolled-keys", Ty::Bool),
-    sub("version", Ty::Enum(&["v1.2", "v2.0"])),
+/// The sub-keys every drive key takes, with those of its bus after them (`$extra`).
+macro_rules! disk_subs {
+    ($($extra:expr),*) => {
+        &[
+            default_sub("file", Ty::Fmt(Named::VolumeId)),
+            sub("aio", Ty::Enum(&["native", "threads", "io_uring"])),
+            sub("backup", Ty::Bool),
+            sub(
+                "cache",
+                Ty::Enum(&["none", "writethrough", "writeback", "unsafe", "directsync"]),
+            ),
+            sub("detect_zeroes", Ty::Bool),
+            sub("discard", Ty::Enum(&["ignore", "on"])),
+            sub(
+                "format",
+                Ty::Enum(&["raw", "qcow", "qed", "qcow2", "vmdk", "cloop"]),
+            ),
+            sub("import-from", Ty::Fmt(Named::VolumeId)),
+            sub("iops", Ty::Int(None, None)),
+            sub("iops_rd", Ty::Int(None, None)),
+            sub("iops_wr", Ty::Int(None, None)),
+            sub("iothread", Ty::Bool),
+            sub("mbps", Ty::Num(None, None)),
+            sub("mbps_rd", Ty::Num(None, None)),
+            sub("mbps_wr", Ty::Num(None, None)),
+            sub("media", Ty::Enum(&["cdrom", "disk"])),
+            sub("queues", Ty::Int(Some(2), None)),
+            sub("replicate", Ty::Bool),
+            sub("rerror", Ty::Enum(&["ignore", "report", "stop"])),
+            sub("ro", Ty::Bool),
+            sub("serial", Ty::Fmt(Named::UrlEncoded)),
+            sub("shared", Ty::Bool),
+            sub("size", Ty::Fmt(Named::DiskSize)),
+            sub("snapshot", Ty::Bool),
+            sub("werror", Ty::Enum(&["enospc", "ignore", "report", "stop"])),
+            sub("efitype", Ty::Enum(&["2m", "4m"])),
+            sub("pre-enrolled-keys", Ty::Bool),
+            sub("ms-cert", Ty::Enum(&["2011", "2023", "2023w", "2023k"])),
+            sub("version", Ty::Enum(&["v1.2", "v2.0"])),
+            $($extra,)*
+        ]
+    };
+}
+
+/// The drive sub-keys of ide, sata, scsi, efidisk0 and tpmstate0 (Drive.pm `%drivedesc_base`
+/// and the buses' own: `ssd` is in `$ide_fmt`, `$scsi_fmt`, `$sata_fmt`).
+const DISK_SUBS: &[Sub] = disk_subs!(sub("ssd", Ty::Bool));
+
+/// A virtio drive's sub-keys: Drive.pm `$virtio_fmt` has no `ssd` (PVE refuses
+/// `virtio0: …,ssd=1` with 400, "virtio0.ssd: property is not defined in schema").
+const VIRTIO_SUBS: &[Sub] = disk_subs!();
+
+/// QemuServer.pm `$spice_enhancements_fmt`.
+const SPICE_ENHANCEMENTS_SUBS: &[Sub] = &[
+    sub("foldersharing", Ty::Bool),
+    sub("videostreaming", Ty::Enum(&["off", "all", "filter"])),
 ];
+
+/// Memory.pm `$numa_fmt` (`numa0` … `numa7`, `$MAX_NUMA` 8): `cpus` is required.
+const NUMA_SUBS: &[Sub] = &[
+    Sub {
+        required: true,
+        ..sub("cpus", Ty::Str)
+    },
+    sub("hostnodes", Ty::Str),
+    sub("memory", Ty::Num(None, None)),
+    sub("policy", Ty::Enum(&["preferred", "bind", "interleave"])),
+];
+
+/// QemuServer.pm `startdate`: `(now|\d{4}-\d{1,2}-\d{1,2}(T\d{1,2}:\d{1,2}:\d{1,2})?)`.
+fn is_startdate(s: &str) -> bool {
+    let digits = |p: &str, lo: usize, hi: usize| {
+        (lo..=hi).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit())
+    };
+    let (date, time) = match s.split_once('T') {
+        Some((d, t)) => (d, Some(t)),
+        None => (s, None),
+    };
+    let date_ok = matches!(date.split('-').collect::<Vec<_>>()[..],
+        [y, m, d] if digits(y, 4, 4) && digits(m, 1, 2) && digits(d, 1, 2));
+    let time_ok = time.is_none_or(|t| {
+        matches!(t.split(':').collect::<Vec<_>>()[..],
+            [h, m, sec] if digits(h, 1, 2) && digits(m, 1, 2) && digits(sec, 1, 2))
+    });
+    s == "now" || (date_ok && time_ok)
+}
+
+/// QemuServer.pm `bootdisk` (deprecated, `pve-qm-bootdisk`): a drive name.
+fn is_bootdisk(s: &str) -> bool {
+    ["ide", "sata", "scsi", "virtio"].iter().any(|bus| {
+        s.strip_prefix(bus)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
 
 /// NIC models; each is also a sub-key carrying the MAC (`virtio=BC:24:11:..`).
 pub const NIC_MODELS: &[&str] = &[
@@ -157,6 +214,7 @@ pub fn vm_config_params() -> Vec<Param> {
         opt("balloon", Ty::Int(Some(0), None)),
         opt("bios", Ty::Enum(&["seabios", "ovmf"])),
         opt("boot", Ty::Fmt(Named::Boot)),
+        opt("bootdisk", Ty::Pat(is_bootdisk)),
         opt("cicustom", Ty::Str),
         opt("cipassword", Ty::Str),
         opt(
@@ -203,6 +261,7 @@ pub fn vm_config_params() -> Vec<Param> {
         opt("nameserver", Ty::Fmt(Named::AddressList)),
         idx("net", 0, 31, Ty::Prop(NET_SUBS)),
         opt("numa", Ty::Bool),
+        idx("numa", 0, 7, Ty::Prop(NUMA_SUBS)),
         opt("onboot", Ty::Bool),
         opt("ostype", Ty::Enum(OSTYPES)),
         opt("protection", Ty::Bool),
@@ -226,9 +285,12 @@ pub fn vm_config_params() -> Vec<Param> {
         opt("shares", Ty::Int(Some(0), Some(50000))),
         opt("smbios1", Ty::StrMax(512)),
         opt("sockets", Ty::Int(Some(1), None)),
+        opt("startdate", Ty::Pat(is_startdate)),
+        opt("spice_enhancements", Ty::Prop(SPICE_ENHANCEMENTS_SUBS)),
         opt("sshkeys", Ty::Fmt(Named::UrlEncoded)),
         opt("startup", Ty::Str),
         opt("tablet", Ty::Bool),
+        opt("tdf", Ty::Bool),
         opt("tags", Ty::Fmt(Named::TagList)),
         opt("template", Ty::Bool),
         opt("tpmstate0", Ty::Prop(DISK_SUBS)),
@@ -236,7 +298,7 @@ pub fn vm_config_params() -> Vec<Param> {
         idx("usb", 0, 29, Ty::Str),
         opt("vcpus", Ty::Int(Some(1), None)),
         opt("vga", Ty::Prop(VGA_SUBS)),
-        idx("virtio", 0, 15, Ty::Prop(DISK_SUBS)),
+        idx("virtio", 0, 15, Ty::Prop(VIRTIO_SUBS)),
         opt("vmgenid", Ty::Str),
         opt("watchdog", Ty::Str),
     ]

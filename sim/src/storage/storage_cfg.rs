@@ -41,6 +41,20 @@ impl StorageDef {
     pub fn file_based(&self) -> bool {
         !self.block()
     }
+
+    /// pve-storage Storage.pm `resolve_format_hint`: the hinted format where the storage's
+    /// plugin lists it as valid (`get_formats`: raw, qcow2 and vmdk on a file storage, raw on
+    /// a block one), else the storage's default, raw.
+    pub fn resolve_format_hint(&self, hint: Option<&str>) -> &'static str {
+        let valid: &[&'static str] = if self.file_based() {
+            &["raw", "qcow2", "vmdk"]
+        } else {
+            &["raw"]
+        };
+        hint.and_then(|h| valid.iter().find(|v| **v == h))
+            .copied()
+            .unwrap_or("raw")
+    }
 }
 
 /// The storages every node has.
