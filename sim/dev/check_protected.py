@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Compares pve-sim's table of protected endpoints (sim/src/schema/endpoints.rs) with PVE's API
 schema (a pve-api-*.json as the API viewer's apidoc.js holds it, given as the argument): every
 row must name a method and path the schema has, with the schema's `protected` flag and handler

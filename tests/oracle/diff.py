@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """pve-sim against PVE's own code: the same create/update/delete sequences sent to pve-sim's API
 and to the PVE oracle (../shared/pve-oracle, PVE's unmodified Perl run by its own driver), and
 what each stores compared: GET config, GET pending, the config file's text, and refusals
 (status class, the parameters that failed, the message's gist).
 
-    tests/oracle/diff.py [--oracle DIR] [--sim BIN] [--only SUBSTRING] [--json OUT] [-v]
+    python3 tests/oracle/diff.py [--oracle DIR] [--sim BIN] [--only SUBSTRING] [--json OUT] [-v]
 
 The scenarios are data, tests/oracle/scenarios.json: `api` entries (create, update, update_method,
 volumes as the oracle takes them) and `set` entries (one key, several values, each through a
