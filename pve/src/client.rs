@@ -26,6 +26,12 @@ use super::budget::Budget;
 use super::error::ApiError;
 use super::tls::{PveTls, StatusLine, Trust, client_config};
 
+/// How long an idle connection is kept for the next request: under PVE's 5 s, after which
+/// pveproxy closes an idle connection (pve-http-server AnyEvent.pm, `timeout` 5), so that a
+/// request is never sent on a connection PVE has closed meanwhile (ureq's default is 15 s).
+/// A connection PVE closes otherwise (its 100 requests, a worker's restart) says
+/// `Connection: close` in its last answer, and the next request opens a new one.
+const IDLE_REUSE: Duration = Duration::from_secs(4);
 /// How to reach and authenticate to the API.
 #[derive(Clone)]
 pub struct Connection {
@@ -107,6 +113,7 @@ impl Client {
         // PVE's API never redirects: a redirect is not followed (it could lead a pinned
         // connection to another, unchecked host) but reported.
         let agent_config = Agent::config_builder()
+            .max_idle_age(IDLE_REUSE)
             .http_status_as_error(false)
             .max_redirects(0)
             .proxy(proxy)
