@@ -293,7 +293,11 @@ impl Runner<'_> {
         // have ended.
         let mut listed = self.listing()?;
         let others = super::find::creates_in_flight(&listed, Some(vmid));
-        if !others.is_empty() && self.await_creates(&name, &others, Some(own_ctime))?.waited {
+        // Once they have ended (or were seen ended), the listing is read again: a create that
+        // ended meanwhile shows its name only there.
+        let waited = !others.is_empty();
+        if waited {
+            self.await_creates(&name, &others, Some(own_ctime))?;
             listed = self.listing()?;
         }
         let named = self.named(&name, listed)?;
@@ -308,8 +312,9 @@ impl Runner<'_> {
             };
             carriers.push((ctime, id, on));
         }
-        // The converge reads this VM next: its config is the one just read.
-        if let Some(config) = own {
+        // The converge reads this VM next: its config is the one just read, unless parallel
+        // runs had time to change it during a wait.
+        if let Some(config) = own.filter(|_| !waited) {
             self.prefetched
                 .replace(Some((vmid, node.to_string(), config)));
         }

@@ -15,22 +15,14 @@ use crate::pve::api::named::{self, Confirm, Named, Settling};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::retry::{Awaiting, Step, until};
 
-/// The VMs of a listing that a create holds and that have no name yet (`lock: create`; the
-/// name shows at the create's end), but `own`.
+/// The VMs of a listing that a create holds and that have no name of their own yet (`lock:
+/// create`; the name shows at the create's end), but `own`.
 pub(super) fn creates_in_flight(listed: &[ListedVm], own: Option<u32>) -> Vec<(u32, String)> {
     listed
         .iter()
-        .filter(|vm| vm.creating && vm.name.is_empty() && Some(vm.vmid) != own)
+        .filter(|vm| vm.creating && vm.unnamed() && Some(vm.vmid) != own)
         .map(|vm| (vm.vmid, vm.node.clone()))
         .collect()
-}
-
-/// What [`Runner::await_creates`] saw.
-pub(super) struct Awaited {
-    /// Whether a create was seen running (the VMs' states changed meanwhile).
-    pub(super) waited: bool,
-    /// The VMs no running create was seen holding: a leftover, if it still has no name.
-    pub(super) unseen: Vec<u32>,
 }
 
 /// How long parallel runs that created one VM each of a name get to remove all but the first.
@@ -69,9 +61,9 @@ impl Runner<'_> {
             // the names once they have ended. A create that starts after this look cannot be
             // an earlier run's (a parallel run's VM of this name is settled by
             // `claim_name`), so it is not waited for.
-            let awaited = self.await_creates(name, &in_flight, None)?;
+            let unseen = self.await_creates(name, &in_flight, None)?;
             let named = self.named(name, self.listing()?)?;
-            self.note_leftovers(name, &named.in_flight, &awaited.unseen);
+            self.note_leftovers(name, &named.in_flight, &unseen);
             named
         };
         // Several VMs with the name: parallel runs that created one each are removing all but
@@ -132,13 +124,14 @@ impl Runner<'_> {
     /// Waits until the creates this user can see running on `in_flight` (VMs under `lock:
     /// create`, no name yet) have ended, or the budget has ([`named::Settling`]: one node's
     /// running tasks listed at each look; with `since`, only the creates started no later
-    /// than it are waited for).
+    /// than it are waited for). Returns the VMs no running create was seen holding (a
+    /// leftover, if it still has no name of its own).
     pub(super) fn await_creates(
         &self,
         name: &str,
         in_flight: &[(u32, String)],
         since: Option<u64>,
-    ) -> anyhow::Result<Awaited> {
+    ) -> anyhow::Result<Vec<u32>> {
         let client = &self.session.client;
         let mut settling = Settling::new(in_flight, since);
         let what = format!("waiting for the creates in flight that may carry the name '{name}'");
@@ -150,15 +143,17 @@ impl Runner<'_> {
             Ok(match settling.next_node() {
                 None => Step::Done(Ok(())),
                 Some(next) if next != node => Step::Now,
-                Some(_) => Step::Again(Ok(())),
+                // Should the budget end meanwhile, a create still running may carry the name:
+                // the run fails rather than create another VM of it.
+                Some(_) => Step::Again(Err(anyhow!(
+                    "creates of VMs on {node} that may carry the name '{name}' were still \
+                     running when the timeout came; nothing was created (a re-run finds the VM \
+                     once they end)"
+                ))),
             })
         });
         self.ended(tried, &what)?;
-        let waited = settling.waited();
-        Ok(Awaited {
-            waited,
-            unseen: settling.ended().1,
-        })
+        Ok(settling.ended().1)
     }
 
     /// Warns of VMs that look like the leftovers of a create that was killed: `lock: create`

@@ -20,6 +20,15 @@ pub struct ListedVm {
     pub creating: bool,
 }
 
+impl ListedVm {
+    /// Whether the listing shows no name of the VM's own: none yet (pvestatd has not seen the
+    /// VM), or the `VM <vmid>` that qemu-server's vmstatus gives a VM whose config has none (a
+    /// create in flight once pvestatd has seen it: its name is written at its end).
+    pub fn unnamed(&self) -> bool {
+        self.name.is_empty() || self.name == format!("VM {}", self.vmid)
+    }
+}
+
 /// `GET /cluster/resources?type=vm`, its QEMU VMs (a read).
 pub fn vms(client: &Client) -> Result<Vec<ListedVm>, ApiError> {
     let params: Params = vec![("type".into(), "vm".into())];
@@ -100,6 +109,23 @@ pub fn vm_resources(client: &Client) -> Result<Vec<VmResource>, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_vm_listed_as_vm_and_its_id_has_no_name_of_its_own() {
+        let listed = |name: &str| ListedVm {
+            vmid: 123,
+            node: "pve1".into(),
+            name: name.into(),
+            creating: true,
+        };
+        assert!(listed("").unnamed());
+        assert!(
+            listed("VM 123").unnamed(),
+            "vmstatus's name for a config without one"
+        );
+        assert!(!listed("VM 124").unnamed());
+        assert!(!listed("web").unnamed());
+    }
 
     #[test]
     fn spread_ids_are_stable_per_name_free_and_differ_between_names() {

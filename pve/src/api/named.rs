@@ -69,7 +69,7 @@ pub fn named(
     let mut fresh: BTreeMap<Vmid, (String, bool)> = BTreeMap::new();
     let mut nodes: Vec<&str> = listed
         .iter()
-        .filter(|vm| confirm == Confirm::EveryNode || (vm.name.is_empty() && !vm.creating))
+        .filter(|vm| confirm == Confirm::EveryNode || (vm.unnamed() && !vm.creating))
         .map(|vm| vm.node.as_str())
         .collect();
     nodes.sort();
@@ -178,11 +178,6 @@ impl Settling {
         if !still.is_empty() {
             self.pending.insert(node.to_string(), still);
         }
-    }
-
-    /// Whether a create was seen running on one of the VMs.
-    pub fn waited(&self) -> bool {
-        !self.seen_running.is_empty()
     }
 
     /// The VMs whose name is to be read now that their creates have ended (or were not
