@@ -19,7 +19,7 @@ recap "$dir/demo.log" | grep -q 'changed=2 '
 run demo-again playbooks/demo.yml
 recap "$dir/demo-again.log" | grep -q 'changed=0 '
 run create playbooks/create_from_cloud_image.yml -e vm_name=web2
-grep -q 'web2 is VM 101 on pve1 (running)' "$dir/create.log"
+grep -qE 'web2 is VM [0-9]+ on pve1 \(running\)' "$dir/create.log"
 run connect playbooks/create_and_connect.yml -e vm_name=web3 -e vm_connect=false
 grep -qE 'web3 is VM [0-9]+ on pve1 at 10\.0\.' "$dir/connect.log"
 run templates playbooks/template_and_clones.yml
