@@ -147,8 +147,8 @@ impl Runner<'_> {
                 // the run fails rather than create another VM of it.
                 Some(_) => Step::Again(Err(anyhow!(
                     "creates of VMs on {node} that may carry the name '{name}' were still \
-                     running when the timeout came; nothing was created (a re-run finds the VM \
-                     once they end)"
+                     running when the timeout came, so which VM carries it is not known yet (a \
+                     re-run waits for them again)"
                 ))),
             })
         });
