@@ -10,17 +10,6 @@ fn fast(images: &[&std::path::Path]) -> Sim {
     Sim::plain(&["--time-scale", "0.05"], images)
 }
 
-fn config(s: &Session, vmid: &str) -> Value {
-    s.data("GET", &format!("/nodes/pve1/qemu/{vmid}/config"), &[])
-}
-
-fn file(sim: &Sim, vmid: &str) -> String {
-    sim.admin("GET", &format!("/config-file/{vmid}"), Value::Null)["data"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// A form body sent as it is (`key` without `=` is PVE's undef).
 pub fn raw_form(s: &Session, method: &str, path: &str, body: &str) -> (u16, String, Value) {
     raw(

@@ -5,7 +5,7 @@
 //! API2/Network.pm), storage config (pve-storage API2/Storage/Config.pm, Status.pm diridx),
 //! and a VM's disks moved and unlinked (qemu-server API2/Qemu.pm move_vm_disk, unlink).
 
-use crate::support::{Session, Sim};
+use crate::support::{Session, Sim, config};
 use serde_json::{Value, json};
 
 /// A request that must fail with `status`: its reason phrase and body.
@@ -42,10 +42,6 @@ fn vm(s: &Session, vmid: &str, extra: &[(&str, &str)]) {
     ];
     p.extend_from_slice(extra);
     task_ok(s, "POST", "/nodes/pve1/qemu", &p);
-}
-
-fn config(s: &Session, vmid: &str) -> Value {
-    s.data("GET", &format!("/nodes/pve1/qemu/{vmid}/config"), &[])
 }
 
 #[test]

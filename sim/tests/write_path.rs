@@ -2,7 +2,7 @@
 //! `sim/WRITE_PATH.md`: what a value becomes between the request and what `GET …/config`
 //! answers (and what the config file holds, read on the admin port).
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::oracle_found::raw_form;
 use crate::support::*;
@@ -13,18 +13,6 @@ const KEY: &str =
 
 fn fast() -> Sim {
     Sim::plain(&["--time-scale", "0.05"], &[])
-}
-
-fn config(s: &Session, vmid: &str) -> Value {
-    s.data("GET", &format!("/nodes/pve1/qemu/{vmid}/config"), &[])
-}
-
-/// The config file as pve-sim keeps it (admin port).
-fn file(sim: &Sim, vmid: &str) -> String {
-    sim.admin("GET", &format!("/config-file/{vmid}"), Value::Null)["data"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 /// A create that must fail in its task; returns the exit status.

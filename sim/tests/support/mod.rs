@@ -364,3 +364,16 @@ pub fn quick_vm(s: &Session, vmid: &str, extra: &[(&str, &str)]) {
     let u = s.data("POST", "/nodes/pve1/qemu", &p);
     assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
 }
+
+/// A VM's config on pve1 as GET …/config answers it.
+pub fn config(s: &Session, vmid: &str) -> Value {
+    s.data("GET", &format!("/nodes/pve1/qemu/{vmid}/config"), &[])
+}
+
+/// The config file as pve-sim keeps it (admin port).
+pub fn file(sim: &Sim, vmid: &str) -> String {
+    sim.admin("GET", &format!("/config-file/{vmid}"), Value::Null)["data"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
