@@ -339,3 +339,195 @@ fn the_demo_molecule_and_tests_use_real_keys() {
         pve::values::SshKey::parse(key).unwrap();
     }
 }
+
+/// `disks` with one import of the small qcow2 image at `slot` on `storage`, with `extra`.
+fn imported(slot: &str, storage: &str, extra: Value) -> Value {
+    json!({"disks": [merge(&[
+        json!({"slot": slot, "storage": storage, "import_from": "local:import/small.qcow2"}),
+        extra,
+    ])]})
+}
+
+#[test]
+fn an_import_keeps_the_source_format_and_format_is_not_stored() {
+    let image = small_image();
+    // On a directory storage, an import without format stays qcow2 (resolve_dst_disk_format);
+    // with format=raw it is raw; PVE stores neither drive with format= (create_disks).
+    for (format, volume) in [
+        (Value::Null, "local:100/vm-100-disk-0.qcow2"),
+        (json!("raw"), "local:100/vm-100-disk-0.raw"),
+        (json!("qcow2"), "local:100/vm-100-disk-0.qcow2"),
+    ] {
+        let sim = Sim::start(&[&image], &[]);
+        let again = converges(&sim, imported("scsi0", "local", json!({"format": format})));
+        let scsi0 = config(&sim)["scsi0"].as_str().unwrap().to_string();
+        assert!(
+            scsi0.starts_with(&format!("{volume},")),
+            "{format}: {scsi0}"
+        );
+        assert!(!scsi0.contains("format="), "{scsi0}");
+        assert!(
+            again["warnings"].as_array().is_none_or(Vec::is_empty),
+            "{again}"
+        );
+    }
+}
+
+#[test]
+fn a_format_the_storage_cannot_hold_is_reported_not_claimed() {
+    let image = small_image();
+    let sim = Sim::start(&[&image], &[]);
+    // LVM-thin holds raw only: the import falls back to raw (resolve_format_hint), and the
+    // second run says so instead of reporting the disk as the qcow2 asked for.
+    let again = converges(
+        &sim,
+        imported("scsi0", "local-lvm", json!({"format": "qcow2"})),
+    );
+    assert!(
+        config(&sim)["scsi0"]
+            .as_str()
+            .unwrap()
+            .starts_with("local-lvm:vm-100-disk-0,"),
+        "{again}"
+    );
+    let warnings = again["warnings"].to_string();
+    assert!(
+        warnings.contains("scsi0 as a raw volume") && warnings.contains("not qcow2"),
+        "{again}"
+    );
+}
+
+#[test]
+fn an_efidisk_with_enrolled_keys_converges_with_the_ms_cert_pve_adds() {
+    let sim = Sim::start(&[], &[]);
+    let efi = json!({"bios": "ovmf", "machine": "q35",
+        "efidisk": {"storage": "local-lvm", "pre_enrolled_keys": true}});
+    let again = converges(&sim, efi);
+    let efidisk = config(&sim)["efidisk0"].as_str().unwrap().to_string();
+    assert!(efidisk.contains("ms-cert=2023k"), "{efidisk}");
+    assert!(efidisk.contains("pre-enrolled-keys=1"), "{efidisk}");
+    assert!(
+        again["warnings"].as_array().is_none_or(Vec::is_empty),
+        "{again}"
+    );
+}
+
+#[test]
+fn a_vm_without_a_boot_device_converges_on_pves_blank_boot() {
+    let sim = Sim::start(&[], &[]);
+    // No disk and no NIC: PVE writes `boot: ` and answers " " (print_bootorder of nothing).
+    let bare = json!({"node": "pve1", "vmid": 100, "name": "canon", "memory": 512});
+    let conn = sim.conn();
+    ok(run(merge(&[conn.clone(), bare.clone()])));
+    assert_eq!(config(&sim)["boot"], " ");
+    let again = ok(run(merge(&[conn.clone(), bare.clone()])));
+    assert_eq!(again["changed"], false, "{again}");
+    // Its first disk and NIC added by an update, with the order asked for: then kept.
+    converges(&sim, json!({"boot": "order=scsi0;net0"}));
+    assert_eq!(config(&sim)["boot"], "order=scsi0;net0");
+}
+
+#[test]
+fn a_blank_description_asks_for_none_and_converges() {
+    // At create PVE reads a blank description back as "" (no comment is written); on update it
+    // deletes it. Either way a second run is unchanged.
+    let sim = Sim::start(&[], &[]);
+    converges(&sim, json!({"description": "   "}));
+    converges(&sim, json!({"description": "notes"}));
+    converges(&sim, json!({"description": " \n "}));
+    assert!(
+        config(&sim)
+            .get("description")
+            .is_none_or(|d| d.as_str() == Some("")),
+        "{}",
+        config(&sim)
+    );
+}
+
+#[test]
+fn drive_options_and_cpu_or_machine_values_pve_refuses_are_refused_before_any_write() {
+    let sim = Sim::start(&[], &[]);
+    let disk = |slot: &str, extra: Value| json!({"disks": [merge(&[json!({"slot": slot, "storage": "local-lvm", "size": "1G"}), extra])]});
+    for (extra, wants) in [
+        (
+            disk("virtio0", json!({"ssd": true})),
+            "disks[0].ssd: PVE refuses ssd on a virtio drive (virtio0)",
+        ),
+        (
+            disk("virtio0", json!({"ssd": false})),
+            "disks[0].ssd: PVE refuses ssd on a virtio drive",
+        ),
+        (
+            disk("sata0", json!({"iothread": true})),
+            "disks[0].iothread: PVE refuses iothread on a sata drive (sata0)",
+        ),
+        (
+            disk("ide0", json!({"iothread": false})),
+            "disks[0].iothread: PVE refuses iothread on a ide drive",
+        ),
+        (
+            json!({"cloudinit_storage": "local-lvm", "cloudinit_slot": "virtio1"}),
+            "cloudinit_slot must be an ide, sata or scsi slot",
+        ),
+        (
+            json!({"cpu": "Host"}),
+            "cpu is not a value PVE accepts: Built-in cputype 'Host' is not defined",
+        ),
+        (
+            json!({"cpu": "host,flags=+avx2"}),
+            "cpu is not a value PVE accepts: flag '+avx2'",
+        ),
+        (
+            json!({"cpu": "host,flags=aes"}),
+            "cpu is not a value PVE accepts",
+        ),
+        (
+            json!({"cpu": "kvm64,reported-model=qemu64"}),
+            "cpu is not a value PVE accepts: Property 'reported-model' not allowed",
+        ),
+        (
+            json!({"machine": "pc,viommu=intel"}),
+            "machine is not a value PVE accepts: to use Intel vIOMMU please set the machine type to q35",
+        ),
+        (
+            json!({"machine": "q35,aw-bits=48"}),
+            "machine is not a value PVE accepts: cannot set aw-bits if no vIOMMU",
+        ),
+        (
+            json!({"extra_config": {"args": " "}}),
+            "extra_config.args is blank",
+        ),
+    ] {
+        let r = failed(run(args(&sim, extra.clone())));
+        let msg = r["msg"].as_str().unwrap();
+        assert!(msg.contains(wants), "{extra}: {msg}");
+    }
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    // An existing VM is refused the same way: nothing more is written to it.
+    ok(run(args(&sim, json!({}))));
+    let before = sim.config_file(100);
+    let writes = sim.writes().len();
+    for (extra, wants) in [
+        (
+            json!({"disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"},
+                             {"slot": "virtio1", "storage": "local-lvm", "size": "1G", "ssd": true}]}),
+            "disks[1].ssd",
+        ),
+        (json!({"cpu": "host,flags=+avx2"}), "cpu"),
+    ] {
+        let r = failed(run(args(&sim, extra.clone())));
+        assert!(r["msg"].as_str().unwrap().contains(wants), "{extra}: {r}");
+    }
+    assert_eq!(sim.writes().len(), writes);
+    assert_eq!(sim.config_file(100), before);
+}
+
+#[test]
+fn accepted_cpu_and_machine_options_converge() {
+    let sim = Sim::start(&[], &[]);
+    converges(
+        &sim,
+        json!({"cpu": "x86-64-v2-AES,flags=+aes;-pcid", "machine": "q35,viommu=intel"}),
+    );
+    assert_eq!(config(&sim)["cpu"], "x86-64-v2-AES,flags=+aes;-pcid");
+}

@@ -151,9 +151,13 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
         let Some(value) = config.get(key) else {
             continue;
         };
+        // A VM's own cpu as validate_vm_cpu_conf checks it, the machine's options as
+        // assert_valid_machine_property does.
         let checked = match key {
-            "cpu" => value.parse::<Cpu>().map(drop),
-            "machine" => value.parse::<Machine>().map(drop),
+            "cpu" => value.parse::<Cpu>().and_then(|cpu| cpu.check_vm_specific()),
+            "machine" => value
+                .parse::<Machine>()
+                .and_then(|machine| machine.check_properties()),
             _ => value.parse::<Vga>().map(drop),
         };
         checked.map_err(|e| format!("{key} is not a value PVE accepts: {}", e.message))?;
@@ -200,8 +204,15 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
     } else if empty_list(params.get("tags")) {
         config.insert("tags".into(), String::new());
     }
+    // A blank description asks for none, as an empty one does: PVE writes no comment for it
+    // (write_vm_config), so an update deletes it, and a create reads it back as "".
     if let Some(description) = inv.str("description") {
-        config.insert("description".into(), description.to_string());
+        let notes = if description.trim().is_empty() {
+            ""
+        } else {
+            description
+        };
+        config.insert("description".into(), notes.to_string());
     }
     for (i, serial) in params
         .get("serial")
@@ -251,6 +262,13 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
             }
             if raw.contains(['\n', '\r']) {
                 return Err(format!("extra_config.{key} must be a single line"));
+            }
+            // PVE stores a blank value as a blank line (`args:  `) and answers " ", which no
+            // value the module sends would match again.
+            if !raw.is_empty() && raw.trim().is_empty() {
+                return Err(format!(
+                    "extra_config.{key} is blank: give a value, or \"\" to delete the key"
+                ));
             }
             // An empty value is a delete (the plan sends it); others are checked by the
             // key's type and sent as PVE takes them.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::encode::pve_bool;
-use super::validate::{import_source, is_drive_slot, parse_size};
+use super::validate::{cdrom_slot, drive_option, import_source, is_drive_slot, parse_size};
 use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::given;
 use crate::ansible::text::quote;
@@ -97,6 +97,9 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
         }
         let mut opts = BTreeMap::new();
         for key in DRIVE_OPTS {
+            if !disk[*key].is_null() {
+                drive_option(&option(key), &slot, key)?;
+            }
             match &disk[*key] {
                 Value::Bool(value) if *key == "discard" => {
                     opts.insert(
@@ -154,6 +157,9 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
         })
     {
         let slot = given(inv.str("cloudinit_slot"), "cloudinit_slot")?.to_string();
+        if is_drive_slot(&slot) {
+            cdrom_slot("cloudinit_slot", &slot)?;
+        }
         if !is_drive_slot(&slot) || disks.iter().any(|disk| disk.slot == slot) {
             return Err(format!(
                 "cloudinit_slot must be a free drive slot such as ide2, got {slot}",

@@ -11,6 +11,7 @@ use super::desired::{CloneSource, Desired, Disk, State};
 use super::encode::format_size;
 use crate::pve::answers::{VmConfig, VmStatus};
 use crate::pve::values::config::Guest;
+use crate::pve::values::drive::volume_format;
 use crate::pve::values::machine::is_windows;
 use crate::pve::values::{self, Drive, Net, Size, ValueError, crypt};
 
@@ -484,6 +485,20 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             return Err(format!(
                 "{} is a CD-ROM drive ({have}); choose another slot for the disk",
                 disk.slot
+            ));
+        }
+        // The format asked for is the new volume's; PVE keeps none in the drive (create_disks
+        // drops `format=`) and an import onto a storage that cannot hold it gets the
+        // storage's default, so the volume's own format is what the VM has: a different one
+        // is reported, never "changed" (PVE converts a disk only by moving it).
+        if let (Some(want), Some(have_format)) = (&disk.format, volume_format(drive.file()))
+            && want != have_format
+        {
+            planned.notes.push(format!(
+                "VM {} has {} as a {have_format} volume ({}), not {want}: PVE keeps a disk's format (it makes the storage's own where that cannot hold {want}), so it was left (move the disk with a target format to convert it)",
+                cur.vmid,
+                disk.slot,
+                drive.file()
             ));
         }
         // Drive options: change only those asked for, keep the volume and the rest.

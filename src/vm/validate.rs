@@ -4,12 +4,42 @@
 
 use crate::ansible::text::quote;
 use crate::ids::storage_id;
-use crate::pve::values::{Size, SizeError};
+use crate::pve::values::{Size, SizeError, drive};
 
 /// True for drive keys PVE accepts (`ide0`–`ide3`, `sata0`–`sata5`, `scsi0`–`scsi30`,
 /// `virtio0`–`virtio15`, `efidisk0`, `tpmstate0`).
 pub fn is_drive_slot(slot: &str) -> bool {
     crate::pve::values::drive::is_drive_key(slot)
+}
+
+/// Refuses a drive option that `slot`'s bus does not have (`ssd` on `virtio`, `iothread` on
+/// `ide` or `sata`), as PVE refuses it with a 400 on the slot (Drive.pm's per-bus formats),
+/// naming the option and the buses that take it.
+pub fn drive_option(option: &str, slot: &str, key: &str) -> Result<(), String> {
+    if drive::slot_takes(slot, key) {
+        return Ok(());
+    }
+    let bus = slot.trim_end_matches(|c: char| c.is_ascii_digit());
+    let buses: Vec<&str> = ["scsi", "virtio", "sata", "ide"]
+        .into_iter()
+        .filter(|bus| drive::slot_takes(&format!("{bus}0"), key))
+        .collect();
+    Err(format!(
+        "{option}: PVE refuses {key} on a {bus} drive ({slot}); it is an option of {} drives only (give the disk such a slot, or leave {key} out)",
+        buses.join(", ")
+    ))
+}
+
+/// Refuses a slot for a CD-ROM (the cloud-init drive, `media=cdrom`) that cannot hold one:
+/// PVE would store a VirtIO CD-ROM that `parse_drive` then reads as no drive at all.
+pub fn cdrom_slot(option: &str, slot: &str) -> Result<(), String> {
+    if drive::slot_takes_cdrom(slot) {
+        return Ok(());
+    }
+    Err(format!(
+        "{option} must be an ide, sata or scsi slot such as ide2 (the cloud-init drive is a CD-ROM, which a {slot} slot cannot hold), got {}",
+        quote(slot)
+    ))
 }
 
 /// Refuses characters that would break out of a property string.
@@ -133,6 +163,24 @@ mod tests {
             "",
         ] {
             assert!(!is_drive_slot(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn options_and_slots_by_bus() {
+        let e = drive_option("disks[1].ssd", "virtio0", "ssd").unwrap_err();
+        assert!(
+            e.starts_with("disks[1].ssd: PVE refuses ssd on a virtio drive (virtio0)")
+                && e.contains("scsi, sata, ide"),
+            "{e}"
+        );
+        let e = drive_option("disks[0].iothread", "sata0", "iothread").unwrap_err();
+        assert!(e.contains("scsi, virtio drives only"), "{e}");
+        assert!(drive_option("disks[0].ssd", "scsi0", "ssd").is_ok());
+        assert!(drive_option("disks[0].discard", "virtio3", "discard").is_ok());
+        assert!(cdrom_slot("cloudinit_slot", "ide2").is_ok());
+        for slot in ["virtio1", "efidisk0", "tpmstate0"] {
+            assert!(cdrom_slot("cloudinit_slot", slot).is_err(), "{slot}");
         }
     }
 

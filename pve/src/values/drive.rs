@@ -204,6 +204,39 @@ pub fn is_drive_key(key: &str) -> bool {
     !key.starts_with("unused") && slot_schema(key, false).is_some()
 }
 
+/// True when `slot`'s format has the option `key` (`ssd` is in `$ide_fmt`, `$scsi_fmt` and
+/// `$sata_fmt`, not `$virtio_fmt`; `iothread` only in `$scsi_fmt` and `$virtio_fmt`). PVE
+/// refuses any other with a 400 on the slot: `virtio0.ssd: property is not defined in schema`.
+pub fn slot_takes(slot: &str, key: &str) -> bool {
+    slot_schema(slot, true).is_some_and(|schema| schema.key(key).is_some())
+}
+
+/// True for a slot that can hold a CD-ROM, such as a cloud-init drive (`media=cdrom`):
+/// `ide`, `sata` or `scsi`. `parse_drive` reads a VirtIO CD-ROM as no drive at all, and
+/// `efidisk0`, `tpmstate0` and `unusedN` hold no media.
+pub fn slot_takes_cdrom(slot: &str) -> bool {
+    is_drive_key(slot)
+        && ["ide", "sata", "scsi"]
+            .iter()
+            .any(|bus| slot.starts_with(bus))
+}
+
+/// The format of a stored volume as its name says (pve-storage's `parse_volname`: a
+/// directory storage's `100/vm-100-disk-0.qcow2`, an LVM one's `vm-100-disk-0.qcow2` with
+/// volume chains), `raw` for a name without one (LVM, ZFS, RBD volumes); `None` for a path
+/// or a volume of no known format.
+pub fn volume_format(file: &str) -> Option<&'static str> {
+    let (storage, name) = file.split_once(':')?;
+    if storage.is_empty() || storage.contains('/') || name.is_empty() {
+        return None;
+    }
+    let base = name.rsplit('/').next().unwrap_or(name);
+    match base.rsplit_once('.') {
+        Some((_, ext)) => IMAGE_FORMATS.iter().copied().find(|f| *f == ext),
+        None => Some("raw"),
+    }
+}
+
 /// A drive: its volume (`file`) and options, read against its slot's format.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Drive {
@@ -573,6 +606,34 @@ mod tests {
         assert!(drive("local:iso/x.iso,media=cdrom").is_cdrom());
         assert!(is_drive_key("scsi30") && is_drive_key("tpmstate0"));
         assert!(!is_drive_key("unused0") && !is_drive_key("scsi01") && !is_drive_key("net0"));
+    }
+
+    #[test]
+    fn options_and_media_by_bus() {
+        assert!(
+            slot_takes("scsi0", "ssd") && slot_takes("sata1", "ssd") && slot_takes("ide0", "ssd")
+        );
+        assert!(!slot_takes("virtio0", "ssd"));
+        assert!(slot_takes("virtio0", "iothread") && slot_takes("scsi3", "iothread"));
+        assert!(!slot_takes("sata0", "iothread") && !slot_takes("ide1", "iothread"));
+        assert!(slot_takes("virtio0", "discard") && !slot_takes("scsi31", "discard"));
+        assert!(slot_takes_cdrom("ide2") && slot_takes_cdrom("scsi5") && slot_takes_cdrom("sata0"));
+        for slot in ["virtio0", "efidisk0", "tpmstate0", "unused0", "ide4"] {
+            assert!(!slot_takes_cdrom(slot), "{slot}");
+        }
+    }
+
+    #[test]
+    fn volume_formats_by_name() {
+        assert_eq!(
+            volume_format("local:100/vm-100-disk-0.qcow2"),
+            Some("qcow2")
+        );
+        assert_eq!(volume_format("local:100/vm-100-disk-1.raw"), Some("raw"));
+        assert_eq!(volume_format("local-lvm:vm-100-disk-0"), Some("raw"));
+        assert_eq!(volume_format("lvm:vm-100-disk-0.qcow2"), Some("qcow2"));
+        assert_eq!(volume_format("/dev/sdb"), None);
+        assert_eq!(volume_format("local:100/vm-100-disk-0.subvol"), None);
     }
 
     #[test]

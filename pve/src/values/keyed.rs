@@ -9,12 +9,16 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::cpu_models;
 use super::property::{Key, Kind, PropertyString, Schema, ValueError};
 
-/// A CPU flag list (`+aes;-pcid`): `;`-separated flags, each with an optional sign.
+/// A CPU flag list (`+aes;-pcid`): `;`-separated flags, each with its sign
+/// (`cpu_flag_any_re`: `[+-][a-zA-Z0-9\-_\.]+`).
 fn cpu_flags(value: &str) -> bool {
     value.split(';').all(|flag| {
-        let name = flag.strip_prefix(['+', '-']).unwrap_or(flag);
+        let Some(name) = flag.strip_prefix(['+', '-']) else {
+            return false;
+        };
         !name.is_empty()
             && name
                 .bytes()
@@ -142,6 +146,41 @@ keyed!(
     Vga, VGA, "type"
 );
 
+impl Cpu {
+    /// Checks a VM's own `cpu` as `validate_vm_cpu_conf` (CPUConfig.pm) does on every create
+    /// and update: a model PVE knows (a `custom-` one is the cluster's to know), flags only
+    /// from the VM-specific set, no `reported-model`. PVE answers each with a 400 on `cpu`.
+    pub fn check_vm_specific(&self) -> Result<(), ValueError> {
+        let model = self.main().unwrap_or("kvm64");
+        if !cpu_models::is_known_model(model) && !cpu_models::is_custom_model(model) {
+            return Err(ValueError::new(
+                "cpu",
+                format!("Built-in cputype '{model}' is not defined (missing 'custom-' prefix?)"),
+            ));
+        }
+        if let Some(flags) = self.get("flags")
+            && let Some(flag) = flags.split(';').find(|flag| {
+                !cpu_models::VM_SPECIFIC_FLAGS.contains(&flag.trim_start_matches(['+', '-']))
+            })
+        {
+            return Err(ValueError::new(
+                "cpu",
+                format!(
+                    "flag '{flag}' is not one a VM's own CPU may set: VM-specific CPU flags must be a subset of: {} (a custom model may set others)",
+                    cpu_models::VM_SPECIFIC_FLAGS.join(", ")
+                ),
+            ));
+        }
+        if self.get("reported-model").is_some() {
+            return Err(ValueError::new(
+                "cpu",
+                "Property 'reported-model' not allowed in VM-specific CPU config (only a custom model's definition sets it)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,5 +215,32 @@ mod tests {
         assert!("8".parse::<Memory>().is_err(), "below 16 MiB");
         assert!("vga9".parse::<Vga>().is_err());
         assert!("host,hidden=maybe".parse::<Cpu>().is_err());
+        assert!(
+            "host,flags=aes".parse::<Cpu>().is_err(),
+            "a flag needs its sign"
+        );
+    }
+
+    #[test]
+    fn a_vms_own_cpu_as_validate_vm_cpu_conf_checks_it() {
+        let check = |value: &str| value.parse::<Cpu>().unwrap().check_vm_specific();
+        for ok in [
+            "host",
+            "x86-64-v2-AES",
+            "cputype=EPYC-Rome,flags=+aes;-pcid",
+            "custom-mine",
+            "hidden=1",
+        ] {
+            assert!(check(ok).is_ok(), "{ok}");
+        }
+        for (bad, wants) in [
+            ("Host", "Built-in cputype 'Host' is not defined"),
+            ("x86-64-v5", "missing 'custom-' prefix"),
+            ("host,flags=+aes;+avx2", "flag '+avx2'"),
+            ("kvm64,reported-model=qemu64", "reported-model"),
+        ] {
+            let e = check(bad).unwrap_err();
+            assert!(e.to_string().contains(wants), "{bad}: {e}");
+        }
     }
 }

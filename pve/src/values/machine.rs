@@ -120,6 +120,37 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// Checks the options as `assert_valid_machine_property` (Machine.pm) does on an update
+    /// (and the create's task on its first config): Intel's vIOMMU needs a `q35` type and an
+    /// address width of 39 or 48 bits, and `aw-bits` needs a vIOMMU.
+    pub fn check_properties(&self) -> Result<(), ValueError> {
+        let aw_bits = self.props.get("aw-bits");
+        if self.props.get("viommu") == Some("intel") {
+            if !self.machine_type().is_some_and(|t| t.contains("q35")) {
+                return Err(ValueError::new(
+                    "machine",
+                    "to use Intel vIOMMU please set the machine type to q35",
+                ));
+            }
+            if aw_bits.is_some_and(|bits| bits.parse::<f64>().is_ok_and(|b| b != 39.0 && b != 48.0))
+            {
+                return Err(ValueError::new(
+                    "machine",
+                    "Intel vIOMMU supports only 39 or 48 bits as address width",
+                ));
+            }
+        }
+        if aw_bits.is_some() && self.props.get("viommu").is_none() {
+            return Err(ValueError::new(
+                "machine",
+                "cannot set aw-bits if no vIOMMU is configured",
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl FromStr for Machine {
     type Err = ValueError;
 
@@ -158,6 +189,27 @@ mod tests {
         assert!(!machine("q35").is_pinned());
         assert!("q36".parse::<Machine>().is_err());
         assert!("pc-q35-9".parse::<Machine>().is_err());
+    }
+
+    #[test]
+    fn options_as_assert_valid_machine_property_checks_them() {
+        for ok in [
+            "q35,viommu=intel",
+            "pc-q35-9.2+pve1,viommu=intel,aw-bits=48",
+            "q35,viommu=virtio,aw-bits=40",
+            "pc",
+        ] {
+            assert!(machine(ok).check_properties().is_ok(), "{ok}");
+        }
+        for (bad, wants) in [
+            ("pc,viommu=intel", "set the machine type to q35"),
+            ("viommu=intel", "set the machine type to q35"),
+            ("q35,viommu=intel,aw-bits=40", "only 39 or 48 bits"),
+            ("q35,aw-bits=48", "no vIOMMU"),
+        ] {
+            let e = machine(bad).check_properties().unwrap_err();
+            assert!(e.to_string().contains(wants), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //! * [`drive`], [`net`], [`ipconfig`], [`agent`], [`boot`], [`machine`], [`keyed`]: the
 //!   formats of qemu-server (`QemuServer/Drive.pm`, `Network.pm`, `Agent.pm`, `QemuServer.pm`,
 //!   `Machine.pm`, `Memory.pm`, `CPUConfig.pm`).
+//! * [`cpu_models`]: the CPU models and flags `validate_vm_cpu_conf` lets a VM name
+//!   (`CPUConfig.pm`, `CPUFlags.pm`).
 //! * [`meta`]: a VM's creation record (`MetaInfo.pm`).
 //! * [`tags`]: `get_unique_tags` (pve-guest-common `src/PVE/GuestHelpers.pm`).
 //! * [`sshkeys`]: the `urlencoded` key list and `validate_ssh_public_keys` (pve-common
@@ -25,6 +27,7 @@
 pub mod agent;
 pub mod boot;
 pub mod config;
+pub mod cpu_models;
 pub mod crypt;
 pub mod drive;
 pub mod error;
