@@ -422,9 +422,21 @@ fn a_vm_without_a_boot_device_converges_on_pves_blank_boot() {
     assert_eq!(config(&sim)["boot"], " ");
     let again = ok(run(merge(&[conn.clone(), bare.clone()])));
     assert_eq!(again["changed"], false, "{again}");
-    // Its first disk and NIC added by an update, with the order asked for: then kept.
+    // Its first disk added by an update: PVE leaves the blank order (it appends only
+    // CD-ROMs), so the module gives the order a create would have (the first disk).
+    let disk = json!({"disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}]});
+    let added = ok(run(merge(&[conn.clone(), bare.clone(), disk.clone()])));
+    assert_eq!(config(&sim)["boot"], "order=scsi0", "{added}");
+    let again = ok(run(merge(&[conn.clone(), bare.clone(), disk])));
+    assert_eq!(again["changed"], false, "{again}");
+    // A NIC added and the order asked for: then kept.
     converges(&sim, json!({"boot": "order=scsi0;net0"}));
     assert_eq!(config(&sim)["boot"], "order=scsi0;net0");
+    // A boot order asked for is never replaced by the create's default.
+    let sim = Sim::start(&[], &[]);
+    ok(run(merge(&[sim.conn(), bare])));
+    converges(&sim, json!({"boot": "order=net0"}));
+    assert_eq!(config(&sim)["boot"], "order=net0");
 }
 
 #[test]
@@ -530,4 +542,28 @@ fn accepted_cpu_and_machine_options_converge() {
         json!({"cpu": "x86-64-v2-AES,flags=+aes;-pcid", "machine": "q35,viommu=intel"}),
     );
     assert_eq!(config(&sim)["cpu"], "x86-64-v2-AES,flags=+aes;-pcid");
+}
+
+#[test]
+fn empty_cloud_init_values_delete_the_keys_and_need_no_drive() {
+    let sim = Sim::start(&[], &[]);
+    let ci = json!({"cloudinit_storage": "local-lvm", "ciuser": "ops", "searchdomain": "example.org",
+        "nameserver": ["192.0.2.53"], "sshkeys": [TEST_KEY]});
+    converges(&sim, ci);
+    for key in ["ciuser", "searchdomain", "nameserver", "sshkeys"] {
+        assert!(config(&sim).get(key).is_some(), "{key}");
+    }
+    let none = json!({"ciuser": "", "searchdomain": "", "nameserver": [], "sshkeys": []});
+    converges(&sim, none.clone());
+    for key in ["ciuser", "searchdomain", "nameserver", "sshkeys"] {
+        assert!(config(&sim).get(key).is_none(), "{key}: {}", config(&sim));
+    }
+    // Asking for none on a VM without a cloud-init drive adds none, and is not refused for
+    // the lack of one.
+    let sim = Sim::start(&[], &[]);
+    let bare = json!({"node": "pve1", "vmid": 100, "name": "canon", "memory": 512});
+    ok(run(merge(&[sim.conn(), bare.clone(), none.clone()])));
+    let again = ok(run(merge(&[sim.conn(), bare, none])));
+    assert_eq!(again["changed"], false, "{again}");
+    assert!(config(&sim).get("ide2").is_none(), "{}", config(&sim));
 }

@@ -137,9 +137,12 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
     ]
     .iter()
     .any(|key| {
-        params
-            .get(*key)
-            .is_some_and(|value| !value.is_null() && value.as_array().is_none_or(|a| !a.is_empty()))
+        // An empty value or list asks for none (the plan deletes the key): it needs no drive.
+        params.get(*key).is_some_and(|value| {
+            !value.is_null()
+                && value.as_array().is_none_or(|a| !a.is_empty())
+                && value.as_str().is_none_or(|text| !text.is_empty())
+        })
     });
     if let Some(cs) = inv
         .str("cloudinit_storage")

@@ -542,6 +542,14 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             }
         }
     }
+    if let Some(boot) = boot_for_added_disks(desired, cur, &set) {
+        planned.before.insert(
+            "boot".into(),
+            cur.config.get("boot").cloned().unwrap_or_default(),
+        );
+        planned.after.insert("boot".into(), boot.clone());
+        set.push(("boot".into(), boot));
+    }
     if !delete.is_empty() {
         set.push(("delete".into(), delete.join(",")));
     }
@@ -597,6 +605,29 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         plan_migration(&mut planned, cur, target, desired.target_storage.as_deref());
     }
     Ok(planned)
+}
+
+/// The boot order a create would have given (the first disk), for an update that adds that
+/// disk to a VM without a boot device. Such a VM has `boot: ` (PVE's `print_bootorder` of
+/// nothing, answered as " "), and PVE puts no disk an update adds into it (it appends only
+/// CD-ROMs to an order that lists devices), so without this the VM would boot from nothing.
+/// `None` when `boot` is asked for, or the VM has a boot order, or the disk is not added now.
+fn boot_for_added_disks(
+    desired: &Desired,
+    cur: &Current,
+    set: &[(String, String)],
+) -> Option<String> {
+    if desired.config.contains_key("boot") {
+        return None;
+    }
+    let boot = desired.create_only.get("boot")?;
+    let blank = cur.config.get("boot").is_some_and(|b| b.trim().is_empty());
+    let devices = boot.parse::<values::Boot>().ok()?;
+    let added = devices
+        .devices()?
+        .iter()
+        .all(|device| set.iter().any(|(key, _)| key == device) && !cur.config.contains_key(device));
+    (blank && added).then(|| boot.clone())
 }
 
 /// Puts the move to `target` first (after a shutdown the run asks for, so a VM to be stopped
