@@ -59,7 +59,8 @@ fn an_empty_description_deletes_it() {
     let sim = Sim::start(&[], &[]);
     converges(&sim, json!({"description": "old notes\n"}));
     assert_eq!(config(&sim)["description"], "old notes");
-    // PVE's form decoder turns `description=` into undef: the module sends a delete.
+    // `description=` is '' to PVE's form decoder, and an empty description is deleted
+    // (update_vm_api, write_vm_config): the module sends the delete itself.
     let r = converges(&sim, json!({"description": ""}));
     assert!(config(&sim).get("description").is_none(), "{r}");
     let deletes: Vec<Value> = sim

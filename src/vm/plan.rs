@@ -266,7 +266,7 @@ pub fn predict_created(desired: &Desired, vmid: u32, node: &str) -> Current {
         .chain(desired.create_only.iter())
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
-    // An empty value is not stored (PVE's form decoder drops `key=`).
+    // An empty value is not sent at create (the plan leaves it out).
     config.retain(|_, value| !value.is_empty());
     for (i, disk) in desired.disks.iter().enumerate() {
         let predicted = || -> Result<Drive, ValueError> {
@@ -370,7 +370,8 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             .ok_or("node is required to create a VM (no VM with that vmid or name exists)")?;
         let guest = guest(desired, None);
         let mut config: Vec<(String, String)> = Vec::new();
-        // An empty value asks for no value: it is not sent (PVE would drop `key=` anyway).
+        // An empty value asks for no value: it is not sent (PVE's form decoder reads `key=` as
+        // '', which it stores as a blank string key and refuses for a boolean or integer).
         for (key, value) in desired
             .config
             .iter()
@@ -412,7 +413,8 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
     let mut delete = Vec::new();
     for (key, want) in &desired.config {
         let have = cur.config.get(key);
-        // An empty value asks for no value: PVE's form decoder drops `key=`, so it is deleted.
+        // An empty value asks for no value, so it is deleted: `key=` would be '' to PVE, a
+        // blank string key (`key: `, read back " "), a 400 for a boolean or integer.
         if want.is_empty() {
             if let Some(have) = have {
                 delete.push(key.clone());

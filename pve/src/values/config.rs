@@ -17,9 +17,10 @@
 //! | `cipassword` | hashed by `encrypt_pw` on update (not for Windows), as sent at create; answered masked | `update_vm_api`, `vm_config` |
 //! | `agent`, `ipconfigN`, `cpu`, `memory`, `vga`, numbers | as sent; compared by their format | `update_vm_api` |
 //!
-//! An empty value is not stored at all: pve-http-server's `decode_urlencoded` turns `key=`
-//! into undef, so PVE drops the key from the request. The module layer sends a `delete`
-//! instead.
+//! An empty value is not compared: pve-http-server's `decode_urlencoded` reads `key=` as
+//! `''`, which PVE stores as a blank string key (`key: `, answered as " "), refuses for a
+//! boolean or integer (`type check ('boolean') failed - got ''`), and for `description`
+//! deletes. The module layer sends a `delete` instead, and refuses a blank value.
 
 use super::agent::Agent;
 use super::boot::{Boot, split_list};
