@@ -510,6 +510,10 @@ fn drive_options_and_cpu_or_machine_values_pve_refuses_are_refused_before_any_wr
             json!({"extra_config": {"args": " "}}),
             "extra_config.args is blank",
         ),
+        (
+            json!({"balloon": 1024}),
+            "balloon (1024 MiB) must not be larger than memory (512 MiB)",
+        ),
     ] {
         let r = failed(run(args(&sim, extra.clone())));
         let msg = r["msg"].as_str().unwrap();
@@ -527,6 +531,10 @@ fn drive_options_and_cpu_or_machine_values_pve_refuses_are_refused_before_any_wr
             "disks[1].ssd",
         ),
         (json!({"cpu": "host,flags=+avx2"}), "cpu"),
+        (
+            json!({"memory": null, "balloon": 768}),
+            "balloon (768 MiB) must not be larger than memory (512 MiB) of VM 100",
+        ),
     ] {
         let r = failed(run(args(&sim, extra.clone())));
         assert!(r["msg"].as_str().unwrap().contains(wants), "{extra}: {r}");

@@ -129,6 +129,15 @@ fn hardware(inv: &Invocation, config: &mut BTreeMap<String, String>) -> Result<(
             config.insert(key.into(), value.to_string());
         }
     }
+    // update_vm_api refuses a balloon minimum above the memory (create_vm takes it, and then
+    // every update that sends either is refused).
+    if let (Some(memory), Some(balloon)) = (inv.int("memory"), inv.int("balloon"))
+        && balloon > memory
+    {
+        return Err(format!(
+            "balloon ({balloon} MiB) must not be larger than memory ({memory} MiB): PVE refuses it (balloon value too large)"
+        ));
+    }
     for key in ["bios", "ostype", "scsihw"] {
         if let Some(value) = inv.str(key) {
             config.insert(key.into(), value.to_string());

@@ -544,6 +544,7 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             }
         }
     }
+    check_balloon(cur, &set)?;
     if let Some(boot) = boot_for_added_disks(desired, cur, &set) {
         planned.before.insert(
             "boot".into(),
@@ -607,6 +608,32 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         plan_migration(&mut planned, cur, target, desired.target_storage.as_deref());
     }
     Ok(planned)
+}
+
+/// Refuses an update that sends `memory` or `balloon` and leaves the balloon's minimum above
+/// the memory, as `update_vm_api` refuses it ("balloon value too large (must be smaller than
+/// assigned memory)"), before it is sent: each side is what the update sends, else what the
+/// VM has.
+fn check_balloon(cur: &Current, set: &[(String, String)]) -> Result<(), String> {
+    let sent = |key: &str| set.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    if sent("memory").is_none() && sent("balloon").is_none() {
+        return Ok(());
+    }
+    let value = |key: &str| sent(key).or_else(|| cur.config.get(key).map(String::as_str));
+    let memory = value("memory")
+        .and_then(|m| m.parse::<values::Memory>().ok())
+        .and_then(|m| m.main().and_then(|current| current.parse::<u64>().ok()))
+        .unwrap_or(512);
+    let balloon = value("balloon")
+        .and_then(|b| b.parse::<u64>().ok())
+        .unwrap_or(0);
+    if balloon > memory {
+        return Err(format!(
+            "balloon ({balloon} MiB) must not be larger than memory ({memory} MiB) of VM {}: PVE refuses it (balloon value too large); lower balloon or raise memory",
+            cur.vmid
+        ));
+    }
+    Ok(())
 }
 
 /// The boot order a create would have given (the first disk), for an update that adds that
