@@ -425,3 +425,94 @@ fn creating_needs_a_node() {
     asked.node = None;
     assert!(plan(&asked, None).unwrap_err().contains("node is required"));
 }
+
+/// The update a plan sends, as its pairs.
+fn update_of(planned: &Plan) -> Vec<(String, String)> {
+    planned
+        .steps
+        .iter()
+        .find_map(|step| match step {
+            Step::Update { set } => Some(set.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_vm_without_a_boot_device_gets_the_first_disk_it_is_given() {
+    let asked = desired();
+    let without_disk = |boot: Option<&str>| {
+        let mut cur = matching();
+        cur.config.remove("scsi0");
+        if let Some(boot) = boot {
+            cur.config.insert("boot".into(), boot.into());
+        }
+        cur
+    };
+    // PVE's blank order (" "): the disk and the create's order go in one update.
+    let set = update_of(&plan(&asked, Some(&without_disk(Some(" ")))).unwrap());
+    assert!(set.iter().any(|(key, _)| key == "scsi0"), "{set:?}");
+    assert!(
+        set.contains(&("boot".into(), "order=scsi0".into())),
+        "{set:?}"
+    );
+    // An order PVE keeps (or none: the legacy default boots the disk) is left alone, and so
+    // is a blank one when the disk is there already or an order is asked for.
+    for cur in [without_disk(Some("order=net0")), without_disk(None)] {
+        let set = update_of(&plan(&asked, Some(&cur)).unwrap());
+        assert!(!set.iter().any(|(key, _)| key == "boot"), "{set:?}");
+    }
+    let mut blank = matching();
+    blank.config.insert("boot".into(), " ".into());
+    assert!(plan(&asked, Some(&blank)).unwrap().steps.is_empty());
+    let mut ordered = desired();
+    ordered.config.insert("boot".into(), "order=net0".into());
+    let set = update_of(&plan(&ordered, Some(&without_disk(Some(" ")))).unwrap());
+    assert!(
+        set.contains(&("boot".into(), "order=net0".into())),
+        "{set:?}"
+    );
+}
+
+#[test]
+fn a_balloon_above_the_memory_is_refused_before_the_update() {
+    let mut asked = desired();
+    asked.config.insert("balloon".into(), "1024".into());
+    let mut cur = matching();
+    cur.config.insert("memory".into(), "current=512".into());
+    let e = plan(&asked, Some(&cur)).unwrap_err();
+    assert!(
+        e.contains("balloon (1024 MiB)") && e.contains("memory (512 MiB)"),
+        "{e}"
+    );
+    // Lowering the memory under the VM's balloon is refused alike; within it, it is sent.
+    let mut asked = desired();
+    asked.config.insert("memory".into(), "1024".into());
+    cur.config.insert("balloon".into(), "2048".into());
+    assert!(
+        plan(&asked, Some(&cur))
+            .unwrap_err()
+            .contains("balloon (2048 MiB)")
+    );
+    cur.config.insert("balloon".into(), "1024".into());
+    let set = update_of(&plan(&asked, Some(&cur)).unwrap());
+    assert!(set.contains(&("memory".into(), "1024".into())), "{set:?}");
+}
+
+#[test]
+fn a_disk_of_another_format_is_reported_not_changed() {
+    let mut asked = desired();
+    asked.disks[0].format = Some("qcow2".into());
+    let planned = plan(&asked, Some(&matching())).unwrap();
+    assert!(planned.steps.is_empty(), "{:?}", planned.steps);
+    assert!(
+        planned
+            .notes
+            .iter()
+            .any(|n| n.contains("scsi0 as a raw volume") && n.contains("not qcow2")),
+        "{:?}",
+        planned.notes
+    );
+    asked.disks[0].format = Some("raw".into());
+    assert!(plan(&asked, Some(&matching())).unwrap().notes.is_empty());
+}
