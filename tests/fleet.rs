@@ -46,6 +46,16 @@ fn fleet(hosts: usize, stagger: Duration) -> (Vec<Value>, BTreeMap<String, Vec<u
                 .push(vm["vmid"].as_u64().unwrap());
         }
     }
+    if let Ok(dump) = std::env::var("FLEET_DUMP") {
+        let _ = std::fs::copy(
+            sim.data().join("requests.jsonl"),
+            format!("{dump}-{hosts}.jsonl"),
+        );
+        let _ = std::fs::copy(
+            sim.data().join("tasks.jsonl"),
+            format!("{dump}-{hosts}-tasks.jsonl"),
+        );
+    }
     (sim.requests(), names)
 }
 
@@ -53,6 +63,45 @@ fn fleet(hosts: usize, stagger: Duration) -> (Vec<Value>, BTreeMap<String, Vec<u
 /// state (they come last: every run had ended).
 fn per_vm(requests: &[Value], hosts: usize, ending_reads: usize) -> f64 {
     (requests.len() - ending_reads) as f64 / hosts as f64
+}
+
+/// The requests by endpoint (method and path, with nodes, ids and UPIDs as placeholders),
+/// most first: what a failed budget shows.
+fn breakdown(requests: &[Value]) -> String {
+    let mut rows: BTreeMap<String, usize> = BTreeMap::new();
+    for request in requests {
+        let path = request["path"].as_str().unwrap_or_default();
+        let shape: Vec<String> = path
+            .split('/')
+            .map(|part| {
+                if part.starts_with("UPID:") {
+                    "{upid}".to_string()
+                } else if part.starts_with("pve") {
+                    "{node}".to_string()
+                } else if !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) {
+                    "{vmid}".to_string()
+                } else {
+                    part.to_string()
+                }
+            })
+            .collect();
+        let method = request["method"].as_str().unwrap_or_default();
+        let mut endpoint = format!("{method} {}", shape.join("/"));
+        if method == "GET"
+            && let Some(params) = request["params"].as_object()
+            && !params.is_empty()
+        {
+            let keys: Vec<&str> = params.keys().map(String::as_str).collect();
+            endpoint = format!("{endpoint}?{}", keys.join("&"));
+        }
+        *rows.entry(endpoint).or_default() += 1;
+    }
+    let mut rows: Vec<(String, usize)> = rows.into_iter().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    rows.iter()
+        .map(|(endpoint, count)| format!("{count:6} {endpoint}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn creates(requests: &[Value]) -> usize {
@@ -81,6 +130,10 @@ fn ten_parallel_creates_by_name_keep_to_a_request_budget_that_does_not_grow_with
     }
     // The three end-state reads (one node list per node) are the test's.
     let (small_per_vm, large_per_vm) = (per_vm(&small, 3, 3), per_vm(&large, 10, 3));
+    eprintln!(
+        "10 VMs, {large_per_vm:.1} requests per VM:\n{}",
+        breakdown(&large)
+    );
     assert!(
         large_per_vm <= BUDGET_PER_VM,
         "{large_per_vm:.1} requests per VM for 10 VMs at once (budget {BUDGET_PER_VM})"

@@ -5,7 +5,7 @@
 //! configs at once: a VM without a name there is `VM <vmid>`, a create in progress also has
 //! `lock: create`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::cluster::ListedVm;
@@ -15,6 +15,7 @@ use crate::answers::Vmid;
 use crate::client::Client;
 use crate::error::ApiError;
 use crate::upid::Upid;
+pub use super::tasks::RecentTask;
 
 /// Which nodes' own lists confirm the cluster listing's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +36,9 @@ pub enum Confirm {
 pub struct Named {
     pub carriers: Vec<(Vmid, String)>,
     pub in_flight: Vec<(Vmid, String)>,
+    /// The names read on the nodes' own lists, of VMs no create holds (`""`: none): what a
+    /// later look can take as known ([`named_knowing`]).
+    pub confirmed: BTreeMap<Vmid, String>,
 }
 
 /// A node's list that could not be read: the node, and PVE's answer (its
@@ -66,10 +70,42 @@ pub fn named(
     listed: Vec<ListedVm>,
     confirm: Confirm,
 ) -> Result<Named, NodeListFailed> {
+    named_with(client, name, listed, confirm, &BTreeMap::new())
+}
+
+/// [`named`] with [`Confirm::Unnamed`], where the VMs of `known` (vmid → its name, as an
+/// earlier look read it on its node, or as its own config says) need no confirming: only
+/// the nodes with another VM pvestatd has not named yet, and that no create holds, are
+/// listed. A VM a create holds now is never taken from `known`.
+pub fn named_knowing(
+    client: &Client,
+    name: &str,
+    listed: Vec<ListedVm>,
+    known: &BTreeMap<Vmid, String>,
+) -> Result<Named, NodeListFailed> {
+    named_with(client, name, listed, Confirm::Unnamed, known)
+}
+
+fn named_with(
+    client: &Client,
+    name: &str,
+    listed: Vec<ListedVm>,
+    confirm: Confirm,
+    known: &BTreeMap<Vmid, String>,
+) -> Result<Named, NodeListFailed> {
     let mut fresh: BTreeMap<Vmid, (String, bool)> = BTreeMap::new();
+    let mut confirmed = BTreeMap::new();
+    for vm in listed.iter().filter(|vm| vm.unnamed() && !vm.creating) {
+        if let Some(known_name) = known.get(&vm.vmid) {
+            fresh.insert(vm.vmid, (known_name.clone(), false));
+        }
+    }
     let mut nodes: Vec<&str> = listed
         .iter()
-        .filter(|vm| confirm == Confirm::EveryNode || (vm.unnamed() && !vm.creating))
+        .filter(|vm| {
+            confirm == Confirm::EveryNode
+                || (vm.unnamed() && !vm.creating && !fresh.contains_key(&vm.vmid))
+        })
         .map(|vm| vm.node.as_str())
         .collect();
     nodes.sort();
@@ -81,10 +117,17 @@ pub fn named(
         })?;
         for vm in on_node {
             let creating = vm.lock.as_deref() == Some("create");
-            fresh.insert(vm.vmid, (vm.name.unwrap_or_default(), creating));
+            let vm_name = vm.name.unwrap_or_default();
+            if !creating {
+                confirmed.insert(vm.vmid, vm_name.clone());
+            }
+            fresh.insert(vm.vmid, (vm_name, creating));
         }
     }
-    Ok(carrying(name, listed, &fresh))
+    Ok(Named {
+        confirmed,
+        ..carrying(name, listed, &fresh)
+    })
 }
 
 /// The pure part of [`named`]: `fresh` is each confirmed VM's (name, whether a create holds
@@ -111,11 +154,16 @@ fn carrying(name: &str, listed: Vec<ListedVm>, fresh: &BTreeMap<Vmid, (String, b
     out
 }
 
-/// Waiting for creates in flight, node by node: a look lists one node's running creates
-/// (`GET /nodes/{node}/tasks?source=active`, one read whatever the number of VMs), and the
-/// next node is looked at only when the first has none of its VMs' creates left running, so
-/// a wait costs about one read per pause plus one per node, not one per VM. Pure: the shell
-/// lists and sleeps, [`Settling::observe`] decides.
+/// Waiting for creates in flight. A look lists the cluster's recent tasks (`GET
+/// /cluster/tasks`, one read for every node and VM: [`Settling::observe_cluster`]); a VM
+/// whose create that list does not show at all (it lists only the caller's own tasks without
+/// `Sys.Audit` on `/`, and none of a token's; a create appears there only once its worker
+/// has forked, after its `lock: create` was written) is looked at on its node instead, one
+/// node's running creates per look (`GET /nodes/{node}/tasks?source=active`:
+/// [`Settling::observe`]). A VM whose create a list shows ended (or no longer lists, once
+/// seen running) is done, as on the node's own list. So a wait costs about one read per
+/// pause, not one per VM or node. Pure: the shell lists and sleeps, [`Settling::next_look`]
+/// and the observations decide.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Settling {
     /// Per node, the VMs whose create may still be running.
@@ -127,6 +175,19 @@ pub struct Settling {
     seen_running: Vec<Vmid>,
     /// VMs no longer waited for whose name is to be read: (vmid, node).
     to_confirm: Vec<(Vmid, String)>,
+    /// Nodes with a VM whose create the cluster's list did not show: looked at on the node.
+    on_node: BTreeSet<String>,
+    /// The looks made since the last pause.
+    looked: Vec<Look>,
+}
+
+/// Where a look of [`Settling`] lists running creates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Look {
+    /// `GET /cluster/tasks`.
+    Cluster,
+    /// `GET /nodes/{node}/tasks?source=active&typefilter=qmcreate` on this node.
+    Node(String),
 }
 
 impl Settling {
@@ -147,15 +208,93 @@ impl Settling {
         }
     }
 
+    /// The nodes with VMs whose create may still be running.
+    pub fn waited_nodes(&self) -> Vec<String> {
+        self.pending.keys().cloned().collect()
+    }
+
     /// The node to look at next, or `None` when no create is waited for any more.
     pub fn next_node(&self) -> Option<&str> {
         self.pending.keys().next().map(String::as_str)
+    }
+
+    /// The next look, and whether a pause comes before it (every look a round needs was
+    /// made since the last pause); `None` when no create is waited for any more. A round is
+    /// one look at the cluster's list while some waited VM is told by it, and one at each
+    /// node whose VMs it does not tell.
+    pub fn next_look(&mut self) -> Option<(Look, bool)> {
+        let mut due = Vec::new();
+        if self.pending.keys().any(|node| !self.on_node.contains(node)) {
+            due.push(Look::Cluster);
+        }
+        for node in self.pending.keys().filter(|node| self.on_node.contains(*node)) {
+            due.push(Look::Node(node.clone()));
+        }
+        if let Some(look) = due.iter().find(|look| !self.looked.contains(look)) {
+            return Some((look.clone(), false));
+        }
+        self.looked.clear();
+        due.into_iter().next().map(|look| (look, true))
+    }
+
+    /// What a look at the cluster's recent tasks saw. For each waited VM not looked at on its
+    /// node, its newest create listed there: running, it is waited for (unless it started
+    /// after `since`); ended, the VM is done. One not listed is done if its create was seen
+    /// running before (a list holds 25 tasks a node, so an ended one may have left it), and
+    /// else is looked at on its node.
+    pub fn observe_cluster(&mut self, listed: &[RecentTask]) {
+        self.looked.push(Look::Cluster);
+        let nodes: Vec<String> = self
+            .pending
+            .keys()
+            .filter(|node| !self.on_node.contains(*node))
+            .cloned()
+            .collect();
+        for node in nodes {
+            let Some(vmids) = self.pending.remove(&node) else {
+                continue;
+            };
+            let mut still = Vec::new();
+            for vmid in vmids {
+                let newest = listed
+                    .iter()
+                    .filter(|task| {
+                        task.upid.node == node
+                            && task.upid.task_type == TaskType::Create.as_str()
+                            && task.upid.id == vmid.to_string()
+                    })
+                    .max_by_key(|task| task.upid.starttime);
+                match newest {
+                    Some(task) if task.running => {
+                        if self.since.is_some_and(|since| task.upid.starttime > since) {
+                            continue;
+                        }
+                        if !self.seen_running.contains(&vmid) {
+                            self.seen_running.push(vmid);
+                        }
+                        still.push(vmid);
+                    }
+                    Some(_) => self.to_confirm.push((vmid, node.clone())),
+                    None if self.seen_running.contains(&vmid) => {
+                        self.to_confirm.push((vmid, node.clone()));
+                    }
+                    None => {
+                        self.on_node.insert(node.clone());
+                        still.push(vmid);
+                    }
+                }
+            }
+            if !still.is_empty() {
+                self.pending.insert(node, still);
+            }
+        }
     }
 
     /// What a look at `node` saw: its running creates. A VM whose create no longer runs is
     /// done (its name is to be read); one whose create started after `since` is not waited
     /// for; one whose create runs stays.
     pub fn observe(&mut self, node: &str, running: &[Upid]) {
+        self.looked.push(Look::Node(node.to_string()));
         let Some(vmids) = self.pending.remove(node) else {
             return;
         };
@@ -192,6 +331,11 @@ impl Settling {
             .collect();
         (self.to_confirm, unseen)
     }
+}
+
+/// The cluster's recent tasks (a read): for [`Settling::observe_cluster`].
+pub fn recent_tasks(client: &Client) -> Result<Vec<RecentTask>, ApiError> {
+    tasks::cluster_recent(client)
 }
 
 /// One node's running creates (a read): for [`Settling::observe`].
