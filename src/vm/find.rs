@@ -143,9 +143,12 @@ impl Runner<'_> {
     /// pvestatd has not named yet).
     pub(super) fn named(&self, name: &str, listed: Vec<ListedVm>) -> anyhow::Result<Named> {
         let named = named::named(&self.session.client, name, listed, Confirm::Unnamed)?;
-        self.confirmed_names
-            .borrow_mut()
-            .extend(named.confirmed.iter().map(|(id, vm_name)| (*id, vm_name.clone())));
+        self.confirmed_names.borrow_mut().extend(
+            named
+                .confirmed
+                .iter()
+                .map(|(id, vm_name)| (*id, vm_name.clone())),
+        );
         Ok(named)
     }
 

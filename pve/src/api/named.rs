@@ -10,12 +10,12 @@ use std::fmt;
 
 use super::cluster::ListedVm;
 use super::task_type::TaskType;
+pub use super::tasks::RecentTask;
 use super::{qemu, tasks};
 use crate::answers::Vmid;
 use crate::client::Client;
 use crate::error::ApiError;
 use crate::upid::Upid;
-pub use super::tasks::RecentTask;
 
 /// Which nodes' own lists confirm the cluster listing's names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,7 +227,11 @@ impl Settling {
         if self.pending.keys().any(|node| !self.on_node.contains(node)) {
             due.push(Look::Cluster);
         }
-        for node in self.pending.keys().filter(|node| self.on_node.contains(*node)) {
+        for node in self
+            .pending
+            .keys()
+            .filter(|node| self.on_node.contains(*node))
+        {
             due.push(Look::Node(node.clone()));
         }
         if let Some(look) = due.iter().find(|look| !self.looked.contains(look)) {
