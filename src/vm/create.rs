@@ -297,13 +297,17 @@ impl Runner<'_> {
         // Once they have ended, their names are read on their nodes; a create that started
         // after this listing started after this run's VM was made, and cannot win.
         let waited = !others.is_empty();
-        if waited {
-            let (ended, _) = self.await_creates(&name, &others, Some(own_ctime))?;
-            listed = super::find::ended_creates(listed, &ended);
-        }
         // The names read before the create, and this VM's own, are known: only the VMs that
-        // came since are confirmed on their nodes.
+        // came since are confirmed on their nodes, but for those the cluster's recent tasks
+        // showed created after this VM (they cannot win; a name of theirs does not matter).
         let mut known = self.confirmed_names.borrow().clone();
+        if waited {
+            let awaited = self.await_creates(&name, &others, Some(own_ctime))?;
+            listed = super::find::ended_creates(listed, &awaited.ended);
+            for later in awaited.created_after {
+                known.entry(later).or_default();
+            }
+        }
         known.insert(
             vmid,
             own.as_ref()

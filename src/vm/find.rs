@@ -25,6 +25,18 @@ pub(super) fn creates_in_flight(listed: &[ListedVm], own: Option<u32>) -> Vec<(u
         .collect()
 }
 
+/// What [`Runner::await_creates`] saw.
+pub(super) struct Awaited {
+    /// The VMs whose names are to be read now that their creates have ended.
+    pub(super) ended: Vec<(u32, String)>,
+    /// Of those, the ones no running create was seen holding (a leftover, if it still has no
+    /// name of its own).
+    pub(super) unseen: Vec<u32>,
+    /// With a `since`, the VMs the cluster's recent tasks showed created after it: they cannot
+    /// win the name (see [`named::Settling::created_after`]).
+    pub(super) created_after: Vec<u32>,
+}
+
 /// The listing with the VMs of `waited` (creates in flight once, now ended) no longer held by
 /// a create: their names are to be read on their nodes (a create that failed removed its VM,
 /// and the node's list no longer has it; a killed one's leftover still shows `lock: create`
@@ -90,9 +102,9 @@ impl Runner<'_> {
             // `claim_name`), so neither it is waited for nor the cluster listed again: the
             // names of the VMs whose creates ended are read on their nodes, with those of
             // this listing's other VMs pvestatd has not named yet.
-            let (ended, unseen) = self.await_creates(name, &in_flight, None)?;
-            let named = self.named(name, ended_creates(vms, &ended))?;
-            self.note_leftovers(name, &named.in_flight, &unseen);
+            let awaited = self.await_creates(name, &in_flight, None)?;
+            let named = self.named(name, ended_creates(vms, &awaited.ended))?;
+            self.note_leftovers(name, &named.in_flight, &awaited.unseen);
             named
         };
         // Several VMs with the name: parallel runs that created one each are removing all but
@@ -156,44 +168,62 @@ impl Runner<'_> {
     /// create`, no name yet) have ended, or the budget has ([`named::Settling`]: the
     /// cluster's recent tasks listed at each look, a node's running tasks for the VMs that
     /// list does not show; with `since`, only the creates started no later than it are
-    /// waited for). Returns the VMs whose names are to be read now, and of those the ones no
-    /// running create was seen holding (a leftover, if it still has no name of its own).
+    /// waited for).
     pub(super) fn await_creates(
         &self,
         name: &str,
         in_flight: &[(u32, String)],
         since: Option<u64>,
-    ) -> anyhow::Result<(Vec<(u32, String)>, Vec<u32>)> {
+    ) -> anyhow::Result<Awaited> {
         let client = &self.session.client;
         let mut settling = Settling::new(in_flight, since);
         let what = format!("waiting for the creates in flight that may carry the name '{name}'");
-        let tried = until(&self.budget(), Awaiting::NameSettling, |_| -> Poll<()> {
-            let Some((look, _)) = settling.next_look() else {
-                return Ok(Step::Done(Ok(())));
-            };
-            match look {
-                Look::Cluster => settling.observe_cluster(
-                    &named::recent_tasks(client).context("listing the cluster's recent tasks")?,
-                ),
-                Look::Node(node) => {
-                    settling.observe(&node, &named::running_creates(client, &node)?);
+        let still_running = |nodes: Vec<String>| {
+            anyhow!(
+                "creates of VMs on {} that may carry the name '{name}' were still running when \
+                 the timeout came, so which VM carries it is not known yet (a re-run waits for \
+                 them again)",
+                nodes.join(", ")
+            )
+        };
+        let tried = until(
+            &self.budget(),
+            Awaiting::NameSettling,
+            |attempt| -> Poll<()> {
+                // The listing just showed these creates holding their VMs: the first look comes
+                // after a pause, when most have ended, so that one look often settles them all.
+                if attempt == 1 {
+                    return Ok(Step::Again(Err(still_running(settling.waited_nodes()))));
                 }
-            }
-            Ok(match settling.next_look() {
-                None => Step::Done(Ok(())),
-                Some((_, false)) => Step::Now,
-                // Should the budget end meanwhile, a create still running may carry the name:
-                // the run fails rather than create another VM of it.
-                Some((_, true)) => Step::Again(Err(anyhow!(
-                    "creates of VMs on {} that may carry the name '{name}' were still running \
-                     when the timeout came, so which VM carries it is not known yet (a re-run \
-                     waits for them again)",
-                    settling.waited_nodes().join(", ")
-                ))),
-            })
-        });
+                let Some((look, _)) = settling.next_look() else {
+                    return Ok(Step::Done(Ok(())));
+                };
+                match look {
+                    Look::Cluster => settling.observe_cluster(
+                        &named::recent_tasks(client)
+                            .context("listing the cluster's recent tasks")?,
+                    ),
+                    Look::Node(node) => {
+                        settling.observe(&node, &named::running_creates(client, &node)?);
+                    }
+                }
+                Ok(match settling.next_look() {
+                    None => Step::Done(Ok(())),
+                    Some((_, false)) => Step::Now,
+                    // Should the budget end meanwhile, a create still running may carry the name:
+                    // the run fails rather than create another VM of it.
+                    Some((_, true)) => Step::Again(Err(still_running(settling.waited_nodes()))),
+                })
+            },
+        );
         self.ended(tried, &what)?;
-        Ok(settling.ended())
+        let created_after = since.map(|since| settling.created_after(since));
+        let (ended, unseen) = settling.ended();
+        Ok(Awaited {
+            ended,
+            unseen,
+            created_after: created_after.unwrap_or_default(),
+        })
     }
 
     /// Warns of VMs that look like the leftovers of a create that was killed: `lock: create`

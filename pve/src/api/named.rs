@@ -179,6 +179,8 @@ pub struct Settling {
     on_node: BTreeSet<String>,
     /// The looks made since the last pause.
     looked: Vec<Look>,
+    /// The creates the latest look at the cluster's recent tasks listed.
+    recent: Vec<RecentTask>,
 }
 
 /// Where a look of [`Settling`] lists running creates.
@@ -248,6 +250,11 @@ impl Settling {
     /// else is looked at on its node.
     pub fn observe_cluster(&mut self, listed: &[RecentTask]) {
         self.looked.push(Look::Cluster);
+        self.recent = listed
+            .iter()
+            .filter(|task| task.upid.task_type == TaskType::Create.as_str())
+            .cloned()
+            .collect();
         let nodes: Vec<String> = self
             .pending
             .keys()
@@ -321,6 +328,26 @@ impl Settling {
         if !still.is_empty() {
             self.pending.insert(node.to_string(), still);
         }
+    }
+
+    /// The VMs whose newest create the latest look at the cluster's recent tasks listed as
+    /// started after `since` (PVE's clock, in seconds): such a VM's `ctime` is later than
+    /// `since` (qemu-server sets it in the create's worker), so it cannot win a name race
+    /// against a VM of that `ctime`.
+    pub fn created_after(&self, since: u64) -> Vec<Vmid> {
+        let mut newest: BTreeMap<(String, Vmid), u64> = BTreeMap::new();
+        for task in &self.recent {
+            let Ok(vmid) = task.upid.id.parse::<Vmid>() else {
+                continue;
+            };
+            let start = newest.entry((task.upid.node.clone(), vmid)).or_default();
+            *start = (*start).max(task.upid.starttime);
+        }
+        newest
+            .into_iter()
+            .filter(|(_, start)| *start > since)
+            .map(|((_, vmid), _)| vmid)
+            .collect()
     }
 
     /// The VMs whose name is to be read now that their creates have ended (or were not
@@ -472,5 +499,96 @@ mod tests {
         );
         let (to_confirm, _) = settling.ended();
         assert_eq!(to_confirm, [(130, "pve1".to_string())]);
+    }
+
+    fn recent(node: &str, vmid: Vmid, starttime: u64, running: bool) -> RecentTask {
+        RecentTask {
+            upid: upid(node, vmid, starttime),
+            running,
+        }
+    }
+
+    #[test]
+    fn one_look_at_the_clusters_tasks_settles_every_node_it_shows() {
+        let in_flight = [
+            (140, "pve1".to_string()),
+            (141, "pve2".to_string()),
+            (142, "pve3".to_string()),
+        ];
+        let mut settling = Settling::new(&in_flight, None);
+        assert_eq!(settling.next_look(), Some((Look::Cluster, false)));
+        settling.observe_cluster(&[
+            recent("pve1", 140, 1_000, true),
+            // An older create of 141 ended; its newest one runs.
+            recent("pve2", 141, 900, false),
+            recent("pve2", 141, 1_001, true),
+            recent("pve3", 142, 1_002, false),
+        ]);
+        assert_eq!(
+            settling.next_look(),
+            Some((Look::Cluster, true)),
+            "140 and 141 still run: the next look at the cluster comes after a pause"
+        );
+        settling.observe_cluster(&[recent("pve1", 140, 1_000, false)]);
+        assert_eq!(
+            settling.next_look(),
+            None,
+            "140 ended; 141, seen running, left the list"
+        );
+        let (to_confirm, unseen) = settling.ended();
+        let confirm: Vec<Vmid> = to_confirm.iter().map(|(vmid, _)| *vmid).collect();
+        assert_eq!(confirm, [142, 140, 141]);
+        assert_eq!(unseen, [142], "142's create was only ever seen ended");
+    }
+
+    #[test]
+    fn a_vm_whose_create_the_clusters_list_does_not_show_is_looked_at_on_its_node() {
+        // A token without Sys.Audit on / sees none of its tasks there; a create shows only
+        // once its worker has forked.
+        let in_flight = [(150, "pve1".to_string()), (151, "pve2".to_string())];
+        let mut settling = Settling::new(&in_flight, None);
+        assert_eq!(settling.next_look(), Some((Look::Cluster, false)));
+        settling.observe_cluster(&[recent("pve2", 151, 1_000, true)]);
+        assert_eq!(
+            settling.next_look(),
+            Some((Look::Node("pve1".into()), false)),
+            "no pause: pve1 was not looked at in this round"
+        );
+        settling.observe("pve1", &[upid("pve1", 150, 999)]);
+        assert_eq!(settling.next_look(), Some((Look::Cluster, true)));
+        settling.observe_cluster(&[recent("pve2", 151, 1_000, false)]);
+        assert_eq!(
+            settling.next_look(),
+            Some((Look::Node("pve1".into()), false)),
+            "pve1's VMs stay with pve1's own list"
+        );
+        settling.observe("pve1", &[]);
+        assert_eq!(settling.next_look(), None);
+        let (_, unseen) = settling.ended();
+        assert!(unseen.is_empty(), "both were seen running");
+    }
+
+    #[test]
+    fn creates_the_clusters_list_shows_started_after_a_ctime_are_told() {
+        let in_flight = [(160, "pve1".to_string()), (161, "pve2".to_string())];
+        let mut settling = Settling::new(&in_flight, Some(1_005));
+        settling.observe_cluster(&[
+            recent("pve1", 160, 1_006, true),
+            recent("pve2", 161, 1_005, false),
+            recent("pve3", 162, 1_007, false),
+            recent("pve3", 163, 1_004, false),
+        ]);
+        assert_eq!(
+            settling.next_look(),
+            None,
+            "160 started later and is not waited for"
+        );
+        assert_eq!(
+            settling.created_after(1_005),
+            [160, 162],
+            "the same second is not later"
+        );
+        let (to_confirm, _) = settling.ended();
+        assert_eq!(to_confirm, [(161, "pve2".to_string())]);
     }
 }
