@@ -183,7 +183,7 @@ fn broadcast_lists(nodes: &[String], tasks: &[&Task], auditor: bool, authid: &st
         let mut finished: Vec<&Task> = on_node.iter().copied().filter(|t| !t.running()).collect();
         // A stable sort keeps tasks of one second in the order they started, as the
         // newest-first walk over the active file leaves them.
-        finished.sort_by(|a, b| b.starttime.cmp(&a.starttime));
+        finished.sort_by_key(|task| std::cmp::Reverse(task.starttime));
         let room = MAX_FINISHED.saturating_sub(running.len());
         for task in running.into_iter().chain(finished.into_iter().take(room)) {
             let mut item = json!({
