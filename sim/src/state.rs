@@ -334,9 +334,10 @@ impl Sim {
                     "maxcpu": c.get("cores").and_then(|m| m.parse::<u64>().ok()).unwrap_or(1),
                     "uptime": vm.started.filter(|_| vm.running).map(|s| s.elapsed().as_secs()).unwrap_or(0),
                 });
-                if let Some(n) = c.get("name") {
-                    o["name"] = json!(n);
-                }
+                // qemu-server QemuServer.pm vmstatus, which pvestatd broadcasts:
+                // `$d->{name} = $conf->{name} || "VM $vmid"`.
+                let name = c.get("name").cloned().unwrap_or_else(|| format!("VM {id}"));
+                o["name"] = json!(name);
                 (*id, o)
             })
             .collect();

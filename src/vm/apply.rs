@@ -18,6 +18,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         changes: Default::default(),
         prefetched: Default::default(),
         listed_ids: Default::default(),
+        confirmed_names: Default::default(),
         notes: Default::default(),
         ha_carried: Vec::new(),
         acted_failures: 0,

@@ -16,6 +16,7 @@ use anyhow::{Context, anyhow};
 use super::desired::CloneSource;
 use super::shell::{Done, Poll, Runner};
 use crate::pve::api::made::{Looking, MadeBefore, Maker};
+use crate::pve::api::named;
 use crate::pve::api::qemu::{self, CloneRequest, Vm};
 use crate::pve::api::{Dispatched, cluster};
 use crate::pve::error::{ApiError, task_found_vmid_taken, task_met_storage_lock};
@@ -293,14 +294,28 @@ impl Runner<'_> {
         // have ended.
         let mut listed = self.listing()?;
         let others = super::find::creates_in_flight(&listed, Some(vmid));
-        // Once they have ended (or were seen ended), the listing is read again: a create that
-        // ended meanwhile shows its name only there.
+        // Once they have ended, their names are read on their nodes; a create that started
+        // after this listing started after this run's VM was made, and cannot win.
         let waited = !others.is_empty();
+        // The names read before the create, and this VM's own, are known: only the VMs that
+        // came since are confirmed on their nodes, but for those the cluster's recent tasks
+        // showed created after this VM (they cannot win; a name of theirs does not matter).
+        let mut known = self.confirmed_names.borrow().clone();
         if waited {
-            self.await_creates(&name, &others, Some(own_ctime))?;
-            listed = self.listing()?;
+            let awaited = self.await_creates(&name, &others, Some(own_ctime))?;
+            listed = super::find::ended_creates(listed, &awaited.ended);
+            for later in awaited.created_after {
+                known.entry(later).or_default();
+            }
         }
-        let named = self.named(&name, listed)?;
+        known.insert(
+            vmid,
+            own.as_ref()
+                .and_then(|config| config.name())
+                .unwrap_or_default()
+                .to_string(),
+        );
+        let named = named::named_knowing(&self.session.client, &name, listed, &known)?;
         let mut carriers: Vec<(u64, u32, String)> = Vec::new();
         for (id, on) in named.carriers {
             let ctime = if id == vmid {
@@ -318,7 +333,7 @@ impl Runner<'_> {
             self.prefetched
                 .replace(Some((vmid, node.to_string(), config)));
         }
-        let Some((_, win, win_node)) = carriers.iter().min().cloned() else {
+        let Some((win, win_node)) = super::find::name_keeper(&carriers) else {
             return Ok(Done::Vm(vmid, node.to_string()));
         };
         if win == vmid {

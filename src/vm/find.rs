@@ -11,7 +11,7 @@ use super::plan::Current;
 use super::shell::{Poll, Runner};
 use crate::pve::answers::VmConfig;
 use crate::pve::api::cluster::{self, ListedVm};
-use crate::pve::api::named::{self, Confirm, Named, Settling};
+use crate::pve::api::named::{self, Confirm, Look, Named, Settling};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::retry::{Awaiting, Step, until};
 
@@ -23,6 +23,45 @@ pub(super) fn creates_in_flight(listed: &[ListedVm], own: Option<u32>) -> Vec<(u
         .filter(|vm| vm.creating && vm.unnamed() && Some(vm.vmid) != own)
         .map(|vm| (vm.vmid, vm.node.clone()))
         .collect()
+}
+
+/// What [`Runner::await_creates`] saw.
+pub(super) struct Awaited {
+    /// The VMs whose names are to be read now that their creates have ended.
+    pub(super) ended: Vec<(u32, String)>,
+    /// Of those, the ones no running create was seen holding (a leftover, if it still has no
+    /// name of its own).
+    pub(super) unseen: Vec<u32>,
+    /// With a `since`, the VMs the cluster's recent tasks showed created after it: they cannot
+    /// win the name (see [`named::Settling::created_after`]).
+    pub(super) created_after: Vec<u32>,
+}
+
+/// The listing with the VMs of `waited` (creates in flight once, now ended) no longer held by
+/// a create: their names are to be read on their nodes (a create that failed removed its VM,
+/// and the node's list no longer has it; a killed one's leftover still shows `lock: create`
+/// there).
+pub(super) fn ended_creates(listed: Vec<ListedVm>, waited: &[(u32, String)]) -> Vec<ListedVm> {
+    listed
+        .into_iter()
+        .map(|mut vm| {
+            if waited.iter().any(|(id, _)| *id == vm.vmid) {
+                vm.creating = false;
+            }
+            vm
+        })
+        .collect()
+}
+
+/// Which of the VMs that carry a name keeps it, of (ctime, vmid, node): the one created
+/// first, by `meta: ctime`; of those created in one second (ctime counts seconds, as a
+/// UPID's start does), the lower vmid. Every run that carries the name decides alike from
+/// the same configs. A VM without a ctime counts as created last.
+pub(super) fn name_keeper(carriers: &[(u64, u32, String)]) -> Option<(u32, String)> {
+    carriers
+        .iter()
+        .min_by_key(|(ctime, vmid, _)| (*ctime, *vmid))
+        .map(|(_, vmid, node)| (*vmid, node.clone()))
 }
 
 /// How long parallel runs that created one VM each of a name get to remove all but the first.
@@ -60,10 +99,12 @@ impl Runner<'_> {
             // (interrupted mid-import): wait for those, rather than create another, and read
             // the names once they have ended. A create that starts after this look cannot be
             // an earlier run's (a parallel run's VM of this name is settled by
-            // `claim_name`), so it is not waited for.
-            let unseen = self.await_creates(name, &in_flight, None)?;
-            let named = self.named(name, self.listing()?)?;
-            self.note_leftovers(name, &named.in_flight, &unseen);
+            // `claim_name`), so neither it is waited for nor the cluster listed again: the
+            // names of the VMs whose creates ended are read on their nodes, with those of
+            // this listing's other VMs pvestatd has not named yet.
+            let awaited = self.await_creates(name, &in_flight, None)?;
+            let named = self.named(name, ended_creates(vms, &awaited.ended))?;
+            self.note_leftovers(name, &named.in_flight, &awaited.unseen);
             named
         };
         // Several VMs with the name: parallel runs that created one each are removing all but
@@ -113,47 +154,76 @@ impl Runner<'_> {
     /// ([`named::named`]; the listed names are confirmed only on the nodes with a VM
     /// pvestatd has not named yet).
     pub(super) fn named(&self, name: &str, listed: Vec<ListedVm>) -> anyhow::Result<Named> {
-        Ok(named::named(
-            &self.session.client,
-            name,
-            listed,
-            Confirm::Unnamed,
-        )?)
+        let named = named::named(&self.session.client, name, listed, Confirm::Unnamed)?;
+        self.confirmed_names.borrow_mut().extend(
+            named
+                .confirmed
+                .iter()
+                .map(|(id, vm_name)| (*id, vm_name.clone())),
+        );
+        Ok(named)
     }
 
     /// Waits until the creates this user can see running on `in_flight` (VMs under `lock:
-    /// create`, no name yet) have ended, or the budget has ([`named::Settling`]: one node's
-    /// running tasks listed at each look; with `since`, only the creates started no later
-    /// than it are waited for). Returns the VMs no running create was seen holding (a
-    /// leftover, if it still has no name of its own).
+    /// create`, no name yet) have ended, or the budget has ([`named::Settling`]: the
+    /// cluster's recent tasks listed at each look, a node's running tasks for the VMs that
+    /// list does not show; with `since`, only the creates started no later than it are
+    /// waited for).
     pub(super) fn await_creates(
         &self,
         name: &str,
         in_flight: &[(u32, String)],
         since: Option<u64>,
-    ) -> anyhow::Result<Vec<u32>> {
+    ) -> anyhow::Result<Awaited> {
         let client = &self.session.client;
         let mut settling = Settling::new(in_flight, since);
         let what = format!("waiting for the creates in flight that may carry the name '{name}'");
-        let tried = until(&self.budget(), Awaiting::NameSettling, |_| -> Poll<()> {
-            let Some(node) = settling.next_node().map(str::to_string) else {
-                return Ok(Step::Done(Ok(())));
-            };
-            settling.observe(&node, &named::running_creates(client, &node)?);
-            Ok(match settling.next_node() {
-                None => Step::Done(Ok(())),
-                Some(next) if next != node => Step::Now,
-                // Should the budget end meanwhile, a create still running may carry the name:
-                // the run fails rather than create another VM of it.
-                Some(_) => Step::Again(Err(anyhow!(
-                    "creates of VMs on {node} that may carry the name '{name}' were still \
-                     running when the timeout came, so which VM carries it is not known yet (a \
-                     re-run waits for them again)"
-                ))),
-            })
-        });
+        let still_running = |nodes: Vec<String>| {
+            anyhow!(
+                "creates of VMs on {} that may carry the name '{name}' were still running when \
+                 the timeout came, so which VM carries it is not known yet (a re-run waits for \
+                 them again)",
+                nodes.join(", ")
+            )
+        };
+        let tried = until(
+            &self.budget(),
+            Awaiting::NameSettling,
+            |attempt| -> Poll<()> {
+                // The listing just showed these creates holding their VMs: the first look comes
+                // after a pause, when most have ended, so that one look often settles them all.
+                if attempt == 1 {
+                    return Ok(Step::Again(Err(still_running(settling.waited_nodes()))));
+                }
+                let Some((look, _)) = settling.next_look() else {
+                    return Ok(Step::Done(Ok(())));
+                };
+                match look {
+                    Look::Cluster => settling.observe_cluster(
+                        &named::recent_tasks(client)
+                            .context("listing the cluster's recent tasks")?,
+                    ),
+                    Look::Node(node) => {
+                        settling.observe(&node, &named::running_creates(client, &node)?);
+                    }
+                }
+                Ok(match settling.next_look() {
+                    None => Step::Done(Ok(())),
+                    Some((_, false)) => Step::Now,
+                    // Should the budget end meanwhile, a create still running may carry the name:
+                    // the run fails rather than create another VM of it.
+                    Some((_, true)) => Step::Again(Err(still_running(settling.waited_nodes()))),
+                })
+            },
+        );
         self.ended(tried, &what)?;
-        Ok(settling.ended().1)
+        let created_after = since.map(|since| settling.created_after(since));
+        let (ended, unseen) = settling.ended();
+        Ok(Awaited {
+            ended,
+            unseen,
+            created_after: created_after.unwrap_or_default(),
+        })
     }
 
     /// Warns of VMs that look like the leftovers of a create that was killed: `lock: create`
@@ -231,5 +301,50 @@ impl Runner<'_> {
             .config_of(id, &node)?
             .is_some_and(|config| config.is_template());
         Ok((id, node, template))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn of_vms_made_in_one_second_the_lower_vmid_keeps_the_name_whichever_run_decides() {
+        let first = (1_000, 512, "pve2".to_string());
+        let tie = (1_000, 340, "pve1".to_string());
+        let later = (999, 900, "pve3".to_string());
+        assert_eq!(
+            name_keeper(&[first.clone(), tie.clone()]),
+            Some((340, "pve1".to_string()))
+        );
+        assert_eq!(
+            name_keeper(&[tie.clone(), first.clone()]),
+            Some((340, "pve1".to_string())),
+            "the order the runs list them in does not matter"
+        );
+        assert_eq!(
+            name_keeper(&[first, tie, later]),
+            Some((900, "pve3".to_string())),
+            "an earlier second wins over a lower vmid"
+        );
+        assert_eq!(
+            name_keeper(&[(u64::MAX, 100, "pve1".into()), (5, 101, "pve1".into())]),
+            Some((101, "pve1".to_string())),
+            "a VM without a ctime counts as made last"
+        );
+        assert_eq!(name_keeper(&[]), None);
+    }
+
+    #[test]
+    fn creates_that_ended_are_no_longer_held_by_a_create() {
+        let vm = |vmid: u32| ListedVm {
+            vmid,
+            node: "pve1".into(),
+            name: String::new(),
+            creating: true,
+        };
+        let listed = ended_creates(vec![vm(100), vm(101)], &[(101, "pve1".to_string())]);
+        assert!(listed[0].creating, "100's create was not seen ending");
+        assert!(!listed[1].creating);
     }
 }

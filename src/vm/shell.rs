@@ -9,6 +9,7 @@
 
 use anyhow::anyhow;
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 
 use super::desired::Desired;
 use super::report::Changes;
@@ -48,6 +49,9 @@ pub(super) struct Runner<'a> {
     /// The vmids of the cluster's last listing ([`Runner::listing`]), once there was one:
     /// the ids a new VM's id is chosen around.
     pub(super) listed_ids: RefCell<Option<Vec<u32>>>,
+    /// The names the nodes' own lists gave while finding the VM (vmid → name): a claim after
+    /// the create takes them as known and confirms only the VMs that came since.
+    pub(super) confirmed_names: RefCell<BTreeMap<u32, String>>,
     /// Warnings found while looking (leftovers of killed creates), each once; added to the
     /// result's warnings when the run ends.
     pub(super) notes: RefCell<Vec<String>>,

@@ -5,11 +5,12 @@
 //! configs at once: a VM without a name there is `VM <vmid>`, a create in progress also has
 //! `lock: create`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::cluster::ListedVm;
 use super::task_type::TaskType;
+pub use super::tasks::RecentTask;
 use super::{qemu, tasks};
 use crate::answers::Vmid;
 use crate::client::Client;
@@ -35,6 +36,9 @@ pub enum Confirm {
 pub struct Named {
     pub carriers: Vec<(Vmid, String)>,
     pub in_flight: Vec<(Vmid, String)>,
+    /// The names read on the nodes' own lists, of VMs no create holds (`""`: none): what a
+    /// later look can take as known ([`named_knowing`]).
+    pub confirmed: BTreeMap<Vmid, String>,
 }
 
 /// A node's list that could not be read: the node, and PVE's answer (its
@@ -66,10 +70,42 @@ pub fn named(
     listed: Vec<ListedVm>,
     confirm: Confirm,
 ) -> Result<Named, NodeListFailed> {
+    named_with(client, name, listed, confirm, &BTreeMap::new())
+}
+
+/// [`named`] with [`Confirm::Unnamed`], where the VMs of `known` (vmid → its name, as an
+/// earlier look read it on its node, or as its own config says) need no confirming: only
+/// the nodes with another VM pvestatd has not named yet, and that no create holds, are
+/// listed. A VM a create holds now is never taken from `known`.
+pub fn named_knowing(
+    client: &Client,
+    name: &str,
+    listed: Vec<ListedVm>,
+    known: &BTreeMap<Vmid, String>,
+) -> Result<Named, NodeListFailed> {
+    named_with(client, name, listed, Confirm::Unnamed, known)
+}
+
+fn named_with(
+    client: &Client,
+    name: &str,
+    listed: Vec<ListedVm>,
+    confirm: Confirm,
+    known: &BTreeMap<Vmid, String>,
+) -> Result<Named, NodeListFailed> {
     let mut fresh: BTreeMap<Vmid, (String, bool)> = BTreeMap::new();
+    let mut confirmed = BTreeMap::new();
+    for vm in listed.iter().filter(|vm| vm.unnamed() && !vm.creating) {
+        if let Some(known_name) = known.get(&vm.vmid) {
+            fresh.insert(vm.vmid, (known_name.clone(), false));
+        }
+    }
     let mut nodes: Vec<&str> = listed
         .iter()
-        .filter(|vm| confirm == Confirm::EveryNode || (vm.unnamed() && !vm.creating))
+        .filter(|vm| {
+            confirm == Confirm::EveryNode
+                || (vm.unnamed() && !vm.creating && !fresh.contains_key(&vm.vmid))
+        })
         .map(|vm| vm.node.as_str())
         .collect();
     nodes.sort();
@@ -81,10 +117,17 @@ pub fn named(
         })?;
         for vm in on_node {
             let creating = vm.lock.as_deref() == Some("create");
-            fresh.insert(vm.vmid, (vm.name.unwrap_or_default(), creating));
+            let vm_name = vm.name.unwrap_or_default();
+            if !creating {
+                confirmed.insert(vm.vmid, vm_name.clone());
+            }
+            fresh.insert(vm.vmid, (vm_name, creating));
         }
     }
-    Ok(carrying(name, listed, &fresh))
+    Ok(Named {
+        confirmed,
+        ..carrying(name, listed, &fresh)
+    })
 }
 
 /// The pure part of [`named`]: `fresh` is each confirmed VM's (name, whether a create holds
@@ -111,11 +154,16 @@ fn carrying(name: &str, listed: Vec<ListedVm>, fresh: &BTreeMap<Vmid, (String, b
     out
 }
 
-/// Waiting for creates in flight, node by node: a look lists one node's running creates
-/// (`GET /nodes/{node}/tasks?source=active`, one read whatever the number of VMs), and the
-/// next node is looked at only when the first has none of its VMs' creates left running, so
-/// a wait costs about one read per pause plus one per node, not one per VM. Pure: the shell
-/// lists and sleeps, [`Settling::observe`] decides.
+/// Waiting for creates in flight. A look lists the cluster's recent tasks (`GET
+/// /cluster/tasks`, one read for every node and VM: [`Settling::observe_cluster`]); a VM
+/// whose create that list does not show at all (it lists only the caller's own tasks without
+/// `Sys.Audit` on `/`, and none of a token's; a create appears there only once its worker
+/// has forked, after its `lock: create` was written) is looked at on its node instead, one
+/// node's running creates per look (`GET /nodes/{node}/tasks?source=active`:
+/// [`Settling::observe`]). A VM whose create a list shows ended (or no longer lists, once
+/// seen running) is done, as on the node's own list. So a wait costs about one read per
+/// pause, not one per VM or node. Pure: the shell lists and sleeps, [`Settling::next_look`]
+/// and the observations decide.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Settling {
     /// Per node, the VMs whose create may still be running.
@@ -127,6 +175,21 @@ pub struct Settling {
     seen_running: Vec<Vmid>,
     /// VMs no longer waited for whose name is to be read: (vmid, node).
     to_confirm: Vec<(Vmid, String)>,
+    /// Nodes with a VM whose create the cluster's list did not show: looked at on the node.
+    on_node: BTreeSet<String>,
+    /// The looks made since the last pause.
+    looked: Vec<Look>,
+    /// The creates the latest look at the cluster's recent tasks listed.
+    recent: Vec<RecentTask>,
+}
+
+/// Where a look of [`Settling`] lists running creates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Look {
+    /// `GET /cluster/tasks`.
+    Cluster,
+    /// `GET /nodes/{node}/tasks?source=active&typefilter=qmcreate` on this node.
+    Node(String),
 }
 
 impl Settling {
@@ -147,15 +210,102 @@ impl Settling {
         }
     }
 
+    /// The nodes with VMs whose create may still be running.
+    pub fn waited_nodes(&self) -> Vec<String> {
+        self.pending.keys().cloned().collect()
+    }
+
     /// The node to look at next, or `None` when no create is waited for any more.
     pub fn next_node(&self) -> Option<&str> {
         self.pending.keys().next().map(String::as_str)
+    }
+
+    /// The next look, and whether a pause comes before it (every look a round needs was
+    /// made since the last pause); `None` when no create is waited for any more. A round is
+    /// one look at the cluster's list while some waited VM is told by it, and one at each
+    /// node whose VMs it does not tell.
+    pub fn next_look(&mut self) -> Option<(Look, bool)> {
+        let mut due = Vec::new();
+        if self.pending.keys().any(|node| !self.on_node.contains(node)) {
+            due.push(Look::Cluster);
+        }
+        for node in self
+            .pending
+            .keys()
+            .filter(|node| self.on_node.contains(*node))
+        {
+            due.push(Look::Node(node.clone()));
+        }
+        if let Some(look) = due.iter().find(|look| !self.looked.contains(look)) {
+            return Some((look.clone(), false));
+        }
+        self.looked.clear();
+        due.into_iter().next().map(|look| (look, true))
+    }
+
+    /// What a look at the cluster's recent tasks saw. For each waited VM not looked at on its
+    /// node, its newest create listed there: running, it is waited for (unless it started
+    /// after `since`); ended, the VM is done. One not listed is done if its create was seen
+    /// running before (a list holds 25 tasks a node, so an ended one may have left it), and
+    /// else is looked at on its node.
+    pub fn observe_cluster(&mut self, listed: &[RecentTask]) {
+        self.looked.push(Look::Cluster);
+        self.recent = listed
+            .iter()
+            .filter(|task| task.upid.task_type == TaskType::Create.as_str())
+            .cloned()
+            .collect();
+        let nodes: Vec<String> = self
+            .pending
+            .keys()
+            .filter(|node| !self.on_node.contains(*node))
+            .cloned()
+            .collect();
+        for node in nodes {
+            let Some(vmids) = self.pending.remove(&node) else {
+                continue;
+            };
+            let mut still = Vec::new();
+            for vmid in vmids {
+                let newest = listed
+                    .iter()
+                    .filter(|task| {
+                        task.upid.node == node
+                            && task.upid.task_type == TaskType::Create.as_str()
+                            && task.upid.id == vmid.to_string()
+                    })
+                    .max_by_key(|task| task.upid.starttime);
+                match newest {
+                    Some(task) if task.running => {
+                        if self.since.is_some_and(|since| task.upid.starttime > since) {
+                            continue;
+                        }
+                        if !self.seen_running.contains(&vmid) {
+                            self.seen_running.push(vmid);
+                        }
+                        still.push(vmid);
+                    }
+                    Some(_) => self.to_confirm.push((vmid, node.clone())),
+                    None if self.seen_running.contains(&vmid) => {
+                        self.to_confirm.push((vmid, node.clone()));
+                    }
+                    None => {
+                        self.on_node.insert(node.clone());
+                        still.push(vmid);
+                    }
+                }
+            }
+            if !still.is_empty() {
+                self.pending.insert(node, still);
+            }
+        }
     }
 
     /// What a look at `node` saw: its running creates. A VM whose create no longer runs is
     /// done (its name is to be read); one whose create started after `since` is not waited
     /// for; one whose create runs stays.
     pub fn observe(&mut self, node: &str, running: &[Upid]) {
+        self.looked.push(Look::Node(node.to_string()));
         let Some(vmids) = self.pending.remove(node) else {
             return;
         };
@@ -180,6 +330,26 @@ impl Settling {
         }
     }
 
+    /// The VMs whose newest create the latest look at the cluster's recent tasks listed as
+    /// started after `since` (PVE's clock, in seconds): such a VM's `ctime` is later than
+    /// `since` (qemu-server sets it in the create's worker), so it cannot win a name race
+    /// against a VM of that `ctime`.
+    pub fn created_after(&self, since: u64) -> Vec<Vmid> {
+        let mut newest: BTreeMap<(String, Vmid), u64> = BTreeMap::new();
+        for task in &self.recent {
+            let Ok(vmid) = task.upid.id.parse::<Vmid>() else {
+                continue;
+            };
+            let start = newest.entry((task.upid.node.clone(), vmid)).or_default();
+            *start = (*start).max(task.upid.starttime);
+        }
+        newest
+            .into_iter()
+            .filter(|(_, start)| *start > since)
+            .map(|((_, vmid), _)| vmid)
+            .collect()
+    }
+
     /// The VMs whose name is to be read now that their creates have ended (or were not
     /// running at the first look), and of those, the ones never seen running (a leftover,
     /// if its name is still unknown).
@@ -192,6 +362,11 @@ impl Settling {
             .collect();
         (self.to_confirm, unseen)
     }
+}
+
+/// The cluster's recent tasks (a read): for [`Settling::observe_cluster`].
+pub fn recent_tasks(client: &Client) -> Result<Vec<RecentTask>, ApiError> {
+    tasks::cluster_recent(client)
 }
 
 /// One node's running creates (a read): for [`Settling::observe`].
@@ -324,5 +499,96 @@ mod tests {
         );
         let (to_confirm, _) = settling.ended();
         assert_eq!(to_confirm, [(130, "pve1".to_string())]);
+    }
+
+    fn recent(node: &str, vmid: Vmid, starttime: u64, running: bool) -> RecentTask {
+        RecentTask {
+            upid: upid(node, vmid, starttime),
+            running,
+        }
+    }
+
+    #[test]
+    fn one_look_at_the_clusters_tasks_settles_every_node_it_shows() {
+        let in_flight = [
+            (140, "pve1".to_string()),
+            (141, "pve2".to_string()),
+            (142, "pve3".to_string()),
+        ];
+        let mut settling = Settling::new(&in_flight, None);
+        assert_eq!(settling.next_look(), Some((Look::Cluster, false)));
+        settling.observe_cluster(&[
+            recent("pve1", 140, 1_000, true),
+            // An older create of 141 ended; its newest one runs.
+            recent("pve2", 141, 900, false),
+            recent("pve2", 141, 1_001, true),
+            recent("pve3", 142, 1_002, false),
+        ]);
+        assert_eq!(
+            settling.next_look(),
+            Some((Look::Cluster, true)),
+            "140 and 141 still run: the next look at the cluster comes after a pause"
+        );
+        settling.observe_cluster(&[recent("pve1", 140, 1_000, false)]);
+        assert_eq!(
+            settling.next_look(),
+            None,
+            "140 ended; 141, seen running, left the list"
+        );
+        let (to_confirm, unseen) = settling.ended();
+        let confirm: Vec<Vmid> = to_confirm.iter().map(|(vmid, _)| *vmid).collect();
+        assert_eq!(confirm, [142, 140, 141]);
+        assert_eq!(unseen, [142], "142's create was only ever seen ended");
+    }
+
+    #[test]
+    fn a_vm_whose_create_the_clusters_list_does_not_show_is_looked_at_on_its_node() {
+        // A token without Sys.Audit on / sees none of its tasks there; a create shows only
+        // once its worker has forked.
+        let in_flight = [(150, "pve1".to_string()), (151, "pve2".to_string())];
+        let mut settling = Settling::new(&in_flight, None);
+        assert_eq!(settling.next_look(), Some((Look::Cluster, false)));
+        settling.observe_cluster(&[recent("pve2", 151, 1_000, true)]);
+        assert_eq!(
+            settling.next_look(),
+            Some((Look::Node("pve1".into()), false)),
+            "no pause: pve1 was not looked at in this round"
+        );
+        settling.observe("pve1", &[upid("pve1", 150, 999)]);
+        assert_eq!(settling.next_look(), Some((Look::Cluster, true)));
+        settling.observe_cluster(&[recent("pve2", 151, 1_000, false)]);
+        assert_eq!(
+            settling.next_look(),
+            Some((Look::Node("pve1".into()), false)),
+            "pve1's VMs stay with pve1's own list"
+        );
+        settling.observe("pve1", &[]);
+        assert_eq!(settling.next_look(), None);
+        let (_, unseen) = settling.ended();
+        assert!(unseen.is_empty(), "both were seen running");
+    }
+
+    #[test]
+    fn creates_the_clusters_list_shows_started_after_a_ctime_are_told() {
+        let in_flight = [(160, "pve1".to_string()), (161, "pve2".to_string())];
+        let mut settling = Settling::new(&in_flight, Some(1_005));
+        settling.observe_cluster(&[
+            recent("pve1", 160, 1_006, true),
+            recent("pve2", 161, 1_005, false),
+            recent("pve3", 162, 1_007, false),
+            recent("pve3", 163, 1_004, false),
+        ]);
+        assert_eq!(
+            settling.next_look(),
+            None,
+            "160 started later and is not waited for"
+        );
+        assert_eq!(
+            settling.created_after(1_005),
+            [160, 162],
+            "the same second is not later"
+        );
+        let (to_confirm, _) = settling.ended();
+        assert_eq!(to_confirm, [(161, "pve2".to_string())]);
     }
 }

@@ -1,5 +1,6 @@
 //! The task endpoints, after pve-manager's `API2/Tasks.pm`: a node's task list, a task's
-//! status and log (with the Sys.Audit rule for other users' tasks), and stopping a task.
+//! status and log (with the Sys.Audit rule for other users' tasks), and stopping a task; and
+//! the cluster's recent tasks, `API2/Cluster.pm` `tasks` (every node's broadcast task list).
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -146,6 +147,72 @@ pub fn task_list(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Value {
     json!(items)
 }
 
+/// How many tasks a node's broadcast list holds, its running tasks first (pve-common
+/// RESTEnvironment.pm, active_workers: `$MAX_FINISHED = 25`, running tasks plus as many
+/// finished ones as make 25).
+const MAX_FINISHED: usize = 25;
+
+/// `GET /cluster/tasks` (pve-manager API2/Cluster.pm, tasks): the task list each node last
+/// broadcast (pve-cluster Cluster.pm, get_tasklist, node by node), as
+/// RESTEnvironment.pm's active_workers makes it: the running tasks in the order they
+/// started, then the newest finished ones (by `starttime`, newest first), 25 in all unless
+/// more run. A running task carries its `pid`; a finished one `endtime` and `status` (its
+/// `pid` deleted), neither has `pstart`. A token's task has `user` and `tokenid` split
+/// (`split_tokenid`). Without `Sys.Audit` on `/` a caller sees only the tasks whose `user`,
+/// once split, is its own id: so a token sees none, not even its own (`$task->{user} eq
+/// $authuser`, where a token's id is `user@realm!token`).
+pub fn cluster_tasks(sim: &Sim, auth: &Auth) -> Value {
+    let auditor = sim.sys_audit(&auth.id);
+    let st = sim.lock();
+    let now = Instant::now();
+    let visible: Vec<&Task> = st.tasks.iter().filter(|t| now >= t.visible_at).collect();
+    json!(broadcast_lists(
+        &sim.opts.nodes,
+        &visible,
+        auditor,
+        &auth.id
+    ))
+}
+
+/// The pure part of [`cluster_tasks`]: `tasks` in the order they started.
+fn broadcast_lists(nodes: &[String], tasks: &[&Task], auditor: bool, authid: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for node in nodes {
+        let on_node: Vec<&Task> = tasks.iter().copied().filter(|t| &t.node == node).collect();
+        let running: Vec<&Task> = on_node.iter().copied().filter(|t| t.running()).collect();
+        let mut finished: Vec<&Task> = on_node.iter().copied().filter(|t| !t.running()).collect();
+        // A stable sort keeps tasks of one second in the order they started, as the
+        // newest-first walk over the active file leaves them.
+        finished.sort_by_key(|task| std::cmp::Reverse(task.starttime));
+        let room = MAX_FINISHED.saturating_sub(running.len());
+        for task in running.into_iter().chain(finished.into_iter().take(room)) {
+            let mut item = json!({
+                "upid": task.upid, "node": task.node, "starttime": task.starttime,
+                "type": task.ttype, "id": task.id, "user": task.user,
+            });
+            match &task.exitstatus {
+                None => {
+                    item["pid"] = json!(task.pid);
+                    item["saved"] = json!("0");
+                }
+                Some(status) => {
+                    item["endtime"] = json!(task.end_epoch.unwrap_or(0.0) as u64);
+                    item["status"] = json!(status);
+                    item["saved"] = json!("1");
+                }
+            }
+            if let Some((user, token)) = task.user.split_once('!') {
+                item["user"] = json!(user);
+                item["tokenid"] = json!(token);
+            }
+            if auditor || item["user"] == authid {
+                out.push(item);
+            }
+        }
+    }
+    out
+}
+
 /// `DELETE /nodes/{node}/tasks/{upid}`: pve-common RESTEnvironment.pm, check_worker with
 /// `$killit` (`$kill_process_group`): SIGTERM to the worker, up to 5 s for it to end, then
 /// SIGKILL. A killed worker writes no exit line, so its status reads `unexpected status`
@@ -173,4 +240,97 @@ pub fn task_stop(sim: &Sim, node: &str, upid: &str) -> ApiResult {
         sim.cv.notify_all();
     }
     Ok(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+
+    fn task(node: &str, starttime: u64, user: &str, exitstatus: Option<&str>) -> Task {
+        Task {
+            upid: format!(
+                "UPID:{node}:00001000:00002000:{starttime:08X}:qmcreate:{starttime}:{user}:"
+            ),
+            node: node.into(),
+            pid: 4096,
+            pstart: 8192,
+            starttime,
+            ttype: "qmcreate".into(),
+            id: starttime.to_string(),
+            user: user.into(),
+            log: Vec::new(),
+            exitstatus: exitstatus.map(str::to_string),
+            start_epoch: starttime as f64,
+            end_epoch: exitstatus.map(|_| starttime as f64 + 2.0),
+            cancel: Arc::new(AtomicBool::new(false)),
+            killed: Arc::new(AtomicBool::new(false)),
+            visible_at: Instant::now(),
+        }
+    }
+
+    fn nodes() -> Vec<String> {
+        vec!["pve1".into(), "pve2".into()]
+    }
+
+    #[test]
+    fn each_node_lists_its_running_tasks_then_the_newest_finished_up_to_25() {
+        // pve-common RESTEnvironment.pm active_workers; pve-manager API2/Cluster.pm tasks.
+        let mut tasks: Vec<Task> = (0..30)
+            .map(|n| task("pve1", 1_000 + n, "root@pam", Some("OK")))
+            .collect();
+        tasks.push(task("pve1", 2_000, "root@pam", None));
+        tasks.push(task("pve1", 2_001, "root@pam", None));
+        tasks.push(task("pve2", 3_000, "root@pam", Some("some error")));
+        let refs: Vec<&Task> = tasks.iter().collect();
+        let listed = broadcast_lists(&nodes(), &refs, true, "root@pam");
+        let pve1: Vec<&Value> = listed.iter().filter(|t| t["node"] == "pve1").collect();
+        assert_eq!(pve1.len(), 25, "running ones and 23 finished: 25 in all");
+        assert_eq!(
+            pve1[0]["starttime"], 2_000,
+            "running first, in the order they started"
+        );
+        assert_eq!(pve1[1]["starttime"], 2_001);
+        assert_eq!(pve1[2]["starttime"], 1_029, "then the newest finished");
+        assert_eq!(pve1[24]["starttime"], 1_007);
+        assert_eq!(pve1[0]["pid"], 4096);
+        assert!(pve1[0].get("status").is_none() && pve1[0].get("endtime").is_none());
+        assert!(pve1[2].get("pid").is_none() && pve1[2].get("pstart").is_none());
+        assert_eq!(pve1[2]["status"], "OK");
+        assert_eq!(pve1[2]["endtime"], 1_031);
+        let pve2: Vec<&Value> = listed.iter().filter(|t| t["node"] == "pve2").collect();
+        assert_eq!(pve2.len(), 1);
+        assert_eq!(pve2[0]["status"], "some error");
+    }
+
+    #[test]
+    fn without_sys_audit_on_the_root_a_user_sees_its_own_tasks_and_a_token_none() {
+        // API2/Cluster.pm tasks: `push @$res, $task if $all || ($task->{user} eq $authuser)`,
+        // after `split_tokenid` took the token's name off `user`.
+        let tasks = [
+            task("pve1", 1_000, "ops@pve", None),
+            task("pve1", 1_001, "root@pam", None),
+            task("pve2", 1_002, "ops@pve!fleet", Some("OK")),
+        ];
+        let refs: Vec<&Task> = tasks.iter().collect();
+        let own = broadcast_lists(&nodes(), &refs, false, "ops@pve");
+        let starts: Vec<&Value> = own.iter().map(|t| &t["starttime"]).collect();
+        assert_eq!(
+            starts,
+            [1_000, 1_002],
+            "its own, and its token's (user once split)"
+        );
+        assert_eq!(own[1]["user"], "ops@pve");
+        assert_eq!(own[1]["tokenid"], "fleet");
+        assert!(
+            broadcast_lists(&nodes(), &refs, false, "ops@pve!fleet").is_empty(),
+            "a token's id never equals a split user"
+        );
+        assert_eq!(
+            broadcast_lists(&nodes(), &refs, true, "ops@pve!fleet").len(),
+            3
+        );
+    }
 }

@@ -404,6 +404,10 @@ impl Api {
             ["access", "permissions"] if m == "GET" => {
                 Ok(identity::permissions(&self.sim, &auth, params))
             }
+            ["cluster", "tasks"] if m == "GET" => {
+                schema::check(&[], params)?;
+                Ok(tasks::cluster_tasks(sim, &auth))
+            }
             ["cluster", "nextid"] if m == "GET" => {
                 schema::check(&schema::next_id(), params)?;
                 resources::next_id(sim, params.get("vmid"))

@@ -75,6 +75,13 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ),
     endpoint(
         "GET",
+        "/cluster/tasks",
+        "pve-manager PVE/API2/Cluster.pm",
+        "tasks",
+        false,
+    ),
+    endpoint(
+        "GET",
         "/access/permissions",
         "pve-access-control PVE/API2/AccessControl.pm",
         "permissions",
