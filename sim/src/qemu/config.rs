@@ -408,6 +408,10 @@ pub fn update(
                 }
             }
         }
+        // `$conf->{pending}->{description} = undef` with nothing else pending: the last
+        // write_config prints the `[PENDING]` header and no line under it, and the update
+        // returns before anything writes the file again.
+        let empty_header_left = vm.pending.is_empty() && undef.iter().any(|k| k == "description");
         vm.pending.cleanup(&vm.config);
         let (apply_sets, apply_deletes) = vm.pending.take_applicable(&vm.config, vm.running);
         freed.extend(apply_changes(vm, vmid, apply_sets, apply_deletes));
@@ -417,6 +421,9 @@ pub fn update(
             if value.trim().is_empty() {
                 *value = " ".into();
             }
+        }
+        if empty_header_left {
+            vm.pending.empty_header_beside = Some(vm.config.clone());
         }
         drop(st);
         for line in warnings {

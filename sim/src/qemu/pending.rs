@@ -223,6 +223,14 @@ pub struct Pending {
     /// Those of `delete` given with `force=1`: a drive's volume is freed, not left `unusedN`
     /// (`add_to_pending_delete($conf, $opt, $force)`, printed `!key`).
     pub force: BTreeSet<String>,
+    /// The config an update's last write left an empty `[PENDING]` header beside: QemuServer.pm
+    /// `write_vm_config` writes the header for a pending hash with keys, and an update with only
+    /// an undef `description` leaves `{description => undef}`, whose value it does not print;
+    /// parse_vm_config reads that back as no pending change, and nothing writes the file again
+    /// (cleanup_pending finds nothing, update_vm_api returns before applying). The next write of
+    /// the config drops the header, so it stands only while the config is this one and nothing
+    /// is pending.
+    pub empty_header_beside: Option<BTreeMap<String, String>>,
 }
 
 impl Pending {
@@ -232,6 +240,7 @@ impl Pending {
 
     /// Queues a new value (`$conf->{pending}->{$opt} = …`, dropping a pending delete of it).
     pub fn queue_set(&mut self, k: &str, v: &str) {
+        self.empty_header_beside = None;
         self.delete.remove(k);
         self.force.remove(k);
         self.set.insert(k.to_string(), v.to_string());
@@ -239,6 +248,7 @@ impl Pending {
 
     /// Queues a delete (`add_to_pending_delete`, dropping a pending value of it).
     pub fn queue_delete(&mut self, k: &str) {
+        self.empty_header_beside = None;
         self.set.remove(k);
         self.force.remove(k);
         self.delete.insert(k.to_string());
@@ -299,10 +309,14 @@ impl Pending {
         out
     }
 
-    /// The `[PENDING]` section as the config file has it (part of the digest).
-    pub fn section(&self) -> String {
+    /// The `[PENDING]` section as the config file has it beside `conf` (part of the digest),
+    /// an empty header where [`Pending::empty_header_beside`] says the last write left one.
+    pub fn section(&self, conf: &BTreeMap<String, String>) -> String {
         if self.is_empty() {
-            return String::new();
+            return match &self.empty_header_beside {
+                Some(left_beside) if left_beside == conf => "\n[PENDING]\n".into(),
+                _ => String::new(),
+            };
         }
         let mut s = String::from("\n[PENDING]\n");
         if !self.delete.is_empty() {
