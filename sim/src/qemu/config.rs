@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined, wait_until};
 use crate::qemu::config_file::{check_lock, digest, file_of, free_volumes};
 use crate::qemu::drives::{plan_drives, run_drives};
-use crate::qemu::pending::Pending;
+use crate::qemu::pending::{Pending, is_cloudinit_key};
 use crate::qemu::write_path::{self, typed};
 use crate::schema;
 use crate::state::{Sim, Vm};
@@ -68,15 +68,15 @@ pub fn get_config(sim: &Sim, node: &str, vmid: u32, current: bool) -> ApiResult 
 
 /// `GET …/pending` (API2/Qemu.pm, vm_pending; pve-guest-common GuestHelpers.pm,
 /// config_with_pending_array): every key of the config file, `digest` included, with its
-/// current `value`, its `pending` value and a pending `delete`, all as the file has them
-/// (strings: the answer's schema types them so); `cipassword` masked (`'**********'`, and
-/// `'********** '` for a pending one, as the source writes it).
+/// current `value`, its `pending` value and a pending `delete`, typed as `GET …/config` types
+/// them (both come from parse_vm_config, the pending section's values too: an integer or
+/// boolean is a number, [`typed`]); `cipassword` masked (`'**********'`, and `'********** '`
+/// for a pending one, as the source writes it).
 pub fn get_pending(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
     let (conf, pend) = file_of(sim, node, vmid)?;
     let mask = |k: &str, v: &str, pending: bool| match (k, pending) {
-        ("cipassword", false) => "**********".to_string(),
-        ("cipassword", true) => "********** ".to_string(),
-        _ => v.to_string(),
+        ("cipassword", true) => json!("********** "),
+        _ => typed(k, v),
     };
     let mut items: Vec<Value> = Vec::new();
     let mut file = conf.clone();
@@ -305,6 +305,10 @@ pub fn update(
     let ops = plan_drives(sim, node, &prepared, auth)?;
     let force = params.get("force").is_some_and(|f| f == "1");
     let n2 = node.to_string();
+    // What vmconfig_hotplug_pending raised (`raise_param_exc($errors)`), for the synchronous
+    // PUT's 400.
+    let hotplug_raised: Arc<std::sync::Mutex<schema::Errors>> = Default::default();
+    let raised = hotplug_raised.clone();
     let apply = move |sim: &Arc<Sim>, ctx: &TaskCtx| -> Result<u32, String> {
         ctx.sleep(sim.task_duration("qmconfig"))?;
         let (conf, pend) = file_of(sim, &n2, vmid).map_err(|e| e.msg)?;
@@ -414,6 +418,14 @@ pub fn update(
         let empty_header_left = vm.pending.is_empty() && undef.iter().any(|k| k == "description");
         vm.pending.cleanup(&vm.config);
         let (apply_sets, apply_deletes) = vm.pending.take_applicable(&vm.config, vm.running);
+        // vmconfig_hotplug_pending's `$cloudinit_record_changed`: the `[special:cloudinit]`
+        // section is made for a cloud-init option a running VM takes.
+        if vm.running
+            && (apply_sets.iter().any(|(k, _)| is_cloudinit_key(k))
+                || apply_deletes.iter().any(|k| is_cloudinit_key(k)))
+        {
+            vm.cloudinit.in_file = true;
+        }
         freed.extend(apply_changes(vm, vmid, apply_sets, apply_deletes));
         // Each write_config of the update rewrites the file from what parse_vm_config read:
         // a value of blanks is `" "` from now on (`boot: ` becomes `boot:  `).
@@ -425,11 +437,29 @@ pub fn update(
         if empty_header_left {
             vm.pending.empty_header_beside = Some(vm.config.clone());
         }
+        let hotplug_errors = if vm.running {
+            crate::qemu::pending::hotplug_errors(
+                &vm.config,
+                &vm.pending,
+                sets.iter().map(|(k, _)| k.as_str()),
+            )
+        } else {
+            schema::Errors::new()
+        };
         drop(st);
         for line in warnings {
             ctx.log(line);
         }
         free_owned(sim, &n2, vmid, &freed);
+        if !hotplug_errors.is_empty() {
+            // The task ends as PVE::Exception prints a parameter exception.
+            let mut text = String::from("400 Parameter verification failed.\n");
+            for (k, e) in &hotplug_errors {
+                text.push_str(&format!("{k}: {e}\n"));
+            }
+            *raised.lock().unwrap_or_else(|e| e.into_inner()) = hotplug_errors;
+            return Err(text);
+        }
         Ok(0)
     };
     if !async_api {
@@ -443,7 +473,15 @@ pub fn update(
         sim.lock_config(vmid, &ctx.upid, tasks::LOCK_CONFIG_TIMEOUT, || {
             apply(sim, &ctx)
         })
-        .map_err(ApiErr::die)?;
+        .map_err(|e| {
+            let errors =
+                std::mem::take(&mut *hotplug_raised.lock().unwrap_or_else(|p| p.into_inner()));
+            if errors.is_empty() {
+                ApiErr::die(e)
+            } else {
+                ApiErr::params(errors)
+            }
+        })?;
         return Ok(Value::Null);
     }
     let upid = tasks::fork_locked(sim, node, "qmconfig", vmid, &auth.id, apply);
