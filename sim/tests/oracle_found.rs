@@ -461,3 +461,129 @@ fn an_update_with_only_an_undef_description_leaves_an_empty_pending_header() {
         file(&sim, "100")
     );
 }
+
+/// A running VM 100: a started one of `quick_vm`'s with a disk, a CD-ROM and a NIC (`extra`
+/// replaces or adds keys).
+fn running_vm(s: &Session, extra: &[(&str, &str)]) {
+    let mut params: std::collections::BTreeMap<&str, &str> = [
+        ("cores", "2"),
+        ("scsi0", "local-lvm:1"),
+        ("ide2", "none,media=cdrom"),
+        ("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0"),
+    ]
+    .into();
+    params.extend(extra.iter().copied());
+    let params: Vec<(&str, &str)> = params.into_iter().collect();
+    quick_vm(s, "100", &params);
+    let u = s.data("POST", "/nodes/pve1/qemu/100/status/start", &[]);
+    assert_eq!(s.wait(u.as_str().unwrap())["exitstatus"], "OK");
+}
+
+/// On a running VM (the harness's running_vm.pl, issue 34): GuestHelpers.pm
+/// `config_with_pending_array` answers the values parse_vm_config made, the pending section's
+/// too, so an integer is a number in `GET …/pending` as in `GET …/config` (`cores`, a pending
+/// `4`); QemuServer.pm `write_vm_config` prints the pending hash as any other, so `delete`
+/// stands among its keys in sorted order (after `boot`, before `memory`).
+#[test]
+fn pending_values_are_typed_and_the_pending_section_sorted() {
+    let sim = fast(&[]);
+    let s = Session::login(&sim);
+    running_vm(&s, &[]);
+    let path = "/nodes/pve1/qemu/100/config";
+    s.data("PUT", path, &[("cores", "4"), ("memory", "4096")]);
+    s.data("PUT", path, &[("delete", "ide2")]);
+    let pending = s.data("GET", "/nodes/pve1/qemu/100/pending", &[]);
+    let cores = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "cores")
+        .cloned();
+    assert_eq!(
+        cores,
+        Some(json!({"key": "cores", "value": 2, "pending": 4})),
+        "{pending}"
+    );
+    let text = file(&sim, "100");
+    let section = text.split("[PENDING]\n").nth(1).unwrap_or_default();
+    assert_eq!(
+        section, "boot: order=scsi0;net0\ncores: 4\ndelete: ide2\nmemory: 4096\n",
+        "{text}"
+    );
+}
+
+/// QemuServer.pm `vmconfig_hotplug_pending`: a cloud-init option a running VM takes is
+/// recorded by `$cloudinit_record_changed` in the `[special:cloudinit]` section (the old
+/// value, or the option in `added`), which write_vm_config prints where the VM has a
+/// cloud-init drive (`has_cloudinit`), until the drive is regenerated
+/// (Cloudinit.pm `apply_cloudinit_config`). A stopped VM's update (vmconfig_apply_pending)
+/// makes no such section.
+#[test]
+fn a_running_vms_cloud_init_changes_are_recorded_in_the_file() {
+    let sim = fast(&[]);
+    let s = Session::login(&sim);
+    quick_vm(&s, "101", &[("ide2", "local-lvm:cloudinit")]);
+    s.data("PUT", "/nodes/pve1/qemu/101/config", &[("ciuser", "admin")]);
+    assert!(!file(&sim, "101").contains("[special:cloudinit]"));
+    running_vm(&s, &[("ide2", "local-lvm:cloudinit"), ("ciuser", "old")]);
+    let path = "/nodes/pve1/qemu/100/config";
+    s.data(
+        "PUT",
+        path,
+        &[("ciuser", "admin"), ("ipconfig0", "ip=dhcp")],
+    );
+    let text = file(&sim, "100");
+    assert!(
+        text.ends_with("\n[special:cloudinit]\nadded: ipconfig0\nciuser: old\n"),
+        "{text}"
+    );
+    assert_eq!(
+        s.data("PUT", "/nodes/pve1/qemu/100/cloudinit", &[]),
+        Value::Null
+    );
+    let text = file(&sim, "100");
+    assert!(!text.contains("[special:cloudinit]"), "{text}");
+}
+
+/// QemuServer.pm `vmconfig_update_disk` on a running VM dies "unable to change media type"
+/// when a drive's `media` changes; vmconfig_hotplug_pending adds it as `hotplug problem - …`,
+/// writes the config with the change still pending and `raise_param_exc` makes the update a
+/// 400 (a POST's task fails with it). A stopped VM applies the change.
+#[test]
+fn a_running_vms_media_change_is_a_hotplug_problem() {
+    let sim = fast(&[]);
+    let s = Session::login(&sim);
+    running_vm(&s, &[]);
+    let path = "/nodes/pve1/qemu/100/config";
+    let (status, _, v) = s.call("PUT", path, &[("ide2", "local-lvm:1")]);
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(
+        v["errors"],
+        json!({"ide2": "hotplug problem - unable to change media type"})
+    );
+    let pending = s.data("GET", "/nodes/pve1/qemu/100/pending", &[]);
+    let ide2 = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "ide2")
+        .cloned()
+        .unwrap();
+    assert_eq!(ide2["value"], "none,media=cdrom");
+    assert!(
+        ide2["pending"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("local-lvm:vm-100-disk-1")),
+        "{ide2}"
+    );
+    let upid = s.data(
+        "POST",
+        path,
+        &[("ide2", "none,media=cdrom"), ("scsi0", "none,media=cdrom")],
+    );
+    let status = s.wait(upid.as_str().unwrap());
+    assert_eq!(
+        status["exitstatus"],
+        "400 Parameter verification failed. scsi0: hotplug problem - unable to change media type"
+    );
+}
