@@ -587,3 +587,38 @@ fn a_running_vms_media_change_is_a_hotplug_problem() {
         "400 Parameter verification failed. scsi0: hotplug problem - unable to change media type"
     );
 }
+
+/// pve-storage Plugin.pm `get_next_vm_diskname`: a disk id is taken by any
+/// `(vm|base)-N-disk-K` volume, whatever its format, so a qcow2 after a raw on a directory
+/// storage is `vm-100-disk-1.qcow2`, not a second `disk-0`. API2/Qemu.pm `create_disks` makes
+/// a cloud-init drive in the `format=` asked (qcow2 by default on a path storage) and drops
+/// `format` from the stored drive; a block storage's `alloc_image` (LvmThinPlugin.pm) dies
+/// "unsupported format 'qcow2'" for anything but raw, failing the create task.
+#[test]
+fn disk_ids_and_formats_are_the_storages() {
+    let sim = fast(&[]);
+    let s = Session::login(&sim);
+    quick_vm(
+        &s,
+        "100",
+        &[
+            ("sata0", "local:1,format=raw"),
+            ("scsi0", "local:1,format=qcow2"),
+            ("ide2", "local:cloudinit,format=raw"),
+        ],
+    );
+    let c = config(&s, "100");
+    assert_eq!(c["sata0"], "local:100/vm-100-disk-0.raw,size=1G");
+    assert_eq!(c["scsi0"], "local:100/vm-100-disk-1.qcow2,size=1G");
+    assert_eq!(c["ide2"], "local:100/vm-100-cloudinit.raw,media=cdrom");
+    for (vmid, key, value) in [
+        ("101", "scsi0", "local-lvm:1,format=qcow2"),
+        ("102", "ide2", "local-lvm:cloudinit,format=qcow2"),
+    ] {
+        let upid = s.data("POST", "/nodes/pve1/qemu", &[("vmid", vmid), (key, value)]);
+        assert_eq!(
+            s.wait(upid.as_str().unwrap())["exitstatus"],
+            format!("unable to create VM {vmid} - unsupported format 'qcow2'")
+        );
+    }
+}
