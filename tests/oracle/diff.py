@@ -13,8 +13,9 @@ under its running_vm.pl, which fakes a running VM and a QEMU that accepts the ho
 (`RUNNING_FAKES`). `fakes` notes a scenario whose answer rests on what the oracle fakes;
 `decided` marks one whose difference comes from those fakes and says why PVE's code sides with
 pve-sim (it is listed, not counted as agreeing). This harness only talks to the oracle (one
-JSON request a line on its stdin, one answer a line on its stdout); none of the oracle's code is
-in this repository. Only what is random on both sides is masked: generated MACs and UUIDs (ones
+JSON request a line on its stdin, one answer a line on its stdout; for a running VM through its
+own running_vm.pl, which runs the oracle's oracle.pl as it is and replaces in memory only what
+stands for QEMU); none of the oracle's code is in this repository. Only what is random on both sides is masked: generated MACs and UUIDs (ones
 the request gave stay), `ctime`, digests and `$5$` password hashes.
 
 Exit status: 0 when every scenario agrees, 1 when some differ, 2 when the oracle or pve-sim
