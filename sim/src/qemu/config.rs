@@ -68,15 +68,15 @@ pub fn get_config(sim: &Sim, node: &str, vmid: u32, current: bool) -> ApiResult 
 
 /// `GET …/pending` (API2/Qemu.pm, vm_pending; pve-guest-common GuestHelpers.pm,
 /// config_with_pending_array): every key of the config file, `digest` included, with its
-/// current `value`, its `pending` value and a pending `delete`, typed as `GET …/config` types
-/// them (both come from parse_vm_config, the pending section's values too: an integer or
-/// boolean is a number, [`typed`]); `cipassword` masked (`'**********'`, and `'********** '`
-/// for a pending one, as the source writes it).
+/// current `value`, its `pending` value and a pending `delete`, all as the file has them
+/// (strings: the answer's schema types them so); `cipassword` masked (`'**********'`, and
+/// `'********** '` for a pending one, as the source writes it).
 pub fn get_pending(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
     let (conf, pend) = file_of(sim, node, vmid)?;
     let mask = |k: &str, v: &str, pending: bool| match (k, pending) {
-        ("cipassword", true) => json!("********** "),
-        _ => typed(k, v),
+        ("cipassword", false) => "**********".to_string(),
+        ("cipassword", true) => "********** ".to_string(),
+        _ => v.to_string(),
     };
     let mut items: Vec<Value> = Vec::new();
     let mut file = conf.clone();
