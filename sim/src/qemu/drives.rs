@@ -353,7 +353,7 @@ pub(crate) fn run_drives(
                     vtype: "images",
                     vmid: Some(vmid),
                     path: dst.path,
-                    format: fmt.into(),
+                    format: fmt,
                 });
                 opts.insert("file".into(), format!("{sid}:{name}"));
                 opts.insert("media".into(), "cdrom".into());
