@@ -88,10 +88,9 @@ impl Handler for Admin {
                         {
                             *pw = "********".into();
                         }
-                        ok(json!(crate::qemu::config_file::file_text(
-                            &conf,
-                            &vm.pending
-                        )))
+                        let text = crate::qemu::config_file::file_text(&conf, &vm.pending)
+                            + &vm.cloudinit.section(&conf);
+                        ok(json!(text))
                     }
                     None => bad("no such VM".into()),
                 }

@@ -7,11 +7,15 @@ what each stores compared: GET config, GET pending, the config file's text, and 
 
 The scenarios are data, tests/oracle/scenarios.json: `api` entries (create, update, update_method,
 volumes as the oracle takes them) and `set` entries (one key, several values, each through a
-create and an update). `fakes` notes a scenario whose answer rests on what the oracle fakes;
+create and an update). `running` makes the VM running between the create and the updates:
+pve-sim starts it; the oracle's VM never runs, so the harness runs the oracle's own oracle.pl
+under its running_vm.pl, which fakes a running VM and a QEMU that accepts the hotplug commands
+(`RUNNING_FAKES`). `fakes` notes a scenario whose answer rests on what the oracle fakes;
 `decided` marks one whose difference comes from those fakes and says why PVE's code sides with
 pve-sim (it is listed, not counted as agreeing). This harness only talks to the oracle (one
-JSON request a line on its stdin, one answer a line on its stdout); none of the oracle's code is
-in this repository. Only what is random on both sides is masked: generated MACs and UUIDs (ones
+JSON request a line on its stdin, one answer a line on its stdout; for a running VM through its
+own running_vm.pl, which runs the oracle's oracle.pl as it is and replaces in memory only what
+stands for QEMU); none of the oracle's code is in this repository. Only what is random on both sides is masked: generated MACs and UUIDs (ones
 the request gave stay), `ctime`, digests and `$5$` password hashes.
 
 Exit status: 0 when every scenario agrees, 1 when some differ, 2 when the oracle or pve-sim
@@ -93,15 +97,18 @@ def form(params):
 
 def expand(spec):
     """scenarios.json's entries as API sequences: `api` entries as they are, `set` entries
-    (one key, several values) as one create and one update per value."""
+    (one key, several values) as one create and one update per value (only the update on a
+    running VM)."""
     out = []
     for entry in spec:
         if "set" in entry:
             key = entry["set"]
             base = entry.get("base", {})
+            running = bool(entry.get("running"))
             for value in entry["values"]:
-                for via in entry.get("via", ["create", "update"]):
-                    s = {"name": f"{entry['name']}: {key}={value!r} via {via}", "volumes": entry.get("volumes")}
+                for via in entry.get("via", ["update"] if running else ["create", "update"]):
+                    s = {"name": f"{entry['name']}: {key}={value!r} via {via}", "volumes": entry.get("volumes"),
+                         "running": running}
                     if via == "create":
                         s["create"] = dict(base, **{key: value})
                     else:
@@ -115,8 +122,31 @@ def expand(spec):
 
 # ------------------------------------------------------------------------------- the oracle
 
+RUNNING_VM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "running_vm.pl")
+
+# What the running-VM scenarios rest on: the oracle's VM never runs, so the harness runs its
+# oracle.pl under running_vm.pl (the harness's own Perl, nothing of PVE's), which makes
+# check_running answer a pid and fakes QEMU below vmconfig_hotplug_pending's decisions.
+RUNNING_FAKES = ("a running VM (the harness's running_vm.pl: check_running answers a pid; QEMU accepts every "
+                 "device_add/device_del, link, medium, throttle and balloon command; taps and systemd accept "
+                 "every change; no other QMP command is answered and there is no monitor socket, so CPU and memory hotplug fail)")
+
+
 def run_oracle(oracle_dir, scenarios):
-    """All scenarios through one oracle process; its answers in order."""
+    """The stopped-VM scenarios through one oracle process, the running-VM ones through another
+    run under the harness's running_vm.pl; the answers in the scenarios' order."""
+    answers = [None] * len(scenarios)
+    for running in (False, True):
+        picked = [i for i, s in enumerate(scenarios) if bool(s.get("running")) == running]
+        if not picked:
+            continue
+        for i, answer in zip(picked, run_oracle_process(oracle_dir, [scenarios[i] for i in picked], running)):
+            answers[i] = answer
+    return answers
+
+
+def run_oracle_process(oracle_dir, scenarios, running):
+    """Scenarios through one oracle process; its answers in order."""
     lines = []
     for i, s in enumerate(scenarios):
         req = {"fn": "api", "id": i, "vmid": VMID, "create": s.get("create", {}), "update": s.get("update", [])}
@@ -126,8 +156,14 @@ def run_oracle(oracle_dir, scenarios):
             req["volumes"] = s["volumes"]
         lines.append(json.dumps(req))
     env = dict(os.environ, ORACLE_NO_MASK="1")
-    proc = subprocess.run([os.path.join(oracle_dir, "run.sh")], input="\n".join(lines) + "\n",
-                          capture_output=True, text=True, env=env)
+    if running:
+        # run.sh's environment (the oracle's inc.sh, Perl's hash order fixed), then the harness's
+        # preamble running the oracle's own oracle.pl.
+        command = ["bash", "-c", '. "$1/inc.sh"; export PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0; '
+                   'exec nice perl "$2" "$1/oracle.pl"', "running-vm", oracle_dir, RUNNING_VM]
+    else:
+        command = [os.path.join(oracle_dir, "run.sh")]
+    proc = subprocess.run(command, input="\n".join(lines) + "\n", capture_output=True, text=True, env=env)
     answers = {}
     for line in proc.stdout.splitlines():
         a = json.loads(line)
@@ -236,6 +272,10 @@ class Sim:
         create = s.get("create", {})
         body = form({"vmid": VMID}) + ("&" + form(create) if create else "")
         res = {"create": self.outcome(*self.request("POST", f"/nodes/{NODE}/qemu", body)), "update": []}
+        if s.get("running"):
+            started = self.outcome(*self.request("POST", f"/nodes/{NODE}/qemu/{VMID}/status/start", ""))
+            if started != {"class": "ok"}:
+                res["start"] = started
         method = s.get("update_method", "PUT")
         for u in s.get("update", []):
             res["update"].append(self.outcome(*self.request(method, f"/nodes/{NODE}/qemu/{VMID}/config", form(u))))
@@ -251,6 +291,9 @@ class Sim:
         return res
 
     def destroy(self):
+        status, _, d = self.request("POST", f"/nodes/{NODE}/qemu/{VMID}/status/stop", "")
+        if status == 200 and isinstance(d.get("data"), str):
+            self.wait_task(d["data"])
         self.request("PUT", f"/nodes/{NODE}/qemu/{VMID}/config", "delete=protection")
         status, _, d = self.request("DELETE", f"/nodes/{NODE}/qemu/{VMID}?purge=1&destroy-unreferenced-disks=1")
         if status == 200 and isinstance(d.get("data"), str):
@@ -265,7 +308,7 @@ class Sim:
 def differences(ours, theirs):
     """The parts where pve-sim and the oracle differ, as (what, pve-sim, oracle)."""
     out = []
-    for part in ("create", "update", "config", "pending", "file"):
+    for part in ("create", "start", "update", "config", "pending", "file"):
         if ours.get(part) != theirs.get(part):
             out.append((part, ours.get(part), theirs.get(part)))
     return out
@@ -313,7 +356,8 @@ def main():
         mask = masker(json.dumps(s))
         o, t = mask(o), mask(t)
         diffs = differences(o, t)
-        report.append({"name": s["name"], "agree": not diffs, "pve-sim": o, "oracle": t, "fakes": s.get("fakes")})
+        report.append({"name": s["name"], "agree": not diffs, "pve-sim": o, "oracle": t, "fakes": s.get("fakes"),
+                       "running": bool(s.get("running"))})
         if not diffs:
             agree += 1
             continue
@@ -322,7 +366,8 @@ def main():
             decided.append(s)
             print(f"DECIDED {s['name']}: {s['decided']}")
             continue
-        print(f"DIFF {s['name']}" + (f"  [depends on the oracle's fakes: {s['fakes']}]" if s.get("fakes") else ""))
+        fakes = "; ".join(f for f in (s.get("fakes"), RUNNING_FAKES if s.get("running") else None) if f)
+        print(f"DIFF {s['name']}" + (f"  [depends on the oracle's fakes: {fakes}]" if fakes else ""))
         for part, a, b in diffs:
             if args.verbose:
                 print(f"  {part}:\n    pve-sim: {json.dumps(a)}\n    oracle:  {json.dumps(b)}")
@@ -331,6 +376,9 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
+    running = sum(1 for s in scenarios if s.get("running"))
+    if running:
+        print(f"oracle-diff: {running} of the scenarios update a running VM, which the oracle fakes: {RUNNING_FAKES}")
     print(f"oracle-diff: {agree} of {len(scenarios)} scenarios agree"
           + (f"; {len(decided)} more differ only where the oracle fakes, decided from PVE's code (DECIDED above)"
              if decided else ""))

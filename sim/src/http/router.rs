@@ -617,14 +617,14 @@ impl Api {
                 Ok(json!([]))
             }
             ("POST", ["qemu"]) => {
-                schema::check(&schema::create_vm(), params)?;
+                schema::check_with_undefined(&schema::create_vm(), params, undef)?;
                 check_node()?;
                 vms::create(sim, node, params, undef, auth)
             }
             (_, ["qemu", vmid, tail @ ..]) => {
                 set(params, "vmid", vmid)?;
                 let check = |spec: Vec<schema::Param>, params: &Params| -> Result<u32, ApiErr> {
-                    schema::check(&spec, params)?;
+                    schema::check_with_undefined(&spec, params, undef)?;
                     check_node()?;
                     Ok(vmid.parse().unwrap_or(0))
                 };

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined, wait_until};
 use crate::qemu::config_file::{check_lock, digest, file_of, free_volumes};
 use crate::qemu::drives::{plan_drives, run_drives};
-use crate::qemu::pending::Pending;
+use crate::qemu::pending::{Pending, is_cloudinit_key};
 use crate::qemu::write_path::{self, typed};
 use crate::schema;
 use crate::state::{Sim, Vm};
@@ -305,6 +305,10 @@ pub fn update(
     let ops = plan_drives(sim, node, &prepared, auth)?;
     let force = params.get("force").is_some_and(|f| f == "1");
     let n2 = node.to_string();
+    // What vmconfig_hotplug_pending raised (`raise_param_exc($errors)`), for the synchronous
+    // PUT's 400.
+    let hotplug_raised: Arc<std::sync::Mutex<schema::Errors>> = Default::default();
+    let raised = hotplug_raised.clone();
     let apply = move |sim: &Arc<Sim>, ctx: &TaskCtx| -> Result<u32, String> {
         ctx.sleep(sim.task_duration("qmconfig"))?;
         let (conf, pend) = file_of(sim, &n2, vmid).map_err(|e| e.msg)?;
@@ -408,8 +412,20 @@ pub fn update(
                 }
             }
         }
+        // `$conf->{pending}->{description} = undef` with nothing else pending: the last
+        // write_config prints the `[PENDING]` header and no line under it, and the update
+        // returns before anything writes the file again.
+        let empty_header_left = vm.pending.is_empty() && undef.iter().any(|k| k == "description");
         vm.pending.cleanup(&vm.config);
         let (apply_sets, apply_deletes) = vm.pending.take_applicable(&vm.config, vm.running);
+        // vmconfig_hotplug_pending's `$cloudinit_record_changed`: the `[special:cloudinit]`
+        // section is made for a cloud-init option a running VM takes.
+        if vm.running
+            && (apply_sets.iter().any(|(k, _)| is_cloudinit_key(k))
+                || apply_deletes.iter().any(|k| is_cloudinit_key(k)))
+        {
+            vm.cloudinit.in_file = true;
+        }
         freed.extend(apply_changes(vm, vmid, apply_sets, apply_deletes));
         // Each write_config of the update rewrites the file from what parse_vm_config read:
         // a value of blanks is `" "` from now on (`boot: ` becomes `boot:  `).
@@ -418,11 +434,32 @@ pub fn update(
                 *value = " ".into();
             }
         }
+        if empty_header_left {
+            vm.pending.empty_header_beside = Some(vm.config.clone());
+        }
+        let hotplug_errors = if vm.running {
+            crate::qemu::pending::hotplug_errors(
+                &vm.config,
+                &vm.pending,
+                sets.iter().map(|(k, _)| k.as_str()),
+            )
+        } else {
+            schema::Errors::new()
+        };
         drop(st);
         for line in warnings {
             ctx.log(line);
         }
         free_owned(sim, &n2, vmid, &freed);
+        if !hotplug_errors.is_empty() {
+            // The task ends as PVE::Exception prints a parameter exception.
+            let mut text = String::from("400 Parameter verification failed.\n");
+            for (k, e) in &hotplug_errors {
+                text.push_str(&format!("{k}: {e}\n"));
+            }
+            *raised.lock().unwrap_or_else(|e| e.into_inner()) = hotplug_errors;
+            return Err(text);
+        }
         Ok(0)
     };
     if !async_api {
@@ -436,7 +473,15 @@ pub fn update(
         sim.lock_config(vmid, &ctx.upid, tasks::LOCK_CONFIG_TIMEOUT, || {
             apply(sim, &ctx)
         })
-        .map_err(ApiErr::die)?;
+        .map_err(|e| {
+            let errors =
+                std::mem::take(&mut *hotplug_raised.lock().unwrap_or_else(|p| p.into_inner()));
+            if errors.is_empty() {
+                ApiErr::die(e)
+            } else {
+                ApiErr::params(errors)
+            }
+        })?;
         return Ok(Value::Null);
     }
     let upid = tasks::fork_locked(sim, node, "qmconfig", vmid, &auth.id, apply);

@@ -63,7 +63,7 @@ pub fn file_text(conf: &BTreeMap<String, String>, pending: &Pending) -> String {
     for (k, v) in conf.iter().filter(|(k, _)| k.as_str() != "description") {
         text.push_str(&format!("{k}: {v}\n"));
     }
-    text.push_str(&pending.section());
+    text.push_str(&pending.section(conf));
     text
 }
 

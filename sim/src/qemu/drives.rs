@@ -180,6 +180,17 @@ fn disk_value(
     (key, print_drive(&opts))
 }
 
+/// pve-storage's block plugins' `alloc_image` (LvmThinPlugin.pm, LVMPlugin.pm, RBDPlugin.pm):
+/// `die "unsupported format '$fmt'" if $fmt ne 'raw'`, for a new disk, EFI vars, TPM state or
+/// cloud-init drive asked with another `format=` (decided from PVE's code: the oracle's
+/// storage fake allocates any format).
+fn block_storage_takes(sid: &str, fmt: &str) -> Result<(), String> {
+    match volumes::storage(sid) {
+        Some(def) if def.block() && fmt != "raw" => Err(format!("unsupported format '{fmt}'")),
+        _ => Ok(()),
+    }
+}
+
 /// AbstractConfig.pm / QemuConfig.pm `has_cloudinit`: the key of a cloud-init drive among
 /// these config values, if there is one.
 pub(crate) fn cloudinit_key<'a>(
@@ -277,10 +288,8 @@ pub(crate) fn run_drives(
                 bytes,
                 mut opts,
             } => {
-                let fmt = opts
-                    .remove("format")
-                    .filter(|_| volumes::storage(&sid).is_some_and(|s| s.file_based()))
-                    .unwrap_or("raw".into());
+                let fmt = opts.remove("format").unwrap_or("raw".into());
+                block_storage_takes(&sid, &fmt)?;
                 let name = volumes::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
                 let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
                 // An EFI vars disk gets the size of its OVMF vars template whatever size was
@@ -324,22 +333,27 @@ pub(crate) fn run_drives(
                     ));
                 }
                 attached = Some(key.clone());
+                // create_disks: `$disk->{format}` or the default (qcow2 on a path storage,
+                // named `.FMT`; raw on a block one), then `delete $disk->{format}`.
                 let dir = volumes::storage(&sid).is_some_and(|s| s.file_based());
+                let fmt = opts
+                    .remove("format")
+                    .unwrap_or_else(|| (if dir { "qcow2" } else { "raw" }).into());
+                block_storage_takes(&sid, &fmt)?;
                 let name = if dir {
-                    format!("{vmid}/vm-{vmid}-cloudinit.qcow2")
+                    format!("{vmid}/vm-{vmid}-cloudinit.{fmt}")
                 } else {
                     format!("vm-{vmid}-cloudinit")
                 };
                 let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
-                let fmt = if dir { "qcow2" } else { "raw" };
-                volumes::create_image(&dst.path, fmt, 4 * 1024 * 1024)?;
+                volumes::create_image(&dst.path, &fmt, 4 * 1024 * 1024)?;
                 made.push(Volume {
                     storage: sid.clone(),
                     name: name.clone(),
                     vtype: "images",
                     vmid: Some(vmid),
                     path: dst.path,
-                    format: fmt.into(),
+                    format: fmt,
                 });
                 opts.insert("file".into(), format!("{sid}:{name}"));
                 opts.insert("media".into(), "cdrom".into());

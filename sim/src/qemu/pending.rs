@@ -185,6 +185,35 @@ fn hotplug_set(conf: &BTreeMap<String, String>, k: &str, new: &str) -> bool {
     }
 }
 
+/// The errors vmconfig_hotplug_pending adds for what stays pending on a running VM, of the keys
+/// an update gave (its `$selection`): `vmconfig_update_disk` dies "unable to change media type"
+/// for a drive whose `media` changes (a CD-ROM becoming a disk or back; not `efidisk0` and
+/// `tpmstate0`, which it skips first), added as `hotplug problem - …` and raised as a 400 after
+/// the config is written with the change pending.
+pub fn hotplug_errors<'a>(
+    conf: &BTreeMap<String, String>,
+    pending: &Pending,
+    selection: impl IntoIterator<Item = &'a str>,
+) -> BTreeMap<String, String> {
+    let media = |v: &str| {
+        let (_, m) = props(v);
+        m.get("media").cloned().unwrap_or_else(|| "disk".into())
+    };
+    selection
+        .into_iter()
+        .filter(|k| is_drive(k) && *k != "efidisk0" && *k != "tpmstate0")
+        .filter_map(|k| {
+            let (old, new) = (conf.get(k)?, pending.set.get(k)?);
+            (media(old) != media(new)).then(|| {
+                (
+                    k.to_string(),
+                    "hotplug problem - unable to change media type".to_string(),
+                )
+            })
+        })
+        .collect()
+}
+
 /// Whether a running VM drops `k` at once (`vmconfig_hotplug_pending`, the delete loop).
 fn hotplug_delete(conf: &BTreeMap<String, String>, k: &str) -> bool {
     let features = hotplug_features(conf);
@@ -223,6 +252,14 @@ pub struct Pending {
     /// Those of `delete` given with `force=1`: a drive's volume is freed, not left `unusedN`
     /// (`add_to_pending_delete($conf, $opt, $force)`, printed `!key`).
     pub force: BTreeSet<String>,
+    /// The config an update's last write left an empty `[PENDING]` header beside: QemuServer.pm
+    /// `write_vm_config` writes the header for a pending hash with keys, and an update with only
+    /// an undef `description` leaves `{description => undef}`, whose value it does not print;
+    /// parse_vm_config reads that back as no pending change, and nothing writes the file again
+    /// (cleanup_pending finds nothing, update_vm_api returns before applying). The next write of
+    /// the config drops the header, so it stands only while the config is this one and nothing
+    /// is pending.
+    pub empty_header_beside: Option<BTreeMap<String, String>>,
 }
 
 impl Pending {
@@ -232,6 +269,7 @@ impl Pending {
 
     /// Queues a new value (`$conf->{pending}->{$opt} = …`, dropping a pending delete of it).
     pub fn queue_set(&mut self, k: &str, v: &str) {
+        self.empty_header_beside = None;
         self.delete.remove(k);
         self.force.remove(k);
         self.set.insert(k.to_string(), v.to_string());
@@ -239,6 +277,7 @@ impl Pending {
 
     /// Queues a delete (`add_to_pending_delete`, dropping a pending value of it).
     pub fn queue_delete(&mut self, k: &str) {
+        self.empty_header_beside = None;
         self.set.remove(k);
         self.force.remove(k);
         self.delete.insert(k.to_string());
@@ -299,12 +338,22 @@ impl Pending {
         out
     }
 
-    /// The `[PENDING]` section as the config file has it (part of the digest).
-    pub fn section(&self) -> String {
+    /// The `[PENDING]` section as the config file has it beside `conf` (part of the digest),
+    /// an empty header where [`Pending::empty_header_beside`] says the last write left one.
+    pub fn section(&self, conf: &BTreeMap<String, String>) -> String {
         if self.is_empty() {
-            return String::new();
+            return match &self.empty_header_beside {
+                Some(left_beside) if left_beside == conf => "\n[PENDING]\n".into(),
+                _ => String::new(),
+            };
         }
-        let mut s = String::from("\n[PENDING]\n");
+        // write_vm_config prints the pending hash as any other, `delete` among the keys in
+        // sorted order (`boot` before it, `memory` after).
+        let mut lines: BTreeMap<&str, String> = self
+            .set
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
         if !self.delete.is_empty() {
             let d: Vec<String> = self
                 .delete
@@ -317,9 +366,10 @@ impl Pending {
                     }
                 })
                 .collect();
-            s.push_str(&format!("delete: {}\n", d.join(",")));
+            lines.insert("delete", d.join(","));
         }
-        for (k, v) in &self.set {
+        let mut s = String::from("\n[PENDING]\n");
+        for (k, v) in lines {
             s.push_str(&format!("{k}: {v}\n"));
         }
         s
@@ -334,6 +384,11 @@ impl Pending {
 pub struct CloudInitState {
     pub recorded: BTreeMap<String, String>,
     pub added: BTreeSet<String>,
+    /// Whether the config file has the section: vmconfig_hotplug_pending makes it
+    /// (`$conf->{'special-sections'}->{cloudinit} //= {}`) for a cloud-init option applied to
+    /// a running VM, even when nothing differs; vmconfig_apply_pending (a stopped VM) never
+    /// does, so what pve-sim records there is only in `GET …/cloudinit`.
+    pub in_file: bool,
 }
 
 impl CloudInitState {
@@ -368,10 +423,39 @@ impl CloudInitState {
         }
     }
 
-    /// The drive was regenerated from the current config.
+    /// The drive was regenerated from the current config (Cloudinit.pm
+    /// `apply_cloudinit_config` deletes the section).
     pub fn regenerated(&mut self) {
         self.recorded.clear();
         self.added.clear();
+        self.in_file = false;
+    }
+
+    /// The `[special:cloudinit]` section as QemuServer.pm `write_vm_config` writes it beside
+    /// `conf`: only where the section exists and the VM has a cloud-init drive
+    /// (`has_cloudinit`), the recorded old values and `added` (a sorted list) as sorted
+    /// `key: value` lines.
+    pub fn section(&self, conf: &BTreeMap<String, String>) -> String {
+        let has_drive = conf
+            .iter()
+            .any(|(k, v)| is_drive(k) && v.split(',').next().unwrap_or("").contains("cloudinit"));
+        if !self.in_file || !has_drive {
+            return String::new();
+        }
+        let mut lines: BTreeMap<&str, String> = self
+            .recorded
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        if !self.added.is_empty() {
+            let added: Vec<&str> = self.added.iter().map(String::as_str).collect();
+            lines.insert("added", added.join(","));
+        }
+        let mut s = String::from("\n[special:cloudinit]\n");
+        for (k, v) in lines {
+            s.push_str(&format!("{k}: {v}\n"));
+        }
+        s
     }
 
     /// `GET …/cloudinit` (API2/Qemu.pm, cloudinit_pending): each option with the value the

@@ -3,7 +3,7 @@
 //! (`parse_property_string`, `print_property_string`). The tables it checks against, one per
 //! implemented endpoint, are its siblings in `schema/`, one file per PVE package.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Errors by parameter name, as in PVE's `{"errors": {...}}`.
 pub type Errors = BTreeMap<String, String>;
@@ -137,17 +137,17 @@ pub fn find<'a>(params: &'a [Param], name: &str) -> Option<&'a Param> {
     })
 }
 
+/// JSONSchema.pm `check_object`'s refusal of a key the schema does not know.
+const NOT_IN_SCHEMA: &str =
+    "property is not defined in schema and the schema does not allow additional properties";
+
 /// Checks parameters against a spec; returns PVE's per-parameter errors.
 pub fn check(params: &[Param], given: &BTreeMap<String, String>) -> Result<(), Errors> {
     let mut errs = Errors::new();
     for (k, v) in given {
         match find(params, k) {
             None => {
-                errs.insert(
-                    k.clone(),
-                    "property is not defined in schema and the schema does not allow additional properties"
-                        .into(),
-                );
+                errs.insert(k.clone(), NOT_IN_SCHEMA.into());
             }
             Some(p) => {
                 if let Err(e) = check_value(p.ty, v, false) {
@@ -163,6 +163,22 @@ pub fn check(params: &[Param], given: &BTreeMap<String, String>) -> Result<(), E
                 "property is missing and it is not optional".into(),
             );
         }
+    }
+    if errs.is_empty() { Ok(()) } else { Err(errs) }
+}
+
+/// [`check`], and the keys given without a value (undef, `a` in a form body `tags=b;a`) as
+/// JSONSchema.pm `check_object` sees them: `check_prop` lets an undef value pass as an absent
+/// one (a required one is missing, which [`check`] says), but its loop over the given keys
+/// refuses one the schema does not know, in the same 400 as the other errors.
+pub fn check_with_undefined(
+    params: &[Param],
+    given: &BTreeMap<String, String>,
+    undefined: &BTreeSet<String>,
+) -> Result<(), Errors> {
+    let mut errs = check(params, given).err().unwrap_or_default();
+    for k in undefined.iter().filter(|k| find(params, k).is_none()) {
+        errs.insert(k.clone(), NOT_IN_SCHEMA.into());
     }
     if errs.is_empty() { Ok(()) } else { Err(errs) }
 }

@@ -162,16 +162,33 @@ pub fn alloc_name(
     // the node, then alloc_image runs under cluster_lock_storage (the cluster-wide
     // `storage-X` lock on a shared storage).
     crate::storage::storage_cfg::check_enabled(sid, node)?;
+    // Plugin.pm `get_next_vm_diskname`: a disk id is taken by any `(vm|base)-N-disk-K`
+    // volume of the storage, whatever its format (`vm-100-disk-0.raw` makes the next qcow2
+    // `vm-100-disk-1.qcow2`).
+    let names = |prefix: &str, k: u32| -> Vec<String> {
+        if def.block() {
+            vec![format!("{prefix}-{vmid}-disk-{k}")]
+        } else {
+            ["raw", "qcow2", "vmdk"]
+                .iter()
+                .map(|ext| format!("{vmid}/{prefix}-{vmid}-disk-{k}.{ext}"))
+                .collect()
+        }
+    };
     crate::storage::storage_cfg::cluster_lock_storage(sid, || {
         for k in 0..1000 {
-            let name = if def.block() {
-                format!("vm-{vmid}-disk-{k}")
-            } else {
-                format!("{vmid}/vm-{vmid}-disk-{k}.{fmt}")
-            };
-            let vol = parse_volume(data, node, &format!("{sid}:{name}"))?;
-            if !vol.path.exists() && !taken.iter().any(|t| t == &format!("{sid}:{name}")) {
-                return Ok(name);
+            let mut in_use = false;
+            for name in names("vm", k).into_iter().chain(names("base", k)) {
+                let volid = format!("{sid}:{name}");
+                in_use |= taken.contains(&volid)
+                    || parse_volume(data, node, &volid).is_ok_and(|vol| vol.path.exists());
+            }
+            if !in_use {
+                return Ok(if def.block() {
+                    format!("vm-{vmid}-disk-{k}")
+                } else {
+                    format!("{vmid}/vm-{vmid}-disk-{k}.{fmt}")
+                });
             }
         }
         Err("unable to allocate an image name".into())
