@@ -82,9 +82,10 @@ pub(super) enum Outcome {
 pub(super) fn outcome<T>(result: &Result<T, ApiError>, took: Duration) -> Outcome {
     match result {
         Ok(_) => Outcome::Answered(took),
-        Err(ApiError::Http { status, .. }) if matches!(status, 502..=504 | 596..=599) => {
-            Outcome::Overloaded
-        }
+        Err(ApiError::Http {
+            status: 502..=504 | 596..=599,
+            ..
+        }) => Outcome::Overloaded,
         Err(ApiError::Http { .. }) => Outcome::Answered(took),
         Err(ApiError::Transport { sent: false, .. }) => Outcome::Overloaded,
         Err(_) => Outcome::Unknown,
