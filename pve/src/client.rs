@@ -147,7 +147,7 @@ impl Client {
             interrupted: conn.interrupted,
             answered: Cell::new(false),
             quickest: Cell::new(None),
-            relief: Arc::default(),
+            relief: Arc::new(Mutex::new(Relief::new(conn.budget.seed()))),
         };
         if let Credentials::Password { .. } = client.credentials {
             client.login()?;

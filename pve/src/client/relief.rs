@@ -13,9 +13,14 @@
 //!
 //! The policy is AIMD on one pace per process (every thread of a run shares it): on queueing
 //! the gap between one answer and the next request doubles (at least to the queueing just
-//! seen, at most [`MOST_GAP`]); on an answer at its class's floor it shrinks by a quarter, to
-//! nothing. A run that queues the server backs off; the runs of a fleet together keep the
-//! queue about as long as one request's own time, which is what an unrelated poll waits.
+//! seen, at most [`QUEUE_MULTIPLE`] times it and [`MOST_GAP`]); on an answer at its class's
+//! floor it shrinks by a quarter, to nothing. A run that queues the server backs off; the runs
+//! of a fleet together keep the queue short, which is what an unrelated poll waits. Each gap
+//! is spread by a jitter of ±50 % from the run's seed: fifty runs that met one burst of
+//! queueing together would otherwise come back together, as the same burst. The gap is bounded
+//! by the queueing seen, not only by [`MOST_GAP`]: a fleet's own bursts pass in a fraction of a
+//! second, and a run that waited seconds for each of its requests would make the fleet slower
+//! than the queue it avoids.
 //!
 //! A run that never meets a queue never waits: the gap starts at zero and grows only on
 //! queueing, a class's first answer sets its floor and says nothing, and an answer within
@@ -32,6 +37,8 @@ use crate::error::ApiError;
 const LEAST_QUEUE: Duration = Duration::from_millis(5);
 /// The longest gap the relief puts between an answer and the next request.
 const MOST_GAP: Duration = Duration::from_secs(2);
+/// The longest gap as a multiple of the queueing the latest slow answer waited.
+const QUEUE_MULTIPLE: u32 = 16;
 /// A request queued when it took more than this many times its class's floor.
 const QUEUED_FACTOR: f64 = 2.0;
 /// An answer at its floor (no queue to speak of) within this many times it: the gap shrinks.
@@ -94,14 +101,26 @@ pub(super) fn outcome<T>(result: &Result<T, ApiError>, took: Duration) -> Outcom
 
 /// One process's pace: the quickest answer of each endpoint class, the gap kept between an
 /// answer and the next request, and when the next request may be sent.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Relief {
     floors: HashMap<String, Duration>,
     gap: Duration,
     next_at: Option<Instant>,
+    /// The jitter's state, from the run's seed.
+    jitter: u64,
 }
 
 impl Relief {
+    /// No floors yet and no gap; `seed` (the run's) jitters the gaps.
+    pub(super) fn new(seed: u64) -> Relief {
+        Relief {
+            floors: HashMap::new(),
+            gap: Duration::ZERO,
+            next_at: None,
+            jitter: seed,
+        }
+    }
+
     /// How long a request about to be sent at `now` waits first; its turn is taken, so a
     /// parallel thread's request waits one gap more.
     pub(super) fn turn(&mut self, now: Instant) -> Duration {
@@ -141,15 +160,25 @@ impl Relief {
         self.keep_turn(now);
     }
 
-    /// The next request waits the gap after an answer at `now`.
+    /// The next request waits the gap after an answer at `now`, spread by the jitter.
     fn keep_turn(&mut self, now: Instant) {
-        let after = now + self.gap;
+        self.jitter = self
+            .jitter
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        // Half the gap to one and a half, in 1/1024ths.
+        let spread = 512 + (self.jitter >> 33) % 1024;
+        let after = now + self.gap * spread as u32 / 1024;
         self.next_at = Some(self.next_at.map_or(after, |next| next.max(after)));
     }
 
-    /// Queueing seen: the gap doubles, to at least `queued`, at most [`MOST_GAP`].
+    /// Queueing seen: the gap doubles, to at least `queued`, at most [`QUEUE_MULTIPLE`] times
+    /// it and [`MOST_GAP`].
     fn widen(&mut self, queued: Duration) {
-        self.gap = (self.gap * 2).max(queued).min(MOST_GAP);
+        self.gap = (self.gap * 2)
+            .max(queued)
+            .min(queued * QUEUE_MULTIPLE)
+            .min(MOST_GAP);
     }
 
     /// An answer at its floor: the gap shrinks by a quarter, to none.
@@ -216,7 +245,7 @@ mod tests {
     #[test]
     fn a_run_whose_answers_stay_at_their_floor_never_waits() {
         let clock = TestClock::new(None);
-        let mut relief = Relief::default();
+        let mut relief = Relief::new(7);
         // Jitter of a few milliseconds on a quick server, even several times the floor, is
         // not a queue.
         let waited = run(
@@ -244,23 +273,25 @@ mod tests {
     #[test]
     fn queueing_widens_the_gap_and_answers_at_the_floor_close_it_again() {
         let clock = TestClock::new(None);
-        let mut relief = Relief::default();
+        let mut relief = Relief::new(7);
         // The floor 20 ms, then a queue: 120 ms is 100 ms of waiting.
         let waited = run(&mut relief, &clock, &[ms(20), ms(120)]);
         assert_eq!(waited, vec![Duration::ZERO, Duration::ZERO]);
         assert_eq!(relief.gap, ms(100));
-        // The queue lasts: the gap doubles each time, up to its cap.
+        // The queue lasts: the gap doubles each time, up to sixteen times the queueing...
         run(&mut relief, &clock, &[ms(120)]);
         assert_eq!(relief.gap, ms(200));
         run(&mut relief, &clock, &[ms(120); 6]);
+        assert_eq!(relief.gap, ms(100) * QUEUE_MULTIPLE);
+        // ... and two seconds.
+        run(&mut relief, &clock, &[ms(320)]);
         assert_eq!(relief.gap, MOST_GAP);
-        // The next request waits the gap after the last answer, less what the run spent
-        // meanwhile on its own (a wait's pause already spaced it).
-        clock.sleep(ms(500));
-        assert_eq!(
-            run(&mut relief, &clock, &[ms(21)]),
-            vec![MOST_GAP - ms(500)]
-        );
+        // The next request waits the gap (spread by the jitter) after the last answer, less
+        // what the run spent meanwhile on its own (a wait's pause already spaced it).
+        let due = relief.next_at.unwrap() - clock.now();
+        assert!(due >= MOST_GAP / 2 && due < MOST_GAP * 3 / 2, "{due:?}");
+        clock.sleep(ms(300));
+        assert_eq!(run(&mut relief, &clock, &[ms(21)]), vec![due - ms(300)]);
         // Answers at the floor shrink it by a quarter each, down to nothing.
         let mut before = relief.gap;
         for _ in 0..40 {
@@ -276,7 +307,7 @@ mod tests {
     #[test]
     fn an_answer_between_the_floor_and_the_queue_keeps_the_gap() {
         let clock = TestClock::new(None);
-        let mut relief = Relief::default();
+        let mut relief = Relief::new(7);
         run(&mut relief, &clock, &[ms(20), ms(80)]);
         assert_eq!(relief.gap, ms(60));
         run(&mut relief, &clock, &[ms(35)]);
@@ -286,7 +317,7 @@ mod tests {
     #[test]
     fn overload_answers_and_refusals_widen_the_gap_and_say_nothing_of_the_floor() {
         let clock = TestClock::new(None);
-        let mut relief = Relief::default();
+        let mut relief = Relief::new(7);
         let overloaded: Result<(), ApiError> = Err(ApiError::Http {
             status: 596,
             message: "Connection timed out".into(),
@@ -301,7 +332,7 @@ mod tests {
             relief.observe(STATUS.into(), outcome(result, ms(3000)), clock.now());
         }
         assert_eq!(relief.gap, FIRST_GAP * 2);
-        assert_eq!(relief.turn(clock.now()), FIRST_GAP * 2);
+        assert!(!relief.turn(clock.now()).is_zero());
         // No floor was taken from them: the next answer is the first of its class.
         relief.observe(STATUS.into(), Outcome::Answered(ms(40)), clock.now());
         assert_eq!(relief.gap, FIRST_GAP * 2);
@@ -323,11 +354,32 @@ mod tests {
     #[test]
     fn parallel_threads_of_a_run_take_turns_one_gap_apart() {
         let clock = TestClock::new(None);
-        let mut relief = Relief::default();
+        let mut relief = Relief::new(7);
         run(&mut relief, &clock, &[ms(10), ms(110)]);
         assert_eq!(relief.gap, ms(100));
         let now = clock.now();
-        assert_eq!(relief.turn(now), ms(100));
-        assert_eq!(relief.turn(now), ms(200));
+        let first = relief.turn(now);
+        assert!(first >= ms(50) && first < ms(150), "{first:?}");
+        assert_eq!(relief.turn(now), first + ms(100));
+    }
+
+    #[test]
+    fn the_runs_of_a_fleet_come_back_spread_over_half_a_gap_to_one_and_a_half() {
+        let clock = TestClock::new(None);
+        let now = clock.now();
+        let waits: Vec<Duration> = (0..50u64)
+            .map(|seed| {
+                let mut relief = Relief::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                relief.observe(STATUS.into(), Outcome::Answered(ms(10)), now);
+                relief.observe(STATUS.into(), Outcome::Answered(ms(110)), now);
+                relief.turn(now)
+            })
+            .collect();
+        assert!(
+            waits.iter().all(|w| *w >= ms(50) && *w < ms(150)),
+            "{waits:?}"
+        );
+        let early = waits.iter().filter(|w| **w < ms(100)).count();
+        assert!((10..=40).contains(&early), "{waits:?}");
     }
 }
