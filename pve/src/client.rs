@@ -14,11 +14,13 @@ use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnecto
 mod answer;
 mod auth;
 mod hints;
+mod relief;
 mod request;
 
 pub use auth::Credentials;
 use auth::Ticket;
 pub use hints::Hints;
+use relief::Relief;
 use request::Request;
 pub use request::{Method, Params};
 
@@ -80,6 +82,9 @@ pub struct Client {
     /// The quickest 200 answer of this run, from sending to the body read: the round trip
     /// plus the least the server spends on a request (the wait's load relief compares with it).
     quickest: Cell<Option<Duration>>,
+    /// The run's pace while the server queues its requests ([`relief`]), shared by the
+    /// threads of the run.
+    relief: Arc<Mutex<Relief>>,
 }
 
 impl Client {
@@ -142,6 +147,7 @@ impl Client {
             interrupted: conn.interrupted,
             answered: Cell::new(false),
             quickest: Cell::new(None),
+            relief: Arc::new(Mutex::new(Relief::new(conn.budget.seed()))),
         };
         if let Credentials::Password { .. } = client.credentials {
             client.login()?;
@@ -185,6 +191,7 @@ impl Client {
             interrupted: self.interrupted,
             answered: Cell::new(self.answered.get()),
             quickest: Cell::new(self.quickest.get()),
+            relief: self.relief.clone(),
         }
     }
 
@@ -262,8 +269,9 @@ impl Client {
     }
 
     /// Sends one request and reads its answer: the checks before anything is sent (a
-    /// signal, the run's budget), the request ([`request`]), its authentication ([`auth`],
-    /// unless `auth` is false: the login itself), and the answer ([`answer`]).
+    /// signal, the run's pace while the server queues ([`relief`]), the run's budget), the
+    /// request ([`request`]), its authentication ([`auth`], unless `auth` is false: the login
+    /// itself), and the answer ([`answer`]).
     fn send(
         &self,
         method: Method,
@@ -281,6 +289,21 @@ impl Client {
                 what: format!("{} {path} was not sent", method.as_str()),
             });
         }
+        // While the server queues this run's requests, the run waits its turn (never once a
+        // signal came: the cleanup's requests about a task are sent at once).
+        let turn = if (self.interrupted)().is_none() {
+            self.relief().turn(self.budget.now())
+        } else {
+            Duration::ZERO
+        };
+        if !turn.is_zero() {
+            self.budget
+                .pause(turn)
+                .map_err(|super::budget::Interrupted(signal)| ApiError::Interrupted {
+                    signal,
+                    what: format!("{} {path} was not sent", method.as_str()),
+                })?;
+        }
         // Each request is bounded by api_timeout and by what is left of the run.
         let left = self.budget.left();
         if left.is_zero() {
@@ -290,6 +313,29 @@ impl Client {
         }
         let limit = self.timeout.min(left);
         self.requests.set(self.requests.get() + 1);
+        let started = self.budget.now();
+        let result = self.exchange(method, path, params, auth, limit);
+        let ended = self.budget.now();
+        let outcome = relief::outcome(&result, ended.saturating_duration_since(started));
+        self.relief()
+            .observe(relief::class(method, path), outcome, ended);
+        result
+    }
+
+    /// The run's pace (a thread that panicked holding it left it as it was).
+    fn relief(&self) -> std::sync::MutexGuard<'_, Relief> {
+        self.relief.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The request itself and its answer, within `limit`.
+    fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        params: &Params,
+        auth: bool,
+        limit: Duration,
+    ) -> Result<Value, ApiError> {
         let asked = Instant::now();
         let request = Request::new(&self.base, method, path, params);
         let headers = if auth {
