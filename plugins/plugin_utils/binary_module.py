@@ -212,6 +212,8 @@ class BinaryModuleAction(NormalActionModule):
     the binary of ``MODULE`` built for the platform the task runs on."""
 
     MODULE = ''
+    # The command Ansible built to run the module, while _execute_module runs it live.
+    _module_command = None
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}

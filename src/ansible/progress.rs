@@ -11,9 +11,11 @@
 //! ```
 //!
 //! Unknown values are `null` (a log without sizes, a rate not measured yet, a task whose id is
-//! not a VM). Without the variable (Ansible's own module execution, another controller) or
-//! under `no_log`, nothing is written: stderr stays as it was, and the result on stdout is
-//! the same either way.
+//! not a VM). Without the variable (Ansible's own module execution, another controller),
+//! nothing is written: stderr stays as it was. The result on stdout is the same either way.
+//! The plugin does not set it for a `no_log` task (it leaves those to Ansible), so `no_log` is
+//! the plugin's to honour; the binary does not read `_ansible_no_log` for this, because
+//! Ansible also sets that for `no_target_syslog`, which hides nothing.
 
 use std::io::Write;
 
@@ -28,15 +30,15 @@ pub const ON: &str = "1";
 /// The key of every event line.
 pub const KEY: &str = "sankofa_progress";
 
-/// Whether a run writes the events: [`ENV`] has this value, and the task is not `no_log`.
-pub fn wanted(no_log: bool, value: Option<&str>) -> bool {
-    value == Some(ON) && !no_log
+/// Whether a run writes the events: [`ENV`] has exactly this value.
+pub fn wanted(value: Option<&str>) -> bool {
+    value == Some(ON)
 }
 
 /// Starts writing the events on stderr if the run asks for them (see [`wanted`]), each
 /// through `mask` (the protocol's: every registered secret masked, as in the result).
-pub fn install(no_log: bool, mask: fn(&str) -> String) {
-    if wanted(no_log, std::env::var(ENV).ok().as_deref()) {
+pub fn install(mask: fn(&str) -> String) {
+    if wanted(std::env::var(ENV).ok().as_deref()) {
         set_observer(Box::new(move |event| write_line(&mask(&line(event)))));
     }
 }
@@ -82,12 +84,11 @@ mod tests {
     use crate::pve::upid::Upid;
 
     #[test]
-    fn only_the_variable_set_to_one_and_no_no_log_turn_it_on() {
-        assert!(wanted(false, Some("1")));
-        assert!(!wanted(false, None));
-        assert!(!wanted(false, Some("0")));
-        assert!(!wanted(false, Some("")));
-        assert!(!wanted(true, Some("1")));
+    fn only_the_variable_set_to_one_turns_it_on() {
+        assert!(wanted(Some("1")));
+        for other in [None, Some("0"), Some(""), Some("true"), Some("1 ")] {
+            assert!(!wanted(other), "{other:?}");
+        }
     }
 
     #[test]
