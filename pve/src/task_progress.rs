@@ -96,7 +96,7 @@ impl Follower {
         self.last = Some(percent);
         let total = lines.iter().rev().find_map(|line| copy_size(line));
         let share = |part: f64| total.map(|bytes| bytes * part / 100.0);
-        let rate_bytes = rate.and_then(|rate| share(rate));
+        let rate_bytes = rate.and_then(share);
         let eta = rate
             .filter(|rate| *rate > 0.0 && percent < 100.0)
             .and_then(|rate| Duration::try_from_secs_f64((100.0 - percent) / rate).ok());
