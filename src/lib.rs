@@ -13,7 +13,8 @@
 //!
 //! The arrows go one way: `bin` → `vm`/`image` → `runner`/`connection` → `pve` and
 //! `ansible`; `pve` (its own crate) never uses `ansible`, and `ansible` uses only `pve::encode`
-//! (the spellings: percent-encoding, bounded quotes). See ARCHITECTURE.md.
+//! (the spellings: percent-encoding, bounded quotes) and `pve::task_progress` (the live
+//! progress it writes on stderr for the action plugins). See ARCHITECTURE.md.
 
 // A failed result carries its context (messages, task data); it ends the run, so its size
 // on the error path does not matter and boxing it would only add noise.

@@ -20,6 +20,7 @@ mod inventory;
 mod migrate;
 mod outages;
 mod pools;
+mod progress;
 mod proxy;
 mod secrets;
 mod snapshot;

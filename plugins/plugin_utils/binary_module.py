@@ -11,6 +11,16 @@ for every host; the action plugins named like the modules (``plugins/action/vm.p
 class to pick the one that runs where the task runs, then let Ansible transfer and run it as it
 runs any binary module (args file, check mode, diff, ``async``, ``module_defaults``).
 
+Live progress: where the task runs on a local connection, without ``async``, ``become`` or
+``no_log``, Ansible's own module execution still does everything (args file, environment,
+result parsing, warnings, temp files), except that the one command that runs the module is
+started here instead of by the connection: with ``SANKOFA_PROGRESS=1`` in its environment, so
+the binary writes a JSON line on stderr for each new percentage of a long copy, which is read
+while the task runs and shown with Ansible's ``Display`` (see progress.py for which lines).
+Those lines are taken out of the stderr the result sees. Anywhere else (another host,
+``async``, ``become``, ``no_log``) the module runs as Ansible runs it, and its result still
+carries ``tasks[].progress``.
+
 Which platform a task runs on:
 
 * a local connection (``connection: local``, ``delegate_to: localhost``): the controller's own,
@@ -24,11 +34,28 @@ from __future__ import annotations
 import copy
 import os
 import platform
+import selectors
+import subprocess
+import time
 
-from ansible.errors import AnsibleActionFail
+from ansible import constants as C
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.plugins.action.normal import ActionModule as NormalActionModule
+from ansible.utils.display import Display
+
+from ansible_collections.sankofa.proxmox.plugins.plugin_utils.progress import ProgressView, parse_event
 
 COLLECTION = 'sankofa.proxmox'
+
+display = Display()
+
+# What asks the binary for its progress events (src/ansible/progress.rs).
+PROGRESS_ENV = 'SANKOFA_PROGRESS'
+
+# How long a module asked to stop (the task's timeout, Ctrl-C) has to print its result and
+# end before it is killed.
+STOP_GRACE_SECONDS = 5
 
 # <collection root>/plugins/plugin_utils/binary_module.py -> <collection root>/plugins/bin
 BIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'bin')
@@ -84,6 +111,71 @@ def controller_platform():
     return platform_name(platform.system(), platform.machine())
 
 
+def live_progress(transport, async_val, become, no_log):
+    """Whether the action runs the module command itself and shows its progress: only where
+    it runs on this controller (a local connection), waited for (not ``async``), without
+    ``become`` (the connection's password dance stays the connection's) and not ``no_log``."""
+    return transport == 'local' and not async_val and not become and not no_log
+
+
+def run_streaming(cmd, cwd, on_event, in_data=None, executable=None):
+    """Runs ``cmd`` as the local connection runs a command (a shell, the task's directory),
+    with ``SANKOFA_PROGRESS=1`` added to the environment; calls ``on_event`` with each
+    progress event read from its stderr while it runs. Returns (rc, stdout, stderr) as the
+    connection does, as bytes, the event lines taken out of stderr.
+
+    If the wait ends early (the task's ``timeout``, Ctrl-C), the command is asked to stop
+    (SIGTERM: the module ends its wait and prints its result) and killed after
+    ``STOP_GRACE_SECONDS``.
+    """
+    env = dict(os.environ)
+    env[PROGRESS_ENV] = '1'
+    proc = subprocess.Popen(
+        to_bytes(cmd), shell=True, executable=executable, cwd=cwd, env=env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    out = []
+    err = []
+    pending = b''
+    try:
+        if in_data:
+            proc.stdin.write(in_data)
+        proc.stdin.close()
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            selector.register(proc.stderr, selectors.EVENT_READ)
+            while selector.get_map():
+                for key, dummy in selector.select():
+                    chunk = os.read(key.fileobj.fileno(), 65536)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                        continue
+                    if key.fileobj is proc.stdout:
+                        out.append(chunk)
+                        continue
+                    pending += chunk
+                    lines = pending.split(b'\n')
+                    pending = lines.pop()
+                    for line in lines:
+                        event = parse_event(to_text(line, errors='surrogate_or_replace'))
+                        if event is None:
+                            err.append(line + b'\n')
+                        else:
+                            on_event(event)
+        err.append(pending)
+        proc.wait()
+    except BaseException:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        raise
+    return proc.returncode, b''.join(out), b''.join(err)
+
+
 class _ModuleLoaderView:
     """The module loader, except that it resolves one module to the binary picked for the host."""
 
@@ -120,6 +212,8 @@ class BinaryModuleAction(NormalActionModule):
     the binary of ``MODULE`` built for the platform the task runs on."""
 
     MODULE = ''
+    # The command Ansible built to run the module, while _execute_module runs it live.
+    _module_command = None
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -134,6 +228,58 @@ class BinaryModuleAction(NormalActionModule):
             return super().run(tmp, task_vars)
         finally:
             self._shared_loader_obj = loaders
+
+    def _execute_module(self, *args, **kwargs):
+        """Ansible's module execution; where the progress is shown live, it notes the command
+        Ansible builds to run the module (``build_module_command``, called once), so that
+        ``_low_level_execute_command`` knows that command from the chmod and cleanup ones."""
+        self._module_command = None
+        if not live_progress(self._connection.transport, kwargs.get('wrap_async') or self._task.async_val,
+                             self._connection.become, self._task.no_log):
+            return super()._execute_module(*args, **kwargs)
+        shell = self._connection._shell
+        build = shell.build_module_command
+
+        def noted(*build_args, **build_kwargs):
+            command = build(*build_args, **build_kwargs)
+            self._module_command = command.strip()
+            return command
+
+        shell.build_module_command = noted
+        try:
+            return super()._execute_module(*args, **kwargs)
+        finally:
+            del shell.build_module_command
+            self._module_command = None
+
+    def _low_level_execute_command(self, cmd, *args, **kwargs):
+        """Ansible's, except that the module's own command is started by ``run_streaming``
+        (through the connection's ``exec_command`` for the one call), which shows its progress
+        events as they come."""
+        if not getattr(self, '_module_command', None) or cmd != self._module_command:
+            return super()._low_level_execute_command(cmd, *args, **kwargs)
+        connection = self._connection
+        view = ProgressView(self._task.get_name().strip() or self.MODULE, display.verbosity)
+
+        def show(event):
+            for line in view.feed(event, time.monotonic()):
+                display.display(line)
+
+        def exec_command(command, in_data=None, sudoable=True):
+            # As the local connection's: the configured shell, the task's directory.
+            executable = C.DEFAULT_EXECUTABLE.split()[0] if C.DEFAULT_EXECUTABLE else None
+            if executable and not os.path.exists(to_bytes(executable, errors='surrogate_or_strict')):
+                raise AnsibleError('failed to find the executable specified %s.'
+                                   ' Please verify if the executable exists and re-try.' % executable)
+            display.vvv('EXEC %s' % to_text(command), host=self._play_context.remote_addr)
+            return run_streaming(command, getattr(connection, 'cwd', None), show, in_data=in_data,
+                                 executable=executable)
+
+        connection.exec_command = exec_command
+        try:
+            return super()._low_level_execute_command(cmd, *args, **kwargs)
+        finally:
+            del connection.exec_command
 
     def _target_platform(self, task_vars):
         """(platform, whose it is) of the host the module will run on."""

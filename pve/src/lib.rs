@@ -10,6 +10,7 @@
 //!   [`retry`]: how long each kind of wait pauses between tries, and the one retry and poll
 //!   loop ([`retry::until`]).
 //! * [`tasks`], [`wait`], [`upid`]: waiting on a task by its UPID; the wait policy is pure.
+//!   [`task_progress`]: the live progress a wait tells an observer, when one is set.
 //! * [`api`]: one function per PVE call the modules make (method, path, body, retry class,
 //!   task); [`answers`]: the answers they read, as types; [`paths`]: the paths, by PVE's
 //!   grouping.
@@ -33,6 +34,7 @@ pub mod ops;
 pub mod paths;
 pub mod proxy;
 pub mod retry;
+pub mod task_progress;
 pub mod tasks;
 pub mod tls;
 pub mod upid;

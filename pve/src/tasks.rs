@@ -10,8 +10,9 @@ use super::api;
 use super::client::Client;
 use super::error::ApiError;
 use super::retry::Interrupted;
+use super::task_progress::Follower;
 use super::upid::Upid;
-use super::wait::{Decision, Exit, Observation, Policy, WaitState, progress_in, transfer_part};
+use super::wait::{Decision, Exit, Observation, Policy, WaitState, copy_size, progress_in};
 use crate::interrupt;
 
 /// How many log lines a failure message carries.
@@ -74,27 +75,6 @@ impl ProgressReport {
             rate_mib_s,
         })
     }
-}
-
-/// The total size in bytes from a progress line (`transferred 1.0 GiB of 2.5 GiB (40.00%)`).
-fn copy_size(line: &str) -> Option<f64> {
-    let rest = transfer_part(line)?.strip_prefix("transferred ")?;
-    let (_, total) = rest.split_once(" of ")?;
-    let total = total.split(" (").next()?;
-    let (num, unit) = total.split_once(' ')?;
-    let n: f64 = num
-        .parse()
-        .ok()
-        .filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
-    let mult = match unit {
-        "B" => 1.0,
-        "KiB" => 1024.0,
-        "MiB" => 1048576.0,
-        "GiB" => 1073741824.0,
-        "TiB" => 1099511627776.0,
-        _ => return None,
-    };
-    Some(n * mult)
 }
 
 impl TaskReport {
@@ -495,6 +475,7 @@ pub fn wait_task(
     let mut last_status = Instant::now();
     let mut silence = Silence::default();
     let mut seen_progress: Option<(f64, Instant)> = None;
+    let mut follower = Follower::default();
     loop {
         if let Some(signal) = interrupt::received() {
             return Err(WaitError::Interrupted {
@@ -533,7 +514,15 @@ pub fn wait_task(
             }
             _ => silence = Silence::default(),
         }
-        match state.decide(policy, start.elapsed(), look.obs) {
+        let decision = state.decide(policy, start.elapsed(), look.obs);
+        follower.tell(
+            upid,
+            &log.lines,
+            state.progress(),
+            state.copy_rate(),
+            start.elapsed(),
+        );
+        match decision {
             Decision::Wait(pause) => {
                 // The policy has already bounded the pause by the deadline.
                 if let Err(Interrupted(signal)) = client.budget().pause(pause) {

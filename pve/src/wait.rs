@@ -35,7 +35,7 @@ use crate::retry::Awaiting;
 use pace::Pace;
 pub use policy::Policy;
 use progress::{CopyWatch, Recorded};
-pub use progress::{progress_in, transfer_part};
+pub use progress::{copy_size, progress_in, transfer_part};
 
 /// How a stopped task ended, by PVE's own rule (`OK` and `WARNINGS: N` are success).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,6 +169,14 @@ impl WaitState {
     /// When the log first said 100 %, if it did.
     pub fn copied_at(&self) -> Option<Duration> {
         self.copy.copied_at()
+    }
+
+    /// The copy's rate over the recent samples, in percent per second (what the prediction
+    /// reads; the live progress reports it too).
+    pub fn copy_rate(&self) -> Option<f64> {
+        self.copy
+            .rate()
+            .filter(|rate| rate.is_finite() && *rate > 0.0)
     }
 
     fn short_interval(&mut self, policy: &Policy) -> Duration {

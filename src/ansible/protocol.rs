@@ -364,6 +364,7 @@ pub fn run_module(spec: &Spec, body: impl FnOnce(&Invocation) -> Result<Outcome,
             std::process::exit(1);
         }
     };
+    super::progress::install(mask_str);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&inv)));
     let mut out = Map::new();
     let failed = match result {

@@ -10,7 +10,10 @@
 #   project/         the project checkout the playbook comes from
 # and checks each job's events (artifacts/<ident>/job_events/*.json, what AWX stores and shows):
 # one runner_on_ok per host and task and no failure, the first job changed and the second not,
-# the modules run from the installed copy, and no secret in any event.
+# the modules run from the installed copy, no secret in any event, and the first job's import
+# (pve-sim at --import-rate 100M: about 20 s) shown live: at least three progress lines in the
+# job's stdout and events before the vm task's runner_on_ok (the job runs at -vvv: one line
+# per progress sample; the second job imports nothing and shows none).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tests/ansible/env.sh
@@ -20,7 +23,7 @@ tests/ansible/sim-ctl.sh stop "$dir" 2>/dev/null || true
 rm -rf "$dir/job" "$dir/collections"
 mkdir -p "$dir/job/env" "$dir/job/inventory" "$dir/job/project" "$dir/collections"
 trap 'tests/ansible/sim-ctl.sh stop "$dir"' EXIT
-tests/ansible/sim-ctl.sh start "$dir" > /dev/null
+tests/ansible/sim-ctl.sh start "$dir" --import-rate 100M > /dev/null
 ansible-galaxy collection install --force "$tarball" -p "$dir/collections" > /dev/null 2>&1
 
 job=$dir/job
@@ -80,7 +83,25 @@ else:
         problems.append(f"the second job changed {changed}")
     if stats[0].get("failures") or stats[0].get("dark"):
         problems.append(f"failures {stats[0].get('failures')}, unreachable {stats[0].get('dark')}")
-vm = [d for d in ok if d["task"] == "Create, import, configure and start VM 100"]
+VM_TASK = "Create, import, configure and start VM 100"
+vm = [d for d in ok if d["task"] == VM_TASK]
+# The live progress (plugins/plugin_utils/binary_module.py): Display lines, which runner keeps
+# as verbose events and in the job's stdout, before the task's result.
+vm_ok = next((e["counter"] for e in events if e["event"] == "runner_on_ok" and e["event_data"]["task"] == VM_TASK), None)
+prefix = "TASK [%s] VM 100: import " % VM_TASK
+progress = [(e["counter"], line) for e in events for line in e.get("stdout", "").splitlines()
+            if line.startswith(prefix) and line.endswith(("%", ")"))]
+stdout_progress = [line for line in open(os.path.join(artifacts, "stdout")).read().splitlines() if line.startswith(prefix)]
+if expected == "changed":
+    before = [line for counter, line in progress if vm_ok is not None and counter < vm_ok]
+    if len(before) < 3:
+        problems.append(f"{len(before)} progress lines before the vm task's result, expected 3 or more: {progress[:3]}")
+    if len(stdout_progress) != len(progress):
+        problems.append(f"{len(stdout_progress)} progress lines in the job's stdout, {len(progress)} in its events")
+    else:
+        print(f"ok: job {os.path.basename(artifacts)}: {len(before)} progress lines before the vm task's result, e.g. {before[len(before) // 2]!r}")
+elif progress:
+    problems.append(f"the second job showed progress lines: {progress[:2]}")
 if vm and vm[0]["res"].get("changed") != (expected == "changed"):
     problems.append(f"the vm task reported changed={vm[0]['res'].get('changed')}")
 if vm and vm[0]["res"].get("vmid") != 100:

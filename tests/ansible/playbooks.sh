@@ -57,3 +57,6 @@ run parallel playbooks/parallel_create.yml -i "$inv" -f 50
 ids=$(grep -oE '"par[0-9]+=[0-9]+"' "$dir/parallel.log" | cut -d= -f2 | tr -d '"' | sort -u | wc -l)
 [ "$ids" = 50 ] || { echo "parallel creates: $ids distinct ids, expected 50" >&2; exit 1; }
 echo "playbooks: 11 passed, 0 failed"
+
+# Live progress of a long import in the play's output (its own pve-sim, a slower import).
+tests/ansible/progress.sh

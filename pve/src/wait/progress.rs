@@ -84,7 +84,7 @@ impl CopyWatch {
     /// enough back that the samples' dating errors are small beside the time between them, so
     /// a rate that halves or doubles is followed within a few samples. The very first sample
     /// (often a burst) is left out once there are others.
-    fn rate(&self) -> Option<f64> {
+    pub(super) fn rate(&self) -> Option<f64> {
         self.rates().map(|(rate, _)| rate)
     }
 
@@ -293,4 +293,25 @@ pub fn progress_in(lines: &[String]) -> Option<f64> {
             .ok()
             .filter(|p| (0.0..=100.0).contains(p))
     })
+}
+
+/// The total size in bytes from a progress line (`transferred 1.0 GiB of 2.5 GiB (40.00%)`).
+pub fn copy_size(line: &str) -> Option<f64> {
+    let rest = transfer_part(line)?.strip_prefix("transferred ")?;
+    let (_, total) = rest.split_once(" of ")?;
+    let total = total.split(" (").next()?;
+    let (num, unit) = total.split_once(' ')?;
+    let n: f64 = num
+        .parse()
+        .ok()
+        .filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
+    let mult = match unit {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1048576.0,
+        "GiB" => 1073741824.0,
+        "TiB" => 1099511627776.0,
+        _ => return None,
+    };
+    Some(n * mult)
 }
