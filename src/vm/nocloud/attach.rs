@@ -14,7 +14,67 @@ use crate::pve::api::storage::{self, Upload};
 use crate::vm::plan::Current;
 use crate::vm::shell::{Done, Runner};
 
+/// What the ISO holds beside its files (volume descriptors, directories, Rock Ridge and
+/// Joliet records), at most: the estimate checked against free space before a create.
+const ISO_OVERHEAD: u64 = 128 << 10;
+
 impl Runner<'_> {
+    /// Before any write: the `nocloud` storage exists on the VM's node (or, for a VM to be
+    /// created, on `node`), holds `iso` content, and has room for the seed.
+    pub(in crate::vm) fn check_seed_storage(&self, cur: Option<&Current>) -> anyhow::Result<()> {
+        let Some(wanted) = &self.desired.nocloud else {
+            return Ok(());
+        };
+        let Some(node) = cur
+            .map(|c| c.node.as_str())
+            .or(self.desired.node.as_deref())
+        else {
+            return Ok(());
+        };
+        let parts = &wanted.parts;
+        let given: u64 = [
+            &parts.user_data,
+            &parts.meta_data,
+            &parts.network_config,
+            &parts.vendor_data,
+        ]
+        .iter()
+        .filter_map(|part| part.as_ref().map(|text| text.len() as u64))
+        .sum();
+        self.seed_storage(node, &wanted.storage, given + ISO_OVERHEAD)
+            .map(drop)
+    }
+
+    /// The storage's entry on the node, checked: it exists, holds `iso`, has `size` bytes free.
+    fn seed_storage(
+        &self,
+        node: &str,
+        storage_id: &str,
+        size: u64,
+    ) -> anyhow::Result<crate::pve::answers::NodeStorage> {
+        let storages = storage::list(&self.session.client, node)
+            .with_context(|| format!("reading the storages of node {node} for the NoCloud seed"))?;
+        let Some(target) = storages.into_iter().find(|s| s.storage == storage_id) else {
+            return Err(anyhow!(
+                "nocloud.storage {storage_id} is not a storage of node {node}: give an ISO storage the node has"
+            ));
+        };
+        if !target.holds("iso") {
+            return Err(anyhow!(
+                "nocloud.storage {storage_id} on {node} does not hold ISO images (its content is {}): give a storage with iso in its content, or add iso to it",
+                target.content.as_deref().unwrap_or("not listed")
+            ));
+        }
+        if let Some(avail) = target.avail
+            && size > avail
+        {
+            return Err(anyhow!(
+                "the NoCloud seed ({size} bytes) is larger than the free space of {storage_id} on {node} ({avail} bytes)"
+            ));
+        }
+        Ok(target)
+    }
+
     /// Carries out a `Seed` step on the VM as last read.
     pub(in crate::vm) fn attach_seed(
         &mut self,
@@ -23,23 +83,8 @@ impl Runner<'_> {
     ) -> anyhow::Result<Done> {
         let id = format!("VM {} on {}", cur.vmid, cur.node);
         let node = cur.node.as_str();
+        let target = self.seed_storage(node, &step.storage, step.seed.size())?;
         let client = &self.session.client;
-        let storages = storage::list(client, node).with_context(|| {
-            format!("reading the storages of node {node} for the NoCloud seed of {id}")
-        })?;
-        let Some(target) = storages.iter().find(|s| s.storage == step.storage) else {
-            return Err(anyhow!(
-                "nocloud.storage {} is not a storage of node {node} (for the NoCloud seed of {id}): give an ISO storage the node has",
-                step.storage
-            ));
-        };
-        if !target.holds("iso") {
-            return Err(anyhow!(
-                "nocloud.storage {} on {node} does not hold ISO images (its content is {}): give a storage with iso in its content, or add iso to it",
-                step.storage,
-                target.content.as_deref().unwrap_or("not listed")
-            ));
-        }
         let listed = storage::content(client, node, &step.storage, "iso")
             .with_context(|| format!("listing the ISO images of {} on {node}", step.storage))?;
         if !listed.iter().any(|volume| volume.volid == step.volid) {
