@@ -241,7 +241,13 @@ fn bad_input_is_refused_before_any_write() {
         USER_DATA,
         json!({"nocloud": {"user_data": USER_DATA, "storage": "local-lvm"}}),
     )));
-    assert!(no_iso["msg"].as_str().unwrap().contains("does not hold ISO images"), "{no_iso}");
+    assert!(
+        no_iso["msg"]
+            .as_str()
+            .unwrap()
+            .contains("does not hold ISO images"),
+        "{no_iso}"
+    );
     assert!(sim.writes().is_empty(), "{:?}", sim.writes());
 
     // A storage without ISO content, for a VM that exists: refused before any write.
