@@ -15,7 +15,7 @@ export PATH := $(BIN):$(PATH)
 # `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
 export PYTHON
 
-.PHONY: all build binaries venv collection demo docs docs-test test fmt-check clippy cargo-test lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke awx-job changelog ee dist bench bench-full oracle-diff clean
+.PHONY: all build binaries venv collection demo docs docs-test test fmt-check clippy cargo-test cloud-init-schema lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke awx-job changelog ee dist bench bench-full oracle-diff clean
 
 all: build
 
@@ -110,7 +110,7 @@ docs-test: venv collection $(DOCS_NODE)/.installed-$(PLAYWRIGHT_VERSION)
 	tests/ansible/docs-site.sh
 
 ## test: everything: format, lint, unit and integration tests, sanity, molecule, a galaxy install
-test: fmt-check clippy build venv collection cargo-test lint changelog sanity docs-test playbooks platforms molecule oldest-ansible galaxy-smoke awx-job ee
+test: fmt-check clippy build venv collection cargo-test cloud-init-schema lint changelog sanity docs-test playbooks platforms molecule oldest-ansible galaxy-smoke awx-job ee
 	@echo "make test: all suites passed"
 
 fmt-check:
@@ -122,6 +122,10 @@ clippy:
 cargo-test:
 	cargo build --workspace --locked
 	cargo test --workspace --locked
+
+## cloud-init-schema: the nocloud user-data of the tests and docs, checked by Debian's cloud-init
+cloud-init-schema:
+	tests/ansible/cloud_init_schema.sh
 
 lint: venv collection
 	ansible-lint --offline playbooks/ molecule/

@@ -62,6 +62,7 @@ fn doc_type(kind: &Kind) -> (&'static str, Option<&'static str>, Option<&[Opt]>)
         Kind::Dict(opts) => ("dict", None, Some(opts)),
         Kind::ListOfDicts(opts) => ("list", Some("dict"), Some(opts)),
         Kind::RawDict => ("dict", None, None),
+        Kind::Raw => ("raw", None, None),
     }
 }
 

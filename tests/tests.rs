@@ -18,6 +18,7 @@ mod image;
 mod import_cycles;
 mod inventory;
 mod migrate;
+mod nocloud;
 mod outages;
 mod pools;
 mod progress;

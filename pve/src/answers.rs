@@ -291,9 +291,22 @@ pub struct NodeStorage {
     /// a VM, and a clone may be made on another node.
     #[serde(default, deserialize_with = "optional_number")]
     pub shared: Option<u64>,
+    /// The content types it holds (`iso,vztmpl,backup`).
+    #[serde(default)]
+    pub content: Option<String>,
+    /// Its free space in bytes.
+    #[serde(default, deserialize_with = "optional_number")]
+    pub avail: Option<u64>,
 }
 
 impl NodeStorage {
+    /// Whether the storage holds this content type (`iso`).
+    pub fn holds(&self, content: &str) -> bool {
+        self.content
+            .as_deref()
+            .is_some_and(|list| list.split(',').any(|c| c.trim() == content))
+    }
+
     /// Whether the storage is shared between the nodes.
     pub fn is_shared(&self) -> bool {
         self.shared.is_some_and(|s| s != 0)

@@ -252,16 +252,46 @@ impl Client {
             .map(|mut v| v["data"].take())
     }
 
+    /// `POST` of a file as `multipart/form-data` (the storage upload): the `fields`, then
+    /// the file under the name `file_name`; refused in check mode. Returns `data`.
+    pub fn upload(
+        &self,
+        path: &str,
+        fields: &Params,
+        file_name: &str,
+        contents: &[u8],
+    ) -> Result<Value, ApiError> {
+        if self.read_only {
+            return Err(ApiError::CheckMode {
+                what: format!("POST {path}"),
+            });
+        }
+        let build = || Request::upload(&self.base, path, fields, file_name, contents);
+        self.authed_with(Method::Post, path, &build)
+            .map(|mut v| v["data"].take())
+    }
+
     /// Sends with authentication; logs in again once if the ticket expired or was revoked.
     fn authed(&self, method: Method, path: &str, params: &Params) -> Result<Value, ApiError> {
-        match self.send(method, path, params, true) {
+        let build = || Request::new(&self.base, method, path, params);
+        self.authed_with(method, path, &build)
+    }
+
+    /// [`Client::authed`] for the request `build` makes.
+    fn authed_with(
+        &self,
+        method: Method,
+        path: &str,
+        build: &dyn Fn() -> Request,
+    ) -> Result<Value, ApiError> {
+        match self.send_built(method, path, build(), true) {
             Err(e)
                 if e.is_auth()
                     && matches!(self.credentials, Credentials::Password { .. })
                     && self.ticket.borrow().is_some() =>
             {
                 self.login()?;
-                self.send(method, path, params, true)
+                self.send_built(method, path, build(), true)
             }
             Err(e) if e.is_auth() => Err(auth::refused(&self.credentials, &self.hints)),
             other => other,
@@ -277,6 +307,18 @@ impl Client {
         method: Method,
         path: &str,
         params: &Params,
+        auth: bool,
+    ) -> Result<Value, ApiError> {
+        let request = Request::new(&self.base, method, path, params);
+        self.send_built(method, path, request, auth)
+    }
+
+    /// [`Client::send`] of a request already built.
+    fn send_built(
+        &self,
+        method: Method,
+        path: &str,
+        request: Request,
         auth: bool,
     ) -> Result<Value, ApiError> {
         // After SIGINT/SIGTERM/SIGHUP/SIGQUIT nothing new is sent, above all no write; only
@@ -337,7 +379,6 @@ impl Client {
         limit: Duration,
     ) -> Result<Value, ApiError> {
         let asked = Instant::now();
-        let request = Request::new(&self.base, method, path, params);
         let headers = if auth {
             auth::headers(&self.credentials, self.ticket.borrow().as_ref(), method)
         } else {

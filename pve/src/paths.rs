@@ -162,6 +162,11 @@ impl Storage {
     pub fn download_url(&self) -> String {
         format!("{}/download-url", self.0)
     }
+
+    /// `…/upload` (`imgcopy`).
+    pub fn upload(&self) -> String {
+        format!("{}/upload", self.0)
+    }
 }
 
 #[cfg(test)]

@@ -95,6 +95,16 @@ impl Handler for Admin {
                     None => bad("no such VM".into()),
                 }
             }
+            ("GET", path) if path.starts_with("/guest/") && path.ends_with("/seed") => {
+                let vmid = path["/guest/".len()..path.len() - "/seed".len()].parse::<u32>();
+                match vmid
+                    .ok()
+                    .and_then(|vmid| crate::guest::seed::seen_by(&self.sim, vmid))
+                {
+                    Some(seen) => ok(seen),
+                    None => Response::new(404, "no seed seen", b"{}".to_vec()),
+                }
+            }
             ("GET", "/tasks") => {
                 let st = self.sim.lock();
                 ok(json!(st.tasks.iter().map(|t| json!({

@@ -9,6 +9,7 @@ mod admin;
 mod cli;
 mod cluster;
 mod faults;
+mod guest;
 mod ha;
 mod http;
 mod qemu;

@@ -135,6 +135,8 @@ pub struct State {
     pub shared_flocks: HashMap<u32, usize>,
     /// ticket -> (user, CSRF token, issued)
     pub tickets: HashMap<String, (String, String, Instant)>,
+    /// What each VM's guest read from its NoCloud seed at its last start (`guest/seed.rs`).
+    pub guest_seeds: BTreeMap<u32, serde_json::Value>,
     /// What pvestatd last reported of each VM (`name`, `status`, `maxmem`, …): the part of
     /// `/cluster/resources` that lags (pve-manager API2Tools.pm, extract_vm_stats).
     pub stats: BTreeMap<u32, Value>,

@@ -25,6 +25,8 @@ pub enum Kind {
     ListOfDicts(Vec<Opt>),
     /// A dict of free-form string values (keys checked by the caller).
     RawDict,
+    /// Any value, passed as given (Ansible's `raw`; the caller checks it).
+    Raw,
 }
 
 /// A value the argument spec gives a default for: missing only if the spec lost it, which is
@@ -415,6 +417,7 @@ fn coerce(kind: &Kind, value: &Value, label: &str, ignore_unknown: bool) -> Resu
                 .collect::<Result<Vec<_>, _>>()
                 .map(Value::Array)
         }
+        Kind::Raw => Ok(value.clone()),
         Kind::RawDict => {
             let m = as_dict(value, label)?;
             let mut out = Map::new();

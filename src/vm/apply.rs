@@ -22,6 +22,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         notes: Default::default(),
         ha_carried: Vec::new(),
         acted_failures: 0,
+        seed_changed_running: false,
     };
     let result = converge(&mut runner, inv.ctx.check_mode);
     let notes = runner.notes.take();

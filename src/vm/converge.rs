@@ -39,6 +39,8 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     }
     let header = |c: Option<&Current>| header(desired, c);
     let mut first: Plan = plan(desired, cur.as_ref()).map_err(anyhow::Error::msg)?;
+    // nocloud: the seed's storage checked before anything is written (a create included).
+    runner.check_seed_storage(cur.as_ref())?;
     // After the first round, "restarted" means "running", and cipassword has been sent.
     let mut effective = desired.clone();
     // A clone asked on another node than its source's: made there directly, or made on the

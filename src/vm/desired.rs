@@ -60,6 +60,8 @@ pub struct Desired {
     /// changed (see [`super::snapshot_before`]), and `snapshot_retention`.
     pub snapshot_before_change: Option<String>,
     pub snapshot_retention: u32,
+    /// `nocloud`: the NoCloud seed the module builds and attaches (see [`super::nocloud`]).
+    pub nocloud: Option<super::nocloud::wanted::Nocloud>,
 }
 
 /// Where a clone comes from, and how it is made (the `clone` option).
@@ -511,7 +513,12 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     cloud_init(inv, &mut config, &mut create_only)?;
     network(inv, &mut config)?;
     let clone = clone_source(inv)?;
-    let disks = super::disks::disks(inv, clone.is_some())?;
+    let nocloud = super::nocloud::wanted::wanted(inv)?;
+    let mut disks = super::disks::disks(inv, clone.is_some())?;
+    if nocloud.is_some() {
+        // The seed takes the place of PVE's cloud-init drive: none is created.
+        disks.retain(|disk| !disk.cloudinit);
+    }
     let template = given(inv.bool("template"), "template")?;
     if template && matches!(state, State::Started | State::Restarted) {
         return Err(format!(
@@ -614,6 +621,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         ha: super::ha::wanted(inv, state)?,
         snapshot_before_change: snapshot_prefix(inv)?,
         snapshot_retention: given(inv.int("snapshot_retention"), "snapshot_retention")? as u32,
+        nocloud,
     })
 }
 

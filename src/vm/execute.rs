@@ -19,7 +19,7 @@ const MAX_ACTED_TRIES: u32 = 2;
 
 impl Runner<'_> {
     /// Waits on what a request for the VM dispatched.
-    fn task(
+    pub(super) fn task(
         &mut self,
         cur: &Current,
         dispatched: Result<Dispatched, ApiError>,
@@ -92,6 +92,7 @@ impl Runner<'_> {
                 },
                 Some(cur),
             ) => return self.migrate_to(cur, target, target_storage.as_deref()),
+            (Step::Seed(seed), Some(cur)) => return self.attach_seed(cur, seed),
             (_, Some(cur)) => cur,
             (_, None) => {
                 return Err(anyhow!(
@@ -104,7 +105,7 @@ impl Runner<'_> {
         let vm = Vm::new(&cur.node, cur.vmid);
         let client = &self.session.client;
         let (dispatched, what) = match &step {
-            Step::Create { .. } | Step::Clone { .. } | Step::Migrate { .. } => {
+            Step::Create { .. } | Step::Clone { .. } | Step::Migrate { .. } | Step::Seed(_) => {
                 unreachable!("handled above")
             }
             Step::Template => (
@@ -233,6 +234,7 @@ impl Runner<'_> {
             });
             self.ended(tried, &format!("restarting VM {}", cur.vmid))?;
         }
+        self.seed_changed_running = false;
         Ok(())
     }
 }

@@ -25,7 +25,11 @@ impl Runner<'_> {
         let pending = if cur.running {
             let listing = qemu::pending(&self.session.client, &vm)
                 .with_context(|| format!("reading the pending changes of {id}"))?;
-            guest::pending_keys(&listing)
+            let mut keys = guest::pending_keys(&listing);
+            if self.seed_changed_running {
+                keys.push("nocloud".into());
+            }
+            keys
         } else {
             Vec::new()
         };

@@ -26,6 +26,7 @@ mod ha_converge;
 mod limits;
 mod locks;
 mod migrate;
+pub mod nocloud;
 pub mod plan;
 pub mod predict;
 pub mod report;

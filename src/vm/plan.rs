@@ -97,6 +97,10 @@ pub enum Step {
     Destroy {
         purge: bool,
     },
+    /// The NoCloud seed (`nocloud`): uploaded unless the storage has it, attached as a CD-ROM
+    /// in place of PVE's cloud-init drive and older seeds (`POST …/upload`, `imgcopy`; then
+    /// `POST …/config`); old seeds no VM names are removed.
+    Seed(Box<super::nocloud::plan::SeedStep>),
 }
 
 impl Step {
@@ -155,6 +159,7 @@ impl Step {
             Step::Stop => "stop".into(),
             Step::Reboot => "reboot".into(),
             Step::Destroy { .. } => "destroy".into(),
+            Step::Seed(seed) => seed.describe(),
         }
     }
 }
@@ -385,6 +390,9 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             config.push((disk.slot.clone(), new_disk_value(disk)?));
             planned.after.insert(disk.slot.clone(), describe_disk(disk));
         }
+        if let Some(wanted) = &desired.nocloud {
+            super::nocloud::plan::describe_new(wanted, &mut planned.after);
+        }
         planned.steps.push(Step::Create {
             node,
             config,
@@ -553,6 +561,20 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         planned.after.insert("boot".into(), boot.clone());
         set.push(("boot".into(), boot));
     }
+    // The NoCloud seed of the config as this update leaves it, before the VM starts.
+    let seed = match &desired.nocloud {
+        Some(wanted) if !cur.is_template() => {
+            let config = super::nocloud::plan::after_update(&cur.config, &set, &delete);
+            super::nocloud::plan::plan_seed(
+                wanted,
+                cur.vmid,
+                &config,
+                &mut planned.before,
+                &mut planned.after,
+            )?
+        }
+        _ => None,
+    };
     if !delete.is_empty() {
         set.push(("delete".into(), delete.join(",")));
     }
@@ -560,6 +582,9 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         planned.steps.push(Step::Update { set });
     }
     planned.steps.extend(resizes);
+    if let Some(seed) = seed {
+        planned.steps.push(Step::Seed(Box::new(seed)));
+    }
     let power = match (desired.state, cur.running) {
         (State::Started, false) => Some(Step::Start),
         (State::Stopped, true) if desired.shutdown_timeout == 0 => Some(Step::Stop),

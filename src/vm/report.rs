@@ -185,7 +185,13 @@ pub fn converged(desired: &Desired, changes: &Changes, end: Converged) -> Outcom
         .before
         .keys()
         .chain(first.after.keys())
-        .map(|k| (k.clone(), observed(cur, k)))
+        .map(|k| match cur {
+            Some(vm) if k.starts_with("nocloud.") => (
+                k.clone(),
+                super::nocloud::plan::observed(desired.nocloud.as_ref(), vm.vmid, &vm.config, k),
+            ),
+            _ => (k.clone(), observed(cur, k)),
+        })
         .collect();
     if let Some(what) = restarted {
         before.insert("not running yet".into(), what);

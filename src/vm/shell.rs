@@ -60,6 +60,9 @@ pub(super) struct Runner<'a> {
     /// How many tasks acted and then failed (see `execute`): tried again a bounded number of
     /// times.
     pub(super) acted_failures: u32,
+    /// A new NoCloud seed was attached to the running VM: its guest reads it at its next
+    /// boot (see `nocloud`), so the change waits for a restart.
+    pub(super) seed_changed_running: bool,
 }
 
 impl Runner<'_> {

@@ -107,6 +107,17 @@ pub fn argument_spec() -> Spec {
         Opt::new("pool", Kind::Str),
         Opt::new("disks", Kind::ListOfDicts(disk_options())),
         Opt::new("cloudinit_storage", Kind::Str),
+        Opt::new(
+            "nocloud",
+            Kind::Dict(vec![
+                Opt::new("user_data", Kind::Raw),
+                Opt::new("meta_data", Kind::Raw),
+                Opt::new("network_config", Kind::Raw),
+                Opt::new("vendor_data", Kind::Raw),
+                Opt::new("storage", Kind::Str).default(json!("local")),
+                Opt::new("show_data", Kind::Bool).default(json!(false)),
+            ]),
+        ),
         Opt::new("cloudinit_slot", Kind::Str).default(json!("ide2")),
         Opt::new("ciuser", Kind::Str),
         Opt::new("cipassword", Kind::Str).no_log(),

@@ -267,6 +267,30 @@ impl Sim {
             .to_string()
     }
 
+    /// What the guest of VM `vmid` read from its NoCloud seed at its last start (pve-sim's
+    /// guest model, admin `GET /guest/{vmid}/seed`); `None` if it booted with none.
+    pub fn guest_seed(&self, vmid: u32) -> Option<Value> {
+        let addr = self.info["admin"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("http://")
+            .to_string();
+        let mut s = TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "GET /guest/{vmid}/seed HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").unwrap();
+        if head.starts_with("HTTP/1.1 404") {
+            return None;
+        }
+        let v: Value = serde_json::from_str(body).unwrap();
+        Some(v["data"].clone())
+    }
+
     pub fn revoke_tickets(&self) {
         self.admin_call("POST", "/revoke-tickets", &Value::Null);
     }

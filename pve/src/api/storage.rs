@@ -1,5 +1,5 @@
 //! A node's storages (pve-storage PVE/API2/Storage/Content.pm, Status.pm): their volumes,
-//! removing one, and downloading a file into one.
+//! removing one, downloading a file into one, and uploading one.
 
 use super::{Dispatched, Recover, TaskType, dispatch, flag};
 use crate::answers::{NodeStorage, Volume, lenient_list};
@@ -85,6 +85,52 @@ pub fn download_url(
         id_contains: download.filename,
     };
     dispatch(client, Method::Post, &path, &params, false, recover)
+}
+
+/// What an upload sends: the file's name and bytes, its content type (`iso`, `vztmpl`,
+/// `import`), and its SHA-256, which the `imgcopy` task checks before it stores the file.
+#[derive(Clone, Debug)]
+pub struct Upload<'a> {
+    pub content: &'a str,
+    pub filename: &'a str,
+    pub contents: &'a [u8],
+    pub sha256: &'a str,
+}
+
+/// `POST …/upload` (Status.pm `upload`): pveproxy streams the file to a temporary file, then
+/// an `imgcopy` task checks the checksum and moves it into the storage (an existing file of
+/// that name is overwritten). Sent once: its task's id names no file to recover it by; a
+/// repeat after a lost answer overwrites the same file with the same bytes.
+pub fn upload(
+    client: &Client,
+    node: &str,
+    storage: &str,
+    upload: &Upload,
+) -> Result<Dispatched, ApiError> {
+    let fields: Params = vec![
+        ("content".into(), upload.content.to_string()),
+        ("checksum-algorithm".into(), "sha256".into()),
+        ("checksum".into(), upload.sha256.to_string()),
+    ];
+    let path = Node::new(node).storage(storage).upload();
+    match client.upload(&path, &fields, upload.filename, upload.contents)? {
+        serde_json::Value::String(answer) => crate::upid::Upid::parse(&answer)
+            .map(|upid| {
+                Dispatched::Task(super::Task {
+                    upid,
+                    reports_progress: false,
+                })
+            })
+            .map_err(|e| ApiError::NotPve {
+                source: None,
+                detail: format!("PVE answered {e}"),
+            }),
+        serde_json::Value::Null => Ok(Dispatched::Done),
+        other => Err(ApiError::NotPve {
+            source: None,
+            detail: format!("unexpected answer to {path}: {other}"),
+        }),
+    }
 }
 
 /// Whether a finished `download` task's log says the node kept the file it had: a file

@@ -173,6 +173,7 @@ fn do_start(sim: &Sim, ctx: &TaskCtx, vmid: u32) -> Result<(), String> {
     let node = vm.node.clone();
     drop(st);
     free_owned(sim, &node, vmid, &freed);
+    crate::guest::seed::boot(sim, &node, vmid);
     Ok(())
 }
 
@@ -552,12 +553,16 @@ pub fn agent_network(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
             .map_or("BC:24:11:00:00:00", |(_, mac)| mac)
             .to_ascii_lowercase();
         let mut addrs = Vec::new();
-        let static_ip = conf.get(&format!("ipconfig{idx}")).and_then(|c| {
-            c.split(',')
-                .find_map(|p| p.strip_prefix("ip="))
-                .filter(|ip| *ip != "dhcp")
-                .and_then(|ip| ip.split_once('/'))
-                .map(|(a, p)| (a.to_string(), p.parse::<u8>().unwrap_or(24)))
+        // A guest that booted with a NoCloud seed has the addresses of its network-config.
+        let seeded = crate::guest::seed::address_of(sim, vmid, &mac, &format!("eth{idx}"));
+        let static_ip = seeded.or_else(|| {
+            conf.get(&format!("ipconfig{idx}")).and_then(|c| {
+                c.split(',')
+                    .find_map(|p| p.strip_prefix("ip="))
+                    .filter(|ip| *ip != "dhcp")
+                    .and_then(|ip| ip.split_once('/'))
+                    .map(|(a, p)| (a.to_string(), p.parse::<u8>().unwrap_or(24)))
+            })
         });
         match (given.and_then(|g| g.get(i)), static_ip) {
             (Some(ip), _) => addrs.push(json!({

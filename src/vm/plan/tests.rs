@@ -57,6 +57,7 @@ fn desired() -> Desired {
         ha: None,
         snapshot_before_change: None,
         snapshot_retention: 0,
+        nocloud: None,
     }
 }
 
