@@ -265,7 +265,7 @@ fn ten_vms_migrated_in_parallel() {
     for h in made {
         ok(h.join().unwrap());
     }
-    let target = |i: u32| if i % 2 == 0 { "pve2" } else { "pve3" };
+    let target = |i: u32| if i.is_multiple_of(2) { "pve2" } else { "pve3" };
     let moved: Vec<_> = (0..10)
         .map(|i| {
             let a = args(i, target(i), true);

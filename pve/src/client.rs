@@ -356,7 +356,7 @@ impl Client {
         let limit = self.timeout.min(left);
         self.requests.set(self.requests.get() + 1);
         let started = self.budget.now();
-        let result = self.exchange(method, path, params, auth, limit);
+        let result = self.exchange(method, path, request, auth, limit);
         let ended = self.budget.now();
         let outcome = relief::outcome(&result, ended.saturating_duration_since(started));
         self.relief()
@@ -374,7 +374,7 @@ impl Client {
         &self,
         method: Method,
         path: &str,
-        params: &Params,
+        request: Request,
         auth: bool,
         limit: Duration,
     ) -> Result<Value, ApiError> {

@@ -75,7 +75,7 @@ fn payload() -> Vec<u8> {
         x ^= x >> 17;
         x ^= x << 5;
         data.extend_from_slice(&x.to_le_bytes());
-        if x % 97 == 0 {
+        if x.is_multiple_of(97) {
             data.extend_from_slice(b"\r\n--sim");
         }
     }

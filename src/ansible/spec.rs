@@ -223,10 +223,10 @@ fn validate_level(
             .first()
             .map(|(_, v)| (*v).clone())
             .unwrap_or(Value::Null);
-        if value.is_null() {
-            if let Some(v) = o.env.iter().find_map(|e| env.get(e)) {
-                value = Value::String(v);
-            }
+        if value.is_null()
+            && let Some(v) = o.env.iter().find_map(|e| env.get(e))
+        {
+            value = Value::String(v);
         }
         if value.is_null() {
             if o.required {

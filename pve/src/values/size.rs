@@ -68,7 +68,7 @@ fn read(value: &str) -> Result<(u64, bool), SizeError> {
     } else {
         let f: u128 = frac.parse().map_err(|_| SizeError::Grammar)?;
         let scale = 10u128.pow(frac.len() as u32);
-        ((f << shift) / scale, (f << shift) % scale == 0)
+        ((f << shift) / scale, (f << shift).is_multiple_of(scale))
     };
     let bytes = whole
         .checked_shl(shift)
@@ -110,12 +110,12 @@ impl fmt::Display for Size {
     /// (and `0T` for nothing, as its divisions fall through).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let bytes = self.0;
-        if bytes % 1024 != 0 {
+        if !bytes.is_multiple_of(1024) {
             return write!(f, "{bytes}");
         }
         let mut value = bytes / 1024;
         for unit in ["K", "M", "G"] {
-            if value % 1024 != 0 {
+            if !value.is_multiple_of(1024) {
                 return write!(f, "{value}{unit}");
             }
             value /= 1024;

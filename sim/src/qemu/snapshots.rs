@@ -359,10 +359,10 @@ fn snapshot_create(
         ctx.log("WARN: snapshot create failed: starting cleanup");
         let _ = locked(sim, ctx, vmid, |vm| {
             if let Some(s) = vm.snapshots.remove(snapname) {
-                if let Some(state) = s.get("vmstate") {
-                    if let Ok(p) = volume_path(sim, node, state) {
-                        let _ = std::fs::remove_file(p);
-                    }
+                if let Some(state) = s.get("vmstate")
+                    && let Ok(p) = volume_path(sim, node, state)
+                {
+                    let _ = std::fs::remove_file(p);
                 }
                 for (_, volid) in volumes(&s) {
                     if let Ok(p) = volume_path(sim, node, &volid) {

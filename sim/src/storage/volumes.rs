@@ -327,7 +327,7 @@ pub fn format_size(bytes: u64) -> String {
         ("M", K * K),
         ("K", K),
     ] {
-        if bytes >= mult && bytes % mult == 0 {
+        if bytes >= mult && bytes.is_multiple_of(mult) {
             return format!("{}{unit}", bytes / mult);
         }
     }

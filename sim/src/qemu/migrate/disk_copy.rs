@@ -173,7 +173,7 @@ impl Migration<'_> {
                 60..600 => 10,
                 _ => 30,
             };
-            if whole % every == 0 {
+            if whole.is_multiple_of(every) {
                 m.log(&dd_line(done, secs, false));
             }
         })?;
