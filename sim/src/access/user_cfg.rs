@@ -423,10 +423,10 @@ acl:0:/vms/100:@ops:Deployer,PVEAuditor:
         assert_eq!(cfg.pools.vm_pool[&102], "web/eu");
         assert_eq!(cfg.pools.pools["web"].storage.len(), 1);
         let pool_node = cfg.acl_root.node("/pool/web").unwrap();
-        assert_eq!(pool_node.tokens["ci@pve!deploy"]["PVEVMAdmin"], true);
+        assert!(pool_node.tokens["ci@pve!deploy"]["PVEVMAdmin"]);
         let vm_node = cfg.acl_root.node("/vms/100").unwrap();
         assert_eq!(vm_node.groups["ops"].len(), 2);
-        assert_eq!(vm_node.groups["ops"]["Deployer"], false);
+        assert!(!vm_node.groups["ops"]["Deployer"]);
         assert_eq!(
             cfg.acl_root.paths(),
             ["/", "/pool", "/pool/web", "/vms", "/vms/100"]

@@ -257,7 +257,7 @@ pub fn check_bridge_access<'v>(
         for vlan in &trunks {
             checker.check(&format!("{path}/{vlan}"), &["SDN.Use"])?;
         }
-        if tag.is_none() && net.get("trunks").is_none() {
+        if tag.is_none() && !net.contains_key("trunks") {
             checker.check(&path, &["SDN.Use"])?;
         }
     }
