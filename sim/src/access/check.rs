@@ -34,24 +34,34 @@ pub struct Checker<'a> {
 }
 
 impl<'a> Checker<'a> {
-    /// The checks of the authenticated caller. Takes the state's lock: make it before
-    /// taking that lock.
+    /// The checks of the authenticated caller. Takes the state's lock (but for root@pam,
+    /// whom pools do not concern): make it before taking that lock.
     pub fn new(sim: &'a Sim, auth: &Auth) -> Checker<'a> {
+        let pools = if auth.id == "root@pam" {
+            UserCfg::default()
+        } else {
+            sim.lock().user_cfg.clone()
+        };
         Checker {
             sim,
             user: auth.id.clone(),
             root_ticket: auth.root_ticket,
-            pools: sim.lock().user_cfg.clone(),
+            pools,
         }
     }
 
     /// The same checks for another user or token (`GET /access/permissions?userid=`).
     pub fn for_user(&self, user: &str) -> Checker<'a> {
+        let pools = if self.user == "root@pam" {
+            self.sim.lock().user_cfg.clone()
+        } else {
+            self.pools.clone()
+        };
         Checker {
             sim: self.sim,
             user: user.to_string(),
             root_ticket: user == "root@pam",
-            pools: self.pools.clone(),
+            pools,
         }
     }
 
