@@ -10,9 +10,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::access::api_perms;
+use crate::access::check::Checker;
 use crate::access::identity;
 use crate::access::lists;
 use crate::access::pools;
+use crate::access::visibility;
 use crate::cluster::nodes;
 use crate::cluster::resources;
 use crate::cluster::tasks;
@@ -366,28 +369,9 @@ impl Api {
         }
         let auth = identity::authenticate(&self.sim, req)?;
         *user = auth.id.clone();
-        if auth.readonly && req.method != "GET" {
-            let vmid = match segs.get(3) {
-                Some(id) if segs.get(2) == Some(&"qemu") => Some(id.to_string()),
-                _ if segs.get(2) == Some(&"qemu") => params.get("vmid").cloned(),
-                _ => None,
-            };
-            // API2/Qemu.pm, migrate_vm: `['perm', '/vms/{vmid}', ['VM.Migrate']]`.
-            let privilege = if segs.get(4) == Some(&"migrate") {
-                "VM.Migrate"
-            } else {
-                "VM.Allocate"
-            };
-            let what = match vmid {
-                Some(id) => format!("/vms/{id}, {privilege}"),
-                None => "/, Sys.Modify".into(),
-            };
-            return Err(ApiErr {
-                status: 403,
-                msg: format!("Permission check failed ({what})"),
-                errors: None,
-            });
-        }
+        // HTTPServer.pm rest_handler: the endpoint's schema `permissions`, before its handler.
+        let checker = Checker::new(&self.sim, &auth);
+        api_perms::check_request(&checker, &req.method, &segs, params, &self.sim.opts.version)?;
         let m = req.method.as_str();
         let sim = &self.sim;
         match segs.as_slice() {
@@ -396,24 +380,21 @@ impl Api {
             ["cluster", "status"] if m == "GET" => Ok(resources::cluster_status(&self.sim)),
             ["cluster", "resources"] if m == "GET" => {
                 schema::check(&schema::cluster_resources(), params)?;
-                Ok(resources::cluster_resources(
-                    sim,
-                    params.get("type").map(String::as_str),
-                ))
-            }
-            ["access", "permissions"] if m == "GET" => {
-                Ok(identity::permissions(&self.sim, &auth, params))
+                let list =
+                    resources::cluster_resources(sim, params.get("type").map(String::as_str));
+                Ok(visibility::cluster_resources(&checker, list))
             }
             ["cluster", "tasks"] if m == "GET" => {
                 schema::check(&[], params)?;
                 Ok(tasks::cluster_tasks(sim, &auth))
             }
+            ["access", "permissions"] if m == "GET" => identity::permissions(&checker, params),
             ["cluster", "nextid"] if m == "GET" => {
                 schema::check(&schema::next_id(), params)?;
                 resources::next_id(sim, params.get("vmid"))
             }
             ["nodes", node, rest @ ..] => self.node_route(req, node, rest, params, &undef, &auth),
-            ["pools", rest @ ..] => self.pool_route(m, rest, params, &req.path),
+            ["pools", rest @ ..] => self.pool_route(m, rest, params, &req.path, &checker),
             ["cluster", "ha", "resources"] if m == "GET" => {
                 schema::check(&schema::ha_index(), params)?;
                 manager::index(sim, params)
@@ -473,7 +454,10 @@ impl Api {
             }
             ["storage"] if m == "GET" => {
                 schema::check(&schema::storage_index(), params)?;
-                Ok(storage::config::index(params))
+                Ok(visibility::storages(
+                    &checker,
+                    storage::config::index(params),
+                ))
             }
             ["storage"] if m == "POST" => {
                 schema::check(&schema::storage_create(), params)?;
@@ -567,7 +551,8 @@ impl Api {
             ("GET", ["storage"]) => {
                 schema::check(&schema::storage_list(), params)?;
                 check_node()?;
-                Ok(status::storage_list(sim, node, params))
+                let list = status::storage_list(sim, node, params);
+                Ok(visibility::storages(&Checker::new(sim, auth), list))
             }
             (_, ["storage", sid, tail @ ..]) => {
                 set(params, "storage", sid)?;
@@ -608,7 +593,10 @@ impl Api {
             }
             ("GET", ["qemu"]) => {
                 check_node()?;
-                Ok(vms::vm_list(sim, node))
+                Ok(visibility::vm_list(
+                    &Checker::new(sim, auth),
+                    vms::vm_list(sim, node),
+                ))
             }
             // pve-container API2/LXC.pm vmlist: the node's containers (PVE::LXC::vmstatus);
             // pve-sim runs none, so the list is empty (community.proxmox's inventory reads it).
@@ -653,7 +641,7 @@ impl Api {
                     }
                     ("GET", ["migrate"]) => {
                         let id = check(migrate::precondition_spec(), params)?;
-                        migrate::precondition(sim, node, id, auth)
+                        migrate::precondition(sim, node, id)
                     }
                     ("POST", ["migrate"]) => {
                         let id = check(migrate::migrate_spec(), params)?;
@@ -729,7 +717,14 @@ impl Api {
 
     /// `/pools` (pve-manager API2/Pool.pm): the current forms with `poolid` as a parameter,
     /// and the deprecated ones with it in the path.
-    fn pool_route(&self, m: &str, rest: &[&str], params: &mut Params, uri: &str) -> ApiResult {
+    fn pool_route(
+        &self,
+        m: &str,
+        rest: &[&str],
+        params: &mut Params,
+        uri: &str,
+        checker: &Checker,
+    ) -> ApiResult {
         let sim = &self.sim;
         if let [id] = rest {
             if params.get("poolid").is_some_and(|p| p != id) {
@@ -743,7 +738,7 @@ impl Api {
         match (m, rest.len()) {
             ("GET", 0) => {
                 schema::check(&schema::pool_index(), params)?;
-                pools::index(sim, params)
+                pools::index(sim, checker, params)
             }
             ("GET", 1) => {
                 schema::check(&schema::pool_read(), params)?;
@@ -755,7 +750,7 @@ impl Api {
             }
             ("PUT", 0 | 1) => {
                 schema::check(&schema::pool_update(), params)?;
-                pools::update(sim, params)
+                pools::update(sim, checker, params)
             }
             ("DELETE", 0 | 1) => {
                 schema::check(&schema::pool_delete(), params)?;

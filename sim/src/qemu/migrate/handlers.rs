@@ -45,14 +45,7 @@ pub fn precondition_spec() -> Vec<Param> {
 }
 
 /// `GET …/migrate`.
-pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult {
-    if auth.readonly {
-        return Err(ApiErr {
-            status: 403,
-            msg: format!("Permission check failed (/vms/{vmid}, VM.Migrate)"),
-            errors: None,
-        });
-    }
+pub fn precondition(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
     let (conf, pending) = file_of(sim, node, vmid)?;
     check_lock(&conf).map_err(ApiErr::die)?;
     let running = sim.lock().vms.get(&vmid).is_some_and(|v| v.running);
@@ -214,8 +207,14 @@ pub(super) fn migrate_in(
     }
     // $check_storage_access_migrate for every target storage of the map.
     if let Some(map) = &storagemap {
+        // migrate_vm: a storage map that is not `1` (identity) changes disks.
+        let checker = crate::access::check::Checker::new(sim, auth);
+        if !map.identity {
+            checker.check_vm_perm(vmid, None, &["VM.Config.Disk"], false)?;
+        }
         for sid in map.entries.values().chain(map.default.iter()) {
             let def = storage_enabled(sid, &target).map_err(ApiErr::die)?;
+            checker.check(&format!("/storage/{sid}"), &["Datastore.AllocateSpace"])?;
             if !def.content.contains(&"images") {
                 return Err(ApiErr::die(format!(
                     "storage '{sid}' does not support vm images"
