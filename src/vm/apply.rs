@@ -7,6 +7,7 @@ use super::converge::converge;
 use super::desired::desired;
 use super::shell::Runner;
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
+use crate::privileges::explain_refusal;
 use crate::runner::{Session, failure};
 
 /// Runs the `vm` module.
@@ -22,7 +23,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         ha_carried: Vec::new(),
         acted_failures: 0,
     };
-    let result = converge(&mut runner, inv.ctx.check_mode);
+    let result = converge(&mut runner, inv.ctx.check_mode).map_err(explain_refusal);
     let notes = runner.notes.take();
     runner.session.log.warnings.extend(notes);
     let keys: Vec<(&str, Value)> = desired

@@ -28,6 +28,7 @@ mod locks;
 mod migrate;
 pub mod plan;
 pub mod predict;
+pub mod privileges;
 pub mod report;
 mod shell;
 mod snapshot_before;
