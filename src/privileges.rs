@@ -307,8 +307,7 @@ pub enum ImportSource {
 
 /// Reads an `import-from` value.
 pub fn import_source(volume: &str) -> ImportSource {
-    let Some((storage, name)) = volume.split_once(':').filter(|_| !volume.starts_with('/'))
-    else {
+    let Some((storage, name)) = volume.split_once(':').filter(|_| !volume.starts_with('/')) else {
         return ImportSource::Path;
     };
     let owner = name
@@ -562,10 +561,7 @@ pub const USES: &[Use] = &[
     Use {
         name: "snapshots",
         role: "SankofaSnapshot",
-        privileges: &[
-            ("VM.Audit", Scope::Pool),
-            ("VM.Snapshot", Scope::Pool),
-        ],
+        privileges: &[("VM.Audit", Scope::Pool), ("VM.Snapshot", Scope::Pool)],
         on_pve8: &[],
     },
     Use {

@@ -13,11 +13,23 @@ fn held(answer: serde_json::Value) -> Permissions {
 fn config_keys_take_the_privileges_pve_checks() {
     assert_eq!(config_key_privileges("cores"), Some(&["VM.Config.CPU"][..]));
     assert_eq!(config_key_privileges("numa1"), Some(&["VM.Config.CPU"][..]));
-    assert_eq!(config_key_privileges("balloon"), Some(&["VM.Config.Memory"][..]));
-    assert_eq!(config_key_privileges("vga"), Some(&["VM.Config.HWType"][..]));
-    assert_eq!(config_key_privileges("onboot"), Some(&["VM.Config.Options"][..]));
+    assert_eq!(
+        config_key_privileges("balloon"),
+        Some(&["VM.Config.Memory"][..])
+    );
+    assert_eq!(
+        config_key_privileges("vga"),
+        Some(&["VM.Config.HWType"][..])
+    );
+    assert_eq!(
+        config_key_privileges("onboot"),
+        Some(&["VM.Config.Options"][..])
+    );
     assert_eq!(config_key_privileges("boot"), Some(&["VM.Config.Disk"][..]));
-    assert_eq!(config_key_privileges("net3"), Some(&["VM.Config.Network"][..]));
+    assert_eq!(
+        config_key_privileges("net3"),
+        Some(&["VM.Config.Network"][..])
+    );
     assert_eq!(
         config_key_privileges("ipconfig0"),
         Some(&["VM.Config.Cloudinit", "VM.Config.Network"][..])
@@ -27,7 +39,11 @@ fn config_keys_take_the_privileges_pve_checks() {
         Some(&["VM.Config.Cloudinit", "VM.Config.Network"][..])
     );
     for left_to_other_checks in ["scsi0", "tags", "unused0", "args", "net", "netx"] {
-        assert_eq!(config_key_privileges(left_to_other_checks), None, "{left_to_other_checks}");
+        assert_eq!(
+            config_key_privileges(left_to_other_checks),
+            None,
+            "{left_to_other_checks}"
+        );
     }
 }
 
@@ -115,7 +131,10 @@ fn a_need_of_one_of_several_paths_and_privileges_says_so() {
         &["/vms/100".to_string(), "/pool/web".to_string()],
         "create",
     );
-    assert_eq!(need.to_string(), "create needs VM.Allocate on /vms/100 or /pool/web");
+    assert_eq!(
+        need.to_string(),
+        "create needs VM.Allocate on /vms/100 or /pool/web"
+    );
     let download = &image_needs("local", "pve1", &[crate::image::plan::Step::Download])[2];
     assert_eq!(
         download.wanted(),
@@ -134,7 +153,9 @@ fn forbidden(message: &str) -> anyhow::Error {
 
 #[test]
 fn a_403_is_told_in_the_words_of_the_table() {
-    let told = explain_refusal(forbidden("Permission check failed (/vms/100, VM.PowerMgmt)"));
+    let told = explain_refusal(forbidden(
+        "Permission check failed (/vms/100, VM.PowerMgmt)",
+    ));
     let text = told.to_string();
     assert!(
         text.starts_with("starting VM 100 on pve1 needs VM.PowerMgmt on /vms/100"),
@@ -156,10 +177,7 @@ fn a_403_is_told_in_the_words_of_the_table() {
 #[test]
 fn snapshot_steps_need_the_snapshot_privileges() {
     use crate::snapshot::plan::Step;
-    let needs = snapshot_needs(
-        100,
-        &[Step::Create("a".into()), Step::Rollback("a".into())],
-    );
+    let needs = snapshot_needs(100, &[Step::Create("a".into()), Step::Rollback("a".into())]);
     let text: Vec<String> = needs.iter().map(Need::to_string).collect();
     assert_eq!(
         text,
@@ -207,19 +225,31 @@ fn the_other_modules_need_their_uses_roles() {
         )),
         of("snapshots")
     );
-    assert_eq!(role(&vm_info_needs(&[100, 101], true)), of("vm_info and the inventory"));
+    assert_eq!(
+        role(&vm_info_needs(&[100, 101], true)),
+        of("vm_info and the inventory")
+    );
 }
 
 #[test]
 fn the_guide_grants_each_use_on_the_pool_with_privsep() {
     let text = guide();
     for usage in USES {
-        assert!(text.contains(&format!("Role ``{}``", usage.role)), "{}", usage.name);
+        assert!(
+            text.contains(&format!("Role ``{}``", usage.role)),
+            "{}",
+            usage.name
+        );
     }
-    assert!(text.contains(
-        "pveum role add SankofaCreate --privs \"VM.Allocate VM.Audit VM.Config.CPU"
-    ));
-    assert!(text.contains("pveum acl modify /sdn/zones/localnetwork/vmbr0 --roles SankofaCreateBridge"));
+    assert!(
+        text.contains("pveum role add SankofaCreate --privs \"VM.Allocate VM.Audit VM.Config.CPU")
+    );
+    assert!(
+        text.contains("pveum acl modify /sdn/zones/localnetwork/vmbr0 --roles SankofaCreateBridge")
+    );
     assert!(text.contains("- on PVE 8, ``VM.Monitor`` in place of ``VM.GuestAgent.Audit``"));
-    assert!(text.contains("pveum acl modify / --roles SankofaHA"), "{text}");
+    assert!(
+        text.contains("pveum acl modify / --roles SankofaHA"),
+        "{text}"
+    );
 }

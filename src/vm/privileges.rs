@@ -92,7 +92,7 @@ fn drive_parts(value: &str) -> (&str, BTreeMap<&str, &str>) {
 fn drive_storage_needs(run: &Run, slot: &str, value: &str, needs: &mut Vec<Need>) {
     let (file, props) = drive_parts(value);
     let cdrom = props.get("media") == Some(&"cdrom");
-    let because = format!("{slot}");
+    let because = slot.to_string();
     let is_new_disk = file
         .split_once(':')
         .is_some_and(|(_, size)| !size.is_empty() && size.parse::<f64>().is_ok());
@@ -446,11 +446,7 @@ pub fn needs(run: &Run) -> Vec<Need> {
         State::Stopped | State::Absent => false,
     };
     if desired.restart_when_needed && running_after && !run.plan.steps.is_empty() {
-        needs.push(Need::any(
-            &["VM.PowerMgmt"],
-            &paths,
-            "restart: when_needed",
-        ));
+        needs.push(Need::any(&["VM.PowerMgmt"], &paths, "restart: when_needed"));
     }
     if desired.snapshot_before_change.is_some()
         && run.cur.is_some()
@@ -465,11 +461,19 @@ pub fn needs(run: &Run) -> Vec<Need> {
         ));
     }
     if desired.wait_for_ip.is_some() && desired.state != State::Absent {
-        needs.push(Need::any(AGENT_READ, &paths, "wait_for_ip (the guest agent)"));
+        needs.push(Need::any(
+            AGENT_READ,
+            &paths,
+            "wait_for_ip (the guest agent)",
+        ));
     }
     if desired.ha.is_some() && desired.state != State::Absent {
         // GET /cluster/ha/resources: Sys.Audit on /; its writes: Sys.Console on /.
-        needs.push(Need::one("Sys.Audit", ROOT, "ha (reading the HA resources)"));
+        needs.push(Need::one(
+            "Sys.Audit",
+            ROOT,
+            "ha (reading the HA resources)",
+        ));
         needs.push(Need::one("Sys.Console", ROOT, "ha"));
     }
     let mut unique: Vec<Need> = Vec::new();

@@ -169,7 +169,10 @@ mod tests {
         }));
         assert!(held.holds("/vms/123", "VM.Allocate"));
         assert!(!held.holds("/vms/123", "Sys.Audit"), "replaced at /vms");
-        assert!(!held.holds("/vms/100", "VM.Allocate"), "replaced at /vms/100");
+        assert!(
+            !held.holds("/vms/100", "VM.Allocate"),
+            "replaced at /vms/100"
+        );
         assert!(held.holds("/sdn/zones/localnetwork/vmbr0", "SDN.Use"));
         assert!(held.holds("/sdn/zones/localnetwork/vmbr0/20", "SDN.Use"));
         assert!(held.holds("/nodes/pve1", "Sys.Audit"));
@@ -222,7 +225,9 @@ mod tests {
     #[test]
     fn a_refusal_names_its_path_and_privileges() {
         assert_eq!(
-            Refusal::of(&forbidden("Permission check failed (/vms/123, VM.PowerMgmt)\n")),
+            Refusal::of(&forbidden(
+                "Permission check failed (/vms/123, VM.PowerMgmt)\n"
+            )),
             Some(Refusal {
                 path: "/vms/123".into(),
                 privileges: vec!["VM.PowerMgmt".into()],
@@ -254,7 +259,9 @@ mod tests {
             None
         );
         assert_eq!(
-            Refusal::of(&forbidden("Permission check failed (pool 'x' does not exist)")),
+            Refusal::of(&forbidden(
+                "Permission check failed (pool 'x' does not exist)"
+            )),
             None
         );
         let not_403 = ApiError::Http {

@@ -64,7 +64,11 @@ fn use_role(name: &str) -> BTreeSet<(&'static str, Scope)> {
     usage.privileges.iter().copied().collect()
 }
 
-fn needs_of(desired: &Desired, cur: Option<&Current>, source: Option<CloneSourceConfig>) -> Vec<Need> {
+fn needs_of(
+    desired: &Desired,
+    cur: Option<&Current>,
+    source: Option<CloneSourceConfig>,
+) -> Vec<Need> {
     let planned = plan(desired, cur).unwrap();
     needs(&Run {
         desired,
@@ -88,20 +92,32 @@ fn create_options() -> Value {
 fn creating_from_an_image_needs_the_create_role() {
     let desired = from_options(create_options());
     let needs = needs_of(&desired, None, None);
-    assert_eq!(role_of(&needs), use_role("create a VM from an image"), "{needs:#?}");
+    assert_eq!(
+        role_of(&needs),
+        use_role("create a VM from an image"),
+        "{needs:#?}"
+    );
     // On the VM or its pool (create_vm checks either).
     let allocate = needs.iter().find(|n| n.because == "create").unwrap();
     assert_eq!(
         allocate.to_string(),
         "create needs VM.Allocate on /vms/100 or /pool/automation"
     );
-    let sdn = needs.iter().find(|n| n.any_of[0].privilege == "SDN.Use").unwrap();
+    let sdn = needs
+        .iter()
+        .find(|n| n.any_of[0].privilege == "SDN.Use")
+        .unwrap();
     assert_eq!(sdn.any_of[0].path, "/sdn/zones/localnetwork/vmbr0");
     let import = needs
         .iter()
         .find(|n| n.any_of[0].path == "/storage/local")
         .unwrap();
-    assert!(import.because.contains("import from local:import/noble.qcow2"), "{import}");
+    assert!(
+        import
+            .because
+            .contains("import from local:import/noble.qcow2"),
+        "{import}"
+    );
 }
 
 #[test]
@@ -153,7 +169,11 @@ fn cloud_init_needs_the_cloud_init_role() {
         ciuser.wanted(),
         "VM.Config.Cloudinit or VM.Config.Network on /vms/100 or /pool/automation"
     );
-    assert!(needs.iter().any(|n| n.because == "regenerating the cloud-init drive"));
+    assert!(
+        needs
+            .iter()
+            .any(|n| n.because == "regenerating the cloud-init drive")
+    );
 }
 
 #[test]
@@ -169,7 +189,12 @@ fn migrating_needs_the_migrate_role() {
     let desired = from_options(json!({
         "vmid": 100, "node": "pve2", "migrate": true, "target_storage": "local-lvm",
     }));
-    let cur = existing(100, "pve1", &[("scsi0", "local-lvm:vm-100-disk-0,size=8G")], false);
+    let cur = existing(
+        100,
+        "pve1",
+        &[("scsi0", "local-lvm:vm-100-disk-0,size=8G")],
+        false,
+    );
     let needs = needs_of(&desired, Some(&cur), None);
     assert_eq!(role_of(&needs), use_role("migrate"), "{needs:#?}");
 }
@@ -188,7 +213,15 @@ fn each_option_names_what_it_needs() {
         "extra_config": {"startup": "order=1"}, "cores": 4,
         "net": [{"model": "virtio", "bridge": "vmbr1"}],
     }));
-    let cur = existing(100, "pve1", &[("cores", "2"), ("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0")], false);
+    let cur = existing(
+        100,
+        "pve1",
+        &[
+            ("cores", "2"),
+            ("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0"),
+        ],
+        false,
+    );
     let needs = needs_of(&desired, Some(&cur), None);
     let text: Vec<String> = needs.iter().map(Need::to_string).collect();
     for expected in [
@@ -199,7 +232,10 @@ fn each_option_names_what_it_needs() {
         "net0 (its bridge) needs SDN.Use on /sdn/zones/localnetwork/vmbr0",
         "start needs VM.PowerMgmt on /vms/100",
     ] {
-        assert!(text.iter().any(|t| t == expected), "{expected} not in {text:#?}");
+        assert!(
+            text.iter().any(|t| t == expected),
+            "{expected} not in {text:#?}"
+        );
     }
 }
 
