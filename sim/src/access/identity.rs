@@ -45,20 +45,8 @@ pub fn permissions(sim: &Sim, auth: &Auth, params: &Params) -> Value {
             "VM.Config.Options",
             "VM.PowerMgmt",
             "VM.Migrate",
-            "VM.Clone",
-            "VM.Config.HWType",
-            "VM.Config.CDROM",
-            "VM.Snapshot",
-            "VM.Snapshot.Rollback",
-            "VM.Monitor",
-            "VM.GuestAgent.Audit",
             "Datastore.AllocateSpace",
-            "Datastore.AllocateTemplate",
-            "Datastore.Allocate",
             "Datastore.Audit",
-            "SDN.Use",
-            "Sys.Console",
-            "Sys.AccessNetwork",
         ] {
             grant(p);
         }
