@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::access::user_cfg::{AccessCfg, LegacyKind};
 use crate::http::daemons::{DaemonOptions, Limits};
 use crate::state::{ImportProfile, Options};
 use crate::storage::volumes;
@@ -72,6 +73,15 @@ pub struct Cli {
     /// An API token (repeatable)
     #[arg(long = "token", value_name = "USER@REALM!ID=SECRET", value_parser = token)]
     tokens: Vec<(String, String)>,
+    /// Users, groups, roles, ACLs, pools and tokens, in the
+    /// syntax of PVE's /etc/pve/user.cfg (pve-access-control's
+    /// parse_user_config); passwords and token secrets still
+    /// come from --user and --token. A --user or --token it
+    /// does not name is added as before (admin: Administrator
+    /// on /, ':audit': PVEAuditor on /)
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "FILE", value_parser = user_cfg_file)]
+    user_cfg: Option<AccessCfg>,
     /// pveproxy's workers (MAX_WORKERS in /etc/default/pveproxy,
     /// 1 to 127): each is one event loop and owns the
     /// connections it accepted
@@ -265,6 +275,12 @@ fn user(text: &str) -> Result<User, String> {
     })
 }
 
+/// `--user-cfg FILE`: the file read and parsed as PVE's `user.cfg`.
+fn user_cfg_file(path: &str) -> Result<AccessCfg, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+    AccessCfg::parse(&text)
+}
+
 fn token(text: &str) -> Result<(String, String), String> {
     match text.rsplit_once('=') {
         Some((id, secret)) if id.contains('!') => Ok((id.into(), secret.into())),
@@ -347,23 +363,25 @@ impl Cli {
         for (vmid, ip) in self.agent_ips {
             agent_ips.entry(vmid).or_default().push(ip);
         }
-        let no_sys_audit = self
-            .users
-            .iter()
-            .filter(|u| u.no_sys_audit)
-            .map(|u| u.id.clone())
-            .collect();
+        let mut access = self.user_cfg.unwrap_or_default();
+        for u in &self.users {
+            let kind = match (u.readonly, u.no_sys_audit) {
+                (true, _) => LegacyKind::Audit,
+                (false, true) => LegacyKind::NoSysAudit,
+                (false, false) => LegacyKind::Admin,
+            };
+            access.add_legacy_user(&u.id, kind);
+        }
+        for (id, _) in &self.tokens {
+            access.add_legacy_token(id);
+        }
         Options {
             listen: self.listen,
             admin_listen: self.admin_listen,
             plain_http: self.plain_http,
             data_dir: self.data_dir,
             nodes: self.nodes.0,
-            users: self
-                .users
-                .into_iter()
-                .map(|u| (u.id, u.password, u.readonly))
-                .collect(),
+            users: self.users.into_iter().map(|u| (u.id, u.password)).collect(),
             tokens: self.tokens,
             workers: self.workers,
             request_cost: self.request_cost,
@@ -380,7 +398,7 @@ impl Cli {
             agent_delay: self.agent_delay,
             agent_busy: self.agent_busy,
             agent_ips,
-            no_sys_audit,
+            access,
             import_profile: ImportProfile {
                 change: self.import_rate_change,
                 stall: self.import_stall,
@@ -442,10 +460,7 @@ mod tests {
         let o = parse(&[]).unwrap();
         assert_eq!(o.listen, "127.0.0.1:8006");
         assert_eq!(o.nodes, ["pve1"]);
-        assert_eq!(
-            o.users,
-            [("root@pam".to_string(), "pve-sim".to_string(), false)]
-        );
+        assert_eq!(o.users, [("root@pam".to_string(), "pve-sim".to_string())]);
         assert_eq!(o.workers, 3);
         assert_eq!(o.request_cost, Duration::ZERO);
         assert_eq!(o.ticket_lifetime, Duration::from_secs(7200));
@@ -474,7 +489,8 @@ mod tests {
         for o in [a, b] {
             assert_eq!(o.request_cost, Duration::from_millis(20));
             assert_eq!(o.nodes, ["a", "b"]);
-            assert_eq!(o.users, [("u@pve".to_string(), "pw".to_string(), true)]);
+            assert_eq!(o.users, [("u@pve".to_string(), "pw".to_string())]);
+            assert!(o.access.acl_root.users["u@pve"].contains_key("PVEAuditor"));
         }
     }
 
@@ -496,7 +512,9 @@ mod tests {
             "--import-rate-change=0.5@50",
         ])
         .unwrap();
-        assert_eq!(o.no_sys_audit, ["a@pam"]);
+        let grants = &o.access.acl_root.users["a@pam"];
+        assert!(grants.contains_key(crate::access::user_cfg::NO_SYS_AUDIT_ROLE));
+        assert!(o.access.token("a@pam!ci").is_some_and(|t| !t.privsep));
         assert_eq!(o.tokens, [("a@pam!ci".to_string(), "s3".to_string())]);
         assert_eq!(o.durations["qmstart"], Duration::from_secs(2));
         assert_eq!(o.agent_ips[&100].len(), 2);

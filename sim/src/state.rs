@@ -21,7 +21,8 @@ pub struct Options {
     pub plain_http: bool,
     pub data_dir: PathBuf,
     pub nodes: Vec<String>,
-    pub users: Vec<(String, String, bool)>,
+    /// Users that can log in with a ticket, and their passwords.
+    pub users: Vec<(String, String)>,
     pub tokens: Vec<(String, String)>,
     pub workers: usize,
     /// Time spent on each API request before it is answered (`--request-cost`), holding a
@@ -45,8 +46,9 @@ pub struct Options {
     pub agent_busy: Duration,
     /// Addresses the guest agents report, by VM.
     pub agent_ips: HashMap<u32, Vec<std::net::IpAddr>>,
-    /// Users (and their tokens) without `Sys.Audit` on the nodes.
-    pub no_sys_audit: Vec<String>,
+    /// `user.cfg`: users, tokens, groups, roles and ACLs (`--user-cfg`, with every `--user`
+    /// and `--token`); its pools are the state's at start.
+    pub access: crate::access::user_cfg::AccessCfg,
     /// How an import's copy behaves beyond `--import-rate` (see [`ImportProfile`]).
     pub import_profile: ImportProfile,
 }
@@ -181,11 +183,15 @@ impl Sim {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(1)
             | 1;
+        let pools = opts.access.pools.clone();
         Ok(Sim {
             req_log: Mutex::new(open("requests.jsonl")?),
             task_log: Mutex::new(open("tasks.jsonl")?),
             opts,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                user_cfg: pools,
+                ..State::default()
+            }),
             cv: Condvar::new(),
             faults: Mutex::new(Faults::default()),
             fingerprint,
@@ -343,10 +349,12 @@ impl Sim {
         st.stats = stats;
     }
 
-    /// Whether `user` (`user@realm` or a token `user@realm!id`) has `Sys.Audit` on the nodes.
-    pub fn sys_audit(&self, user: &str) -> bool {
-        let owner = user.split('!').next().unwrap_or("");
-        !self.opts.no_sys_audit.iter().any(|u| u == owner)
+    /// Whether `user` (`user@realm` or a token `user@realm!id`) has `Sys.Audit` on
+    /// `/nodes/{node}` (pve-manager API2/Tasks.pm).
+    pub fn sys_audit(&self, user: &str, node: &str) -> bool {
+        let pools = self.lock().user_cfg.clone();
+        crate::access::acl::permissions(&self.opts.access, &pools, user, &format!("/nodes/{node}"))
+            .contains_key("Sys.Audit")
     }
 
     /// Appends one line to `requests.jsonl`.

@@ -13,5 +13,6 @@ mod ha;
 mod migrate;
 mod oracle_found;
 mod peer_endpoints;
+mod permissions;
 mod snapshots;
 mod write_path;

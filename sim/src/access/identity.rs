@@ -1,11 +1,12 @@
 //! Who is calling, after pve-access-control and pve-manager's HTTPServer.pm: ticket login,
-//! API tokens, tickets with their CSRF token, and the caller's privileges. The router
+//! API tokens, tickets with their CSRF token, and `GET /access/permissions`. The router
 //! (`http/router.rs`) authenticates every request through here.
 
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use crate::access::check::Checker;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::http::server::Request;
 use crate::schema;
@@ -22,41 +23,36 @@ pub fn is_upload(req: &Request) -> bool {
 }
 
 /// `GET /access/permissions` (pve-access-control API2/AccessControl.pm, permissions): the
-/// caller's privileges, on `path` when given. pve-sim knows three kinds of users: read-only
-/// (`:audit`), without `Sys.Audit` on the nodes (`:nosysaudit`), and administrators.
-pub fn permissions(sim: &Sim, auth: &Auth, params: &Params) -> Value {
-    let mut privs = serde_json::Map::new();
-    let mut grant = |p: &str| {
-        privs.insert(p.to_string(), json!(1));
+/// privileges of the caller, or of `userid` (a user or token: the caller's own tokens, or
+/// anyone's with `Sys.Audit` on `/access`), on `path` when given, else on every path
+/// (`get_effective_permissions`). Each privilege maps to its propagate flag.
+pub fn permissions(checker: &Checker, params: &Params) -> ApiResult {
+    let caller = checker.user.as_str();
+    let userid = params.get("userid").map(String::as_str).unwrap_or(caller);
+    let owner = userid.split_once('!').map(|(user, _)| user);
+    if userid != caller && owner != Some(caller) {
+        checker.check("/access", &["Sys.Audit"])?;
+    }
+    let target = checker.for_user(userid);
+    let as_json = |privs: crate::access::acl::Privileges| -> Value {
+        privs
+            .into_iter()
+            .map(|(p, propagate)| (p, json!(u8::from(propagate))))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
     };
-    if auth.readonly {
-        for p in ["VM.Audit", "Datastore.Audit", "Sys.Audit"] {
-            grant(p);
+    let mut out = serde_json::Map::new();
+    match params.get("path").filter(|p| !p.is_empty()) {
+        Some(path) => {
+            out.insert(path.clone(), as_json(target.permissions(path)));
         }
-    } else {
-        for p in [
-            "VM.Allocate",
-            "VM.Audit",
-            "VM.Config.Disk",
-            "VM.Config.CPU",
-            "VM.Config.Memory",
-            "VM.Config.Network",
-            "VM.Config.Cloudinit",
-            "VM.Config.Options",
-            "VM.PowerMgmt",
-            "VM.Migrate",
-            "Datastore.AllocateSpace",
-            "Datastore.Audit",
-        ] {
-            grant(p);
-        }
-        if sim.sys_audit(&auth.id) {
-            grant("Sys.Audit");
-            grant("Sys.Modify");
+        None => {
+            for (path, privs) in target.effective_permissions() {
+                out.insert(path, as_json(privs));
+            }
         }
     }
-    let path = params.get("path").cloned().unwrap_or_else(|| "/".into());
-    json!({ path: privs })
+    Ok(Value::Object(out))
 }
 
 /// `POST /access/ticket` (pve-access-control API2/AccessControl.pm, create_ticket): a
@@ -76,7 +72,8 @@ pub fn login(sim: &Sim, params: &Params, user_out: &mut String) -> ApiResult {
         .opts
         .users
         .iter()
-        .any(|(u, p, _)| *u == username && p == password);
+        .any(|(u, p)| *u == username && p == password)
+        && enabled(sim, &username);
     // A valid ticket in place of the password renews it.
     let renew = sim
         .lock()
@@ -112,6 +109,12 @@ pub fn login(sim: &Sim, params: &Params, user_out: &mut String) -> ApiResult {
     )
 }
 
+/// AccessControl.pm `check_user_enabled`: a user that `user.cfg` disables (`user:` with
+/// enable 0) cannot log in, nor can its tokens.
+fn enabled(sim: &Sim, user: &str) -> bool {
+    sim.opts.access.users.get(user).is_none_or(|u| u.enable)
+}
+
 /// pve-manager HTTPServer.pm auth_handler: an API token, or a ticket (cookie or
 /// `Authorization` header) with, for a write that is not an upload, its CSRF token.
 pub fn authenticate(sim: &Sim, req: &Request) -> Result<Auth, ApiErr> {
@@ -131,15 +134,13 @@ pub fn authenticate(sim: &Sim, req: &Request) -> Result<Auth, ApiErr> {
             return Err(fail("Authentication failed!"));
         };
         let ok = sim.opts.tokens.iter().any(|(t, s)| t == id && s == secret);
-        if !ok {
+        let owner = id.split('!').next().unwrap_or("");
+        if !ok || !enabled(sim, owner) {
             return Err(fail("Authentication failed!"));
         }
-        let owner = id.split('!').next().unwrap_or("");
-        let readonly = sim.opts.users.iter().any(|(u, _, ro)| u == owner && *ro);
         return Ok(Auth {
             id: id.to_string(),
             root_ticket: false,
-            readonly,
         });
     }
     let from_cookie = req
@@ -175,10 +176,8 @@ pub fn authenticate(sim: &Sim, req: &Request) -> Result<Auth, ApiErr> {
             errors: None,
         });
     }
-    let readonly = sim.opts.users.iter().any(|(u, _, ro)| *u == user && *ro);
     Ok(Auth {
         root_ticket: user == "root@pam",
         id: user,
-        readonly,
     })
 }

@@ -18,7 +18,7 @@ const REALMS: &[(&str, &str, &str)] = &[
 
 /// `user.cfg`'s users: every `--user`, and the owners of `--token`s.
 fn user_ids(sim: &Sim) -> Vec<String> {
-    let mut ids: Vec<String> = sim.opts.users.iter().map(|(u, _, _)| u.clone()).collect();
+    let mut ids: Vec<String> = sim.opts.users.iter().map(|(u, _)| u.clone()).collect();
     for (t, _) in &sim.opts.tokens {
         if let Some((owner, _)) = t.split_once('!')
             && !ids.iter().any(|u| u == owner)

@@ -39,7 +39,7 @@ fn own_task(task_user: &str, user: &str) -> bool {
 /// Tasks.pm, read_task_status and read_task_log: another user's task needs `Sys.Audit` on
 /// the node.
 fn check_task_perm(sim: &Sim, node: &str, task_user: &str, auth: &Auth) -> Result<(), ApiErr> {
-    if own_task(task_user, &auth.id) || sim.sys_audit(&auth.id) {
+    if own_task(task_user, &auth.id) || sim.sys_audit(&auth.id, node) {
         return Ok(());
     }
     Err(ApiErr {
@@ -115,7 +115,7 @@ fn paging(params: &Params) -> (usize, usize) {
 /// node a user sees only its own tasks (Tasks.pm, node_tasks); running tasks carry
 /// `status: RUNNING`.
 pub fn task_list(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Value {
-    let auditor = sim.sys_audit(&auth.id);
+    let auditor = sim.sys_audit(&auth.id, node);
     let st = sim.lock();
     let source = params
         .get("source")

@@ -113,7 +113,6 @@ fn round(sim: &Arc<Sim>) {
     let root = Auth {
         id: "root@pam".into(),
         root_ticket: true,
-        readonly: false,
     };
     // The migrations asked for since the last round (Manager.pm update_crm_commands and
     // next_state_started/stopped: state `migrate`; LRM.pm: the resource agent's migrate).

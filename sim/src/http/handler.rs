@@ -75,7 +75,6 @@ pub struct Auth {
     pub id: String,
     /// A `root@pam` ticket (not a token): may use `skiplock` and absolute import paths.
     pub root_ticket: bool,
-    pub readonly: bool,
 }
 
 /// Request parameters merged from the path, the query and the body.

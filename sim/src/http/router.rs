@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::access::api_perms;
+use crate::access::check::Checker;
 use crate::access::identity;
 use crate::access::lists;
 use crate::access::pools;
@@ -366,28 +368,9 @@ impl Api {
         }
         let auth = identity::authenticate(&self.sim, req)?;
         *user = auth.id.clone();
-        if auth.readonly && req.method != "GET" {
-            let vmid = match segs.get(3) {
-                Some(id) if segs.get(2) == Some(&"qemu") => Some(id.to_string()),
-                _ if segs.get(2) == Some(&"qemu") => params.get("vmid").cloned(),
-                _ => None,
-            };
-            // API2/Qemu.pm, migrate_vm: `['perm', '/vms/{vmid}', ['VM.Migrate']]`.
-            let privilege = if segs.get(4) == Some(&"migrate") {
-                "VM.Migrate"
-            } else {
-                "VM.Allocate"
-            };
-            let what = match vmid {
-                Some(id) => format!("/vms/{id}, {privilege}"),
-                None => "/, Sys.Modify".into(),
-            };
-            return Err(ApiErr {
-                status: 403,
-                msg: format!("Permission check failed ({what})"),
-                errors: None,
-            });
-        }
+        // HTTPServer.pm rest_handler: the endpoint's schema `permissions`, before its handler.
+        let checker = Checker::new(&self.sim, &auth);
+        api_perms::check_request(&checker, &req.method, &segs, params, &self.sim.opts.version)?;
         let m = req.method.as_str();
         let sim = &self.sim;
         match segs.as_slice() {
@@ -401,9 +384,7 @@ impl Api {
                     params.get("type").map(String::as_str),
                 ))
             }
-            ["access", "permissions"] if m == "GET" => {
-                Ok(identity::permissions(&self.sim, &auth, params))
-            }
+            ["access", "permissions"] if m == "GET" => identity::permissions(&checker, params),
             ["cluster", "nextid"] if m == "GET" => {
                 schema::check(&schema::next_id(), params)?;
                 resources::next_id(sim, params.get("vmid"))
@@ -649,7 +630,7 @@ impl Api {
                     }
                     ("GET", ["migrate"]) => {
                         let id = check(migrate::precondition_spec(), params)?;
-                        migrate::precondition(sim, node, id, auth)
+                        migrate::precondition(sim, node, id)
                     }
                     ("POST", ["migrate"]) => {
                         let id = check(migrate::migrate_spec(), params)?;

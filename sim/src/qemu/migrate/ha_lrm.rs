@@ -21,7 +21,6 @@ pub fn ha_round(sim: &Arc<Sim>) -> Vec<String> {
     let root = Auth {
         id: "root@pam".into(),
         root_ticket: true,
-        readonly: false,
     };
     let mut moving = Vec::new();
     for (sid, target) in asked {

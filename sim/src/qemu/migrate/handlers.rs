@@ -45,14 +45,7 @@ pub fn precondition_spec() -> Vec<Param> {
 }
 
 /// `GET …/migrate`.
-pub fn precondition(sim: &Sim, node: &str, vmid: u32, auth: &Auth) -> ApiResult {
-    if auth.readonly {
-        return Err(ApiErr {
-            status: 403,
-            msg: format!("Permission check failed (/vms/{vmid}, VM.Migrate)"),
-            errors: None,
-        });
-    }
+pub fn precondition(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
     let (conf, pending) = file_of(sim, node, vmid)?;
     check_lock(&conf).map_err(ApiErr::die)?;
     let running = sim.lock().vms.get(&vmid).is_some_and(|v| v.running);
