@@ -490,6 +490,27 @@ pub struct Use {
 /// (`vm::privileges`'s tests build those runs and compare).
 pub const USES: &[Use] = &[
     Use {
+        name: "the quick start",
+        role: "SankofaQuickStart",
+        privileges: &[
+            ("VM.Allocate", Scope::Pool),
+            ("VM.Audit", Scope::Pool),
+            ("VM.Config.CPU", Scope::Pool),
+            ("VM.Config.Memory", Scope::Pool),
+            ("VM.Config.Network", Scope::Pool),
+            ("VM.Config.Options", Scope::Pool),
+            ("VM.Config.Cloudinit", Scope::Pool),
+            ("VM.Config.Disk", Scope::Pool),
+            ("VM.PowerMgmt", Scope::Pool),
+            ("Datastore.AllocateSpace", Scope::Pool),
+            ("Datastore.Audit", Scope::Pool),
+            ("Datastore.AllocateTemplate", Scope::Pool),
+            ("SDN.Use", Scope::Bridge),
+            ("Sys.AccessNetwork", Scope::Node),
+        ],
+        on_pve8: &[],
+    },
+    Use {
         name: "create a VM from an image",
         role: "SankofaCreate",
         privileges: &[
@@ -604,6 +625,10 @@ fn privileges_at(usage: &Use, scope: Scope, pve8: bool) -> Vec<&'static str> {
         })
         .collect()
 }
+
+/// Where the generated part of the Permissions guide begins and ends.
+pub const GUIDE_BEGIN: &str = ".. BEGIN generated from src/privileges.rs";
+pub const GUIDE_END: &str = ".. END generated";
 
 /// The generated part of `docs/docsite/rst/guide_permissions.rst`: for each use, its
 /// privileges and the `pveum` commands that grant them to a privilege-separated token on a

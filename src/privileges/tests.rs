@@ -253,3 +253,27 @@ fn the_guide_grants_each_use_on_the_pool_with_privsep() {
         "{text}"
     );
 }
+
+/// The Permissions guide's roles are [`guide`]'s, between its markers
+/// (`SANKOFA_WRITE_GUIDE=1` writes them).
+#[test]
+fn the_permissions_guide_is_rendered_from_the_table() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs/docsite/rst/guide_permissions.rst");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let begin = text.find(GUIDE_BEGIN).expect("the guide's BEGIN marker");
+    let start = begin + text[begin..].find('\n').unwrap() + 1;
+    let end = text.find(GUIDE_END).expect("the guide's END marker");
+    let wanted = format!("\n{}", guide());
+    if std::env::var_os("SANKOFA_WRITE_GUIDE").is_some() {
+        let rewritten = format!("{}{wanted}{}", &text[..start], &text[end..]);
+        std::fs::write(&path, rewritten).unwrap();
+        return;
+    }
+    assert_eq!(
+        &text[start..end],
+        wanted,
+        "docs/docsite/rst/guide_permissions.rst differs from the table: run \
+         SANKOFA_WRITE_GUIDE=1 cargo test -p sankofa-proxmox --lib privileges"
+    );
+}

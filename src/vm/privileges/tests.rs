@@ -267,3 +267,23 @@ fn a_role_on_the_pool_meets_a_create_in_it_and_missing_names_each_gap() {
         vec!["start needs VM.PowerMgmt on /vms/100 or /pool/automation"]
     );
 }
+
+/// The README's quick start: the image downloaded, then a VM made from it with cloud-init,
+/// started, in the pool the role is granted on.
+#[test]
+fn the_quick_start_needs_its_role() {
+    let desired = from_options(json!({
+        "vmid": 100, "name": "web1", "node": "pve1", "pool": "automation", "state": "started",
+        "cores": 2, "memory": 2048,
+        "disks": [{"slot": "scsi0", "storage": "local-lvm",
+                   "import_from": "local:import/noble-server-cloudimg-amd64.qcow2", "size": "20G"}],
+        "net": [{"bridge": "vmbr0"}], "ciuser": "ubuntu", "ipconfig": [{"ip": "dhcp"}],
+    }));
+    let mut role = role_of(&needs_of(&desired, None, None));
+    role.extend(role_of(&crate::privileges::image_needs(
+        "local",
+        "pve1",
+        &[crate::image::plan::Step::Download],
+    )));
+    assert_eq!(role, use_role("the quick start"));
+}
