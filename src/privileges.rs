@@ -499,11 +499,9 @@ pub const USES: &[Use] = &[
             ("VM.Config.Memory", Scope::Pool),
             ("VM.Config.Network", Scope::Pool),
             ("VM.Config.Options", Scope::Pool),
-            ("VM.Config.Cloudinit", Scope::Pool),
             ("VM.Config.Disk", Scope::Pool),
             ("VM.PowerMgmt", Scope::Pool),
             ("Datastore.AllocateSpace", Scope::Pool),
-            ("Datastore.Audit", Scope::Pool),
             ("Datastore.AllocateTemplate", Scope::Pool),
             ("SDN.Use", Scope::Bridge),
             ("Sys.AccessNetwork", Scope::Node),
@@ -605,6 +603,32 @@ pub const USES: &[Use] = &[
         on_pve8: &[("VM.GuestAgent.Audit", "VM.Monitor")],
     },
 ];
+
+/// The smallest role that meets `needs` when each scope's privileges are granted there (a
+/// pool's role reaches its VMs and storages): every need of one privilege, and for a need of
+/// one of several, one the role has already, else the first.
+pub fn minimal_role(needs: &[Need]) -> BTreeSet<(&'static str, Scope)> {
+    let choice = |grant: &Grant| (grant.privilege, Scope::of(&grant.path));
+    let mut role: BTreeSet<(&'static str, Scope)> = needs
+        .iter()
+        .filter(|need| {
+            let mut choices = need.any_of.iter().map(choice);
+            let first = choices.next();
+            choices.all(|other| Some(other) == first)
+        })
+        .filter_map(|need| need.any_of.first().map(choice))
+        .collect();
+    for need in needs {
+        let met = need
+            .any_of
+            .iter()
+            .any(|grant| role.contains(&choice(grant)));
+        if !met && let Some(first) = need.any_of.first() {
+            role.insert(choice(first));
+        }
+    }
+    role
+}
 
 /// The privileges of `role`'s use granted at `scope`, space-separated, as `pveum` takes them.
 fn privileges_at(usage: &Use, scope: Scope, pve8: bool) -> Vec<&'static str> {

@@ -193,12 +193,7 @@ fn snapshot_steps_need_the_snapshot_privileges() {
 /// typical run are the guide's roles.
 #[test]
 fn the_other_modules_need_their_uses_roles() {
-    let role = |needs: &[Need]| -> BTreeSet<(&'static str, Scope)> {
-        needs
-            .iter()
-            .map(|n| (n.any_of[0].privilege, Scope::of(&n.any_of[0].path)))
-            .collect()
-    };
+    let role = |needs: &[Need]| -> BTreeSet<(&'static str, Scope)> { minimal_role(needs) };
     let of = |name: &str| -> BTreeSet<(&'static str, Scope)> {
         USES.iter()
             .find(|u| u.name == name)
