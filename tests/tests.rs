@@ -19,6 +19,7 @@ mod import_cycles;
 mod inventory;
 mod migrate;
 mod outages;
+mod permissions;
 mod pools;
 mod proxy;
 mod secrets;
