@@ -81,7 +81,12 @@ pub struct Cli {
     /// on /, ':audit': PVEAuditor on /)
     #[arg(verbatim_doc_comment)]
     #[arg(long, value_name = "FILE", value_parser = user_cfg_file)]
-    user_cfg: Option<AccessCfg>,
+    user_cfg: Option<String>,
+    /// datacenter.cfg's registered-tags (';'-separated): tags
+    /// only a user with Sys.Modify on / may add or remove
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "LIST", default_value = "")]
+    registered_tags: String,
     /// pveproxy's workers (MAX_WORKERS in /etc/default/pveproxy,
     /// 1 to 127): each is one event loop and owns the
     /// connections it accepted
@@ -275,10 +280,9 @@ fn user(text: &str) -> Result<User, String> {
     })
 }
 
-/// `--user-cfg FILE`: the file read and parsed as PVE's `user.cfg`.
-fn user_cfg_file(path: &str) -> Result<AccessCfg, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
-    AccessCfg::parse(&text)
+/// `--user-cfg FILE`: the file's text (parsed with `--pve-version`'s privileges).
+fn user_cfg_file(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))
 }
 
 fn token(text: &str) -> Result<(String, String), String> {
@@ -357,13 +361,19 @@ impl Cli {
         }
     }
 
-    /// The simulator's options from the parsed command line.
-    pub fn into_options(self) -> Options {
+    /// The simulator's options from the parsed command line; fails on a `--user-cfg` line
+    /// that PVE would ignore.
+    pub fn into_options(self) -> Result<Options, String> {
         let mut agent_ips: HashMap<u32, Vec<IpAddr>> = HashMap::new();
         for (vmid, ip) in self.agent_ips {
             agent_ips.entry(vmid).or_default().push(ip);
         }
-        let mut access = self.user_cfg.unwrap_or_default();
+        let mut access = match &self.user_cfg {
+            Some(text) => {
+                AccessCfg::parse(text, &self.pve_version).map_err(|e| format!("--user-cfg: {e}"))?
+            }
+            None => AccessCfg::new(&self.pve_version),
+        };
         for u in &self.users {
             let kind = match (u.readonly, u.no_sys_audit) {
                 (true, _) => LegacyKind::Audit,
@@ -375,7 +385,7 @@ impl Cli {
         for (id, _) in &self.tokens {
             access.add_legacy_token(id);
         }
-        Options {
+        Ok(Options {
             listen: self.listen,
             admin_listen: self.admin_listen,
             plain_http: self.plain_http,
@@ -399,13 +409,14 @@ impl Cli {
             agent_busy: self.agent_busy,
             agent_ips,
             access,
+            registered_tags: crate::tools::split_list(&self.registered_tags),
             import_profile: ImportProfile {
                 change: self.import_rate_change,
                 stall: self.import_stall,
                 step: self.progress_step,
                 tail: self.import_tail,
             },
-        }
+        })
     }
 }
 
@@ -415,7 +426,7 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Options, clap::Error> {
         Cli::try_parse_from(std::iter::once("pve-sim").chain(args.iter().copied()))
-            .map(Cli::into_options)
+            .map(|cli| cli.into_options().expect("a valid user.cfg"))
     }
 
     #[test]

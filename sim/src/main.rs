@@ -68,7 +68,7 @@ fn setup(o: &Options) -> Result<(), String> {
 fn run() -> Result<(), String> {
     let cli = cli::Cli::parse();
     let daemons = cli.daemon_options();
-    let opts = cli.into_options();
+    let opts = cli.into_options()?;
     std::fs::create_dir_all(&opts.data_dir)
         .map_err(|e| format!("--data-dir {}: {e}", opts.data_dir.display()))?;
     setup(&opts)?;

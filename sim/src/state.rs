@@ -49,6 +49,8 @@ pub struct Options {
     /// `user.cfg`: users, tokens, groups, roles and ACLs (`--user-cfg`, with every `--user`
     /// and `--token`); its pools are the state's at start.
     pub access: crate::access::user_cfg::AccessCfg,
+    /// datacenter.cfg `registered-tags`: tags only a user with `Sys.Modify` on `/` may set.
+    pub registered_tags: Vec<String>,
     /// How an import's copy behaves beyond `--import-rate` (see [`ImportProfile`]).
     pub import_profile: ImportProfile,
 }
@@ -350,10 +352,12 @@ impl Sim {
     }
 
     /// Whether `user` (`user@realm` or a token `user@realm!id`) has `Sys.Audit` on
-    /// `/nodes/{node}` (pve-manager API2/Tasks.pm).
+    /// `/nodes/{node}` (pve-manager API2/Tasks.pm). Pools reach only `/vms/…` and
+    /// `/storage/…`, so this needs no lock (callers may hold it).
     pub fn sys_audit(&self, user: &str, node: &str) -> bool {
-        let pools = self.lock().user_cfg.clone();
-        crate::access::acl::permissions(&self.opts.access, &pools, user, &format!("/nodes/{node}"))
+        let no_pools = crate::access::user_cfg::UserCfg::default();
+        let path = format!("/nodes/{node}");
+        crate::access::acl::permissions(&self.opts.access, &no_pools, user, &path)
             .contains_key("Sys.Audit")
     }
 

@@ -116,7 +116,8 @@ fn authentication_as_pveproxy_does_it() {
         "",
     );
     assert_eq!((s, r.as_str()), (401, "Authentication failed!"));
-    // A read-only user gets 403 on writes.
+    // A read-only user gets 403 on writes: create_vm without VM.Allocate on the VM or a
+    // pool is a bare `raise_perm_exc()` (qemu-server API2/Qemu.pm).
     let (_, _, v) = raw(
         &addr,
         "POST",
@@ -139,10 +140,7 @@ fn authentication_as_pveproxy_does_it() {
         &[("Cookie", &cookie), ("CSRFPreventionToken", &csrf)],
         "vmid=101",
     );
-    assert_eq!(
-        (s, r.as_str()),
-        (403, "Permission check failed (/vms/101, VM.Allocate)")
-    );
+    assert_eq!((s, r.as_str()), (403, "Permission check failed"));
     // Tickets expire.
     std::thread::sleep(Duration::from_millis(1200));
     let (s, r, _) = sess.call("GET", "/version", &[]);

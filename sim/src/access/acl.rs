@@ -201,7 +201,7 @@ acl:1:/pool/web:root@pam!sep:PVEVMUser:
 ";
 
     fn setup() -> (AccessCfg, UserCfg) {
-        let cfg = AccessCfg::parse(FILE).unwrap();
+        let cfg = AccessCfg::parse(FILE, "9.1").unwrap();
         let mut pools = cfg.pools.clone();
         pools.pools.get_mut("web").unwrap().vms.insert(100);
         pools.vm_pool.insert(100, "web".into());

@@ -1,5 +1,5 @@
 //! Permission checks as handlers make them, after pve-access-control `RPCEnvironment.pm`:
-//! `check`, `check_any`, `check_full`, `check_vm_perm` and `check_sdn_bridge`, failing with
+//! `check`, `check_any`, `check_full` and `check_vm_perm`, failing with
 //! PVE's 403 `Permission check failed (...)` (pve-common `PVE::Exception::raise_perm_exc`).
 //!
 //! A [`Checker`] holds the caller and a copy of the pools, so a handler makes one before it
@@ -115,6 +115,25 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// RPCEnvironment.pm `check_perm_modify`: `Permissions.Modify` on the path, or the
+    /// privilege that allocates what it names (`VM.Allocate` for `/vms/…`,
+    /// `Datastore.Allocate` for `/storage/…`, `Pool.Allocate` for `/pool/…`).
+    pub fn check_perm_modify(&self, path: &str) -> Result<(), ApiErr> {
+        let allocate = if path.starts_with("/storage/") {
+            Some("Datastore.Allocate")
+        } else if path.starts_with("/vms/") {
+            Some("VM.Allocate")
+        } else if path.starts_with("/pool/") {
+            Some("Pool.Allocate")
+        } else {
+            None
+        };
+        let privs: Vec<&str> = std::iter::once("Permissions.Modify")
+            .chain(allocate)
+            .collect();
+        self.check_any(path, &privs)
+    }
+
     /// RPCEnvironment.pm `check_vm_perm`: the privileges on the VM's pool, or else on
     /// `/vms/{vmid}` (whose failure is the one reported).
     pub fn check_vm_perm(
@@ -132,23 +151,5 @@ impl<'a> Checker<'a> {
             return Ok(());
         }
         self.check_full(&format!("/vms/{vmid}"), privs, any)
-    }
-
-    /// RPCEnvironment.pm `check_sdn_bridge`: any of the privileges on
-    /// `/sdn/zones/{zone}/{bridge}`, or on one of its VLANs that an ACL names.
-    pub fn check_sdn_bridge(&self, zone: &str, bridge: &str, privs: &[&str]) -> Result<(), ApiErr> {
-        let path = format!("/sdn/zones/{zone}/{bridge}");
-        if self.has_any(&path, privs) {
-            return Ok(());
-        }
-        if let Some(node) = self.sim.opts.access.acl_root.node(&path)
-            && node
-                .children
-                .keys()
-                .any(|vlan| self.has_any(&format!("{path}/{vlan}"), privs))
-        {
-            return Ok(());
-        }
-        self.check_any(&path, privs)
     }
 }

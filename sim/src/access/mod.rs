@@ -12,3 +12,4 @@ pub mod lists;
 pub mod pools;
 pub mod roles;
 pub mod user_cfg;
+pub mod visibility;

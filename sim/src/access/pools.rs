@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::access::check::Checker;
 use crate::access::user_cfg::Pool;
 use crate::http::handler::{ApiErr, ApiResult, Params};
 use crate::state::Sim;
@@ -39,7 +40,8 @@ fn failed(what: &str, err: impl std::fmt::Display) -> ApiErr {
 /// `GET /pools` (Pool.pm, index): every pool with its comment, or with `poolid` that pool
 /// with its members (VMs as `extract_vm_stats` gives them, storages as
 /// `extract_storage_stats` does, i.e. as `/cluster/resources` lists them).
-pub fn index(sim: &Sim, params: &Params) -> ApiResult {
+/// Without `poolid`, only the pools with `Pool.Audit` on `/pool/{pool}`.
+pub fn index(sim: &Sim, checker: &Checker, params: &Params) -> ApiResult {
     let Some(poolid) = params.get("poolid") else {
         if params.contains_key("type") {
             return Err(ApiErr::param("type", "missing property - 'poolid'"));
@@ -49,6 +51,7 @@ pub fn index(sim: &Sim, params: &Params) -> ApiResult {
             st.user_cfg
                 .pools
                 .iter()
+                .filter(|(id, _)| checker.has(&format!("/pool/{id}"), &["Pool.Audit"]))
                 .map(|(id, p)| {
                     let mut e = json!({"poolid": id});
                     if let Some(c) = &p.comment {
@@ -152,8 +155,9 @@ pub fn create(sim: &Sim, params: &Params) -> ApiResult {
 /// `PUT /pools` and `PUT /pools/{poolid}` (update_pool): the comment, and VMs or storages
 /// added (or with `delete`, removed); a VM in another pool moves only with `allow-move`.
 /// Every check runs before any change (the whole update is one `lock_user_config`, written
-/// only at its end).
-pub fn update(sim: &Sim, params: &Params) -> ApiResult {
+/// only at its end). Each VM and storage named needs `check_perm_modify` on it, and a VM
+/// moved `Pool.Allocate` on the pool it leaves.
+pub fn update(sim: &Sim, checker: &Checker, params: &Params) -> ApiResult {
     let pool = &params["poolid"];
     verify_poolname(pool)?;
     let what = "update pools failed";
@@ -190,7 +194,11 @@ pub fn update(sim: &Sim, params: &Params) -> ApiResult {
     if let Some(c) = params.get("comment") {
         this.comment = Some(c.clone());
     }
+    let perm_failed = |e: ApiErr| failed(what, e.msg);
     for vmid in vms {
+        checker
+            .check_perm_modify(&format!("/vms/{vmid}"))
+            .map_err(perm_failed)?;
         if delete {
             if !this.vms.remove(&vmid) {
                 return Err(failed(what, format!("VM {vmid} is not a pool member")));
@@ -209,6 +217,9 @@ pub fn update(sim: &Sim, params: &Params) -> ApiResult {
                         ),
                     ));
                 }
+                checker
+                    .check(&format!("/pool/{existing}"), &["Pool.Allocate"])
+                    .map_err(perm_failed)?;
                 if let Some(p) = cfg_pools.get_mut(&existing) {
                     p.vms.remove(&vmid);
                 }
@@ -218,6 +229,9 @@ pub fn update(sim: &Sim, params: &Params) -> ApiResult {
         }
     }
     for sid in storages {
+        checker
+            .check_perm_modify(&format!("/storage/{sid}"))
+            .map_err(perm_failed)?;
         if delete {
             if !this.storage.remove(&sid) {
                 return Err(failed(

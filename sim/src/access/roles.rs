@@ -21,7 +21,37 @@ struct PrivGroup {
     audit: &'static [&'static str],
 }
 
-/// AccessControl.pm `$privgroups`, PVE 9.1.
+/// AccessControl.pm `$privgroups`, PVE 8.4 (pve-access-control 8.2): the VM category before
+/// 9.0 replaced `VM.Monitor` with the `VM.GuestAgent.*` privileges and added `VM.Replicate`.
+const VM_8: PrivGroup = PrivGroup {
+    category: "VM",
+    root: &[],
+    admin: &[
+        "VM.Config.Disk",
+        "VM.Config.CPU",
+        "VM.Config.Memory",
+        "VM.Config.Network",
+        "VM.Config.HWType",
+        "VM.Config.Options",
+        "VM.Allocate",
+        "VM.Clone",
+        "VM.Migrate",
+        "VM.Monitor",
+        "VM.Snapshot",
+        "VM.Snapshot.Rollback",
+    ],
+    user: &[
+        "VM.Config.CDROM",
+        "VM.Config.Cloudinit",
+        "VM.Console",
+        "VM.Backup",
+        "VM.PowerMgmt",
+    ],
+    audit: &["VM.Audit"],
+};
+
+/// AccessControl.pm `$privgroups`, PVE 9.1 (pve-access-control 9.1); the other categories
+/// are the same in 8.4.
 const PRIVGROUPS: &[PrivGroup] = &[
     PrivGroup {
         category: "VM",
@@ -102,11 +132,23 @@ const PRIVGROUPS: &[PrivGroup] = &[
     },
 ];
 
+/// `$privgroups` of a PVE version (`--pve-version`).
+fn privgroups(version: &str) -> impl Iterator<Item = &'static PrivGroup> {
+    let pre_9 = version.starts_with('8');
+    PRIVGROUPS.iter().map(move |group| {
+        if pre_9 && group.category == "VM" {
+            &VM_8
+        } else {
+            group
+        }
+    })
+}
+
 /// AccessControl.pm `$valid_privs`: every privilege of `$privgroups` and
 /// `Permissions.Modify` (in no group).
-pub fn privileges() -> BTreeSet<&'static str> {
+pub fn privileges(version: &str) -> BTreeSet<&'static str> {
     let mut all: BTreeSet<&'static str> = BTreeSet::from(["Permissions.Modify"]);
-    for group in PRIVGROUPS {
+    for group in privgroups(version) {
         for list in [group.root, group.admin, group.user, group.audit] {
             all.extend(list.iter().copied());
         }
@@ -115,8 +157,8 @@ pub fn privileges() -> BTreeSet<&'static str> {
 }
 
 /// Whether PVE knows this privilege (AccessControl.pm `verify_privname`).
-pub fn is_privilege(name: &str) -> bool {
-    privileges().contains(name)
+pub fn is_privilege(name: &str, version: &str) -> bool {
+    privileges(version).contains(name)
 }
 
 /// A role: the privileges it grants.
@@ -125,7 +167,7 @@ pub type Role = BTreeSet<String>;
 /// AccessControl.pm `create_roles` and `$special_roles`: the built-in roles, which every
 /// `user.cfg` has and none may redefine (`role_is_special`: `parse_user_config` puts them
 /// back over any `role:` line of the same name).
-pub fn builtin_roles() -> BTreeMap<String, Role> {
+pub fn builtin_roles(version: &str) -> BTreeMap<String, Role> {
     let mut roles: BTreeMap<String, Role> = BTreeMap::new();
     let mut grant = |role: String, privs: &[&str]| {
         roles
@@ -136,9 +178,9 @@ pub fn builtin_roles() -> BTreeMap<String, Role> {
     grant("NoAccess".into(), &[]);
     grant(
         "Administrator".into(),
-        &privileges().into_iter().collect::<Vec<_>>(),
+        &privileges(version).into_iter().collect::<Vec<_>>(),
     );
-    for group in PRIVGROUPS {
+    for group in privgroups(version) {
         let cat = group.category;
         for list in [group.admin, group.user, group.audit] {
             grant(format!("PVE{cat}Admin"), list);
@@ -166,7 +208,7 @@ mod tests {
     use super::*;
 
     fn role(name: &str) -> Vec<String> {
-        builtin_roles()[name].iter().cloned().collect()
+        builtin_roles("9.1")[name].iter().cloned().collect()
     }
 
     // AccessControl.pm create_roles: a category's User role has its user and audit privileges.
@@ -193,15 +235,15 @@ mod tests {
         );
         assert_eq!(role("PVETemplateUser"), ["VM.Audit", "VM.Clone"]);
         // Sys and User have no user privileges, so no PVESysUser or PVEUserUser.
-        assert!(!builtin_roles().contains_key("PVESysUser"));
-        assert!(!builtin_roles().contains_key("PVEUserUser"));
+        assert!(!builtin_roles("9.1").contains_key("PVESysUser"));
+        assert!(!builtin_roles("9.1").contains_key("PVEUserUser"));
     }
 
     // create_roles: the root privileges are in no role but Administrator; PVEAdmin lacks
     // Mapping.Modify.
     #[test]
     fn root_privileges_are_only_administrators() {
-        let roles = builtin_roles();
+        let roles = builtin_roles("9.1");
         for (name, privs) in &roles {
             if name != "Administrator" {
                 assert!(!privs.contains("Sys.Modify"), "{name}");
@@ -213,5 +255,18 @@ mod tests {
         assert!(roles["PVEMappingAdmin"].contains("Mapping.Modify"));
         assert!(roles["PVEAuditor"].contains("Sys.Audit"));
         assert!(roles["NoAccess"].is_empty());
+    }
+
+    // pve-access-control 8.2 (PVE 8.4): VM.Monitor in the VM admin privileges, no
+    // VM.GuestAgent.* privileges yet.
+    #[test]
+    fn pve_8_has_vm_monitor_and_no_guest_agent_privileges() {
+        let roles = builtin_roles("8.4");
+        assert!(roles["PVEVMAdmin"].contains("VM.Monitor"));
+        assert!(!roles["PVEVMUser"].contains("VM.Monitor"));
+        assert!(!roles["PVEAuditor"].contains("VM.GuestAgent.Audit"));
+        assert!(is_privilege("VM.Monitor", "8.4"));
+        assert!(!is_privilege("VM.Monitor", "9.1"));
+        assert!(!is_privilege("VM.Replicate", "8.4"));
     }
 }

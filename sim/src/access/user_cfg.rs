@@ -65,6 +65,7 @@ impl AclNode {
     }
 
     /// The node of a normalized path, if any ACL is on it or below it.
+    #[cfg(test)]
     pub fn node(&self, path: &str) -> Option<&AclNode> {
         path.split('/')
             .filter(|seg| !seg.is_empty())
@@ -90,6 +91,8 @@ impl AclNode {
 /// `root@pam` included, `userconfig_force_defaults`).
 #[derive(Clone, Debug)]
 pub struct AccessCfg {
+    /// The PVE version whose privileges and built-in roles apply (`--pve-version`).
+    pub version: String,
     pub users: BTreeMap<String, User>,
     /// Each group's members.
     pub groups: BTreeMap<String, BTreeSet<String>>,
@@ -97,20 +100,6 @@ pub struct AccessCfg {
     pub acl_root: AclNode,
     /// The pools as the file has them; the state starts from these.
     pub pools: UserCfg,
-}
-
-impl Default for AccessCfg {
-    fn default() -> Self {
-        let mut cfg = AccessCfg {
-            users: BTreeMap::new(),
-            groups: BTreeMap::new(),
-            roles: BTreeMap::new(),
-            acl_root: AclNode::default(),
-            pools: UserCfg::default(),
-        };
-        cfg.force_defaults();
-        cfg
-    }
 }
 
 /// The role pve-sim gives a `--user NAME:PASSWORD:nosysaudit` that `user.cfg` lacks.
@@ -176,9 +165,23 @@ pub fn normalize_path(text: &str) -> Option<String> {
 }
 
 impl AccessCfg {
+    /// An empty `user.cfg` of a PVE version, as `parse_user_config` makes it.
+    pub fn new(version: &str) -> AccessCfg {
+        let mut cfg = AccessCfg {
+            version: version.into(),
+            users: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            roles: BTreeMap::new(),
+            acl_root: AclNode::default(),
+            pools: UserCfg::default(),
+        };
+        cfg.force_defaults();
+        cfg
+    }
+
     /// AccessControl.pm `userconfig_force_defaults`: the built-in roles, and `root@pam`.
     fn force_defaults(&mut self) {
-        self.roles.extend(roles::builtin_roles());
+        self.roles.extend(roles::builtin_roles(&self.version));
         self.users.entry("root@pam".into()).or_insert(User {
             enable: true,
             tokens: BTreeMap::new(),
@@ -217,7 +220,7 @@ impl AccessCfg {
             LegacyKind::Admin => "Administrator",
             LegacyKind::Audit => "PVEAuditor",
             LegacyKind::NoSysAudit => {
-                let privs = roles::privileges()
+                let privs = roles::privileges(&self.version)
                     .into_iter()
                     .filter(|p| !matches!(*p, "Sys.Audit" | "Sys.Modify"))
                     .map(String::from)
@@ -249,8 +252,8 @@ impl AccessCfg {
 
     /// AccessControl.pm `parse_user_config`. Where PVE warns and ignores a line, this
     /// refuses the file with PVE's warning, so that a test's typo does not pass unseen.
-    pub fn parse(text: &str) -> Result<AccessCfg, String> {
-        let mut cfg = AccessCfg::default();
+    pub fn parse(text: &str, version: &str) -> Result<AccessCfg, String> {
+        let mut cfg = AccessCfg::new(version);
         for (n, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() {
@@ -311,7 +314,7 @@ impl AccessCfg {
                 }
                 let privs = self.roles.entry(role.into()).or_default();
                 for privilege in split_list(field(2)) {
-                    if !roles::is_privilege(privilege) {
+                    if !roles::is_privilege(privilege, &self.version) {
                         return Err(format!("ignore invalid privilege '{privilege}'"));
                     }
                     privs.insert(privilege.into());
@@ -411,7 +414,7 @@ acl:0:/vms/100:@ops:Deployer,PVEAuditor:
     // AccessControl.pm parse_user_config, with write_user_config's line order.
     #[test]
     fn parse_user_config_reads_each_kind_of_line() {
-        let cfg = AccessCfg::parse(FILE).unwrap();
+        let cfg = AccessCfg::parse(FILE, "9.1").unwrap();
         assert!(cfg.users["ci@pve"].enable);
         assert!(cfg.token("ci@pve!deploy").unwrap().privsep);
         assert_eq!(cfg.groups["ops"], BTreeSet::from(["ci@pve".to_string()]));
@@ -420,10 +423,10 @@ acl:0:/vms/100:@ops:Deployer,PVEAuditor:
         assert_eq!(cfg.pools.vm_pool[&102], "web/eu");
         assert_eq!(cfg.pools.pools["web"].storage.len(), 1);
         let pool_node = cfg.acl_root.node("/pool/web").unwrap();
-        assert_eq!(pool_node.tokens["ci@pve!deploy"]["PVEVMAdmin"], true);
+        assert!(pool_node.tokens["ci@pve!deploy"]["PVEVMAdmin"]);
         let vm_node = cfg.acl_root.node("/vms/100").unwrap();
         assert_eq!(vm_node.groups["ops"].len(), 2);
-        assert_eq!(vm_node.groups["ops"]["Deployer"], false);
+        assert!(!vm_node.groups["ops"]["Deployer"]);
         assert_eq!(
             cfg.acl_root.paths(),
             ["/", "/pool", "/pool/web", "/vms", "/vms/100"]
@@ -445,8 +448,12 @@ acl:0:/vms/100:@ops:Deployer,PVEAuditor:
                 "ignore token 'x@pve!t' - user does not exist",
             ),
             ("bogus:1", "ignore config line: bogus:1"),
+            (
+                "role:R:VM.Monitor:",
+                "ignore invalid privilege 'VM.Monitor'",
+            ),
         ] {
-            let err = AccessCfg::parse(text).unwrap_err();
+            let err = AccessCfg::parse(text, "9.1").unwrap_err();
             assert!(err.ends_with(warning), "{err}");
         }
     }

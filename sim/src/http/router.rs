@@ -15,6 +15,7 @@ use crate::access::check::Checker;
 use crate::access::identity;
 use crate::access::lists;
 use crate::access::pools;
+use crate::access::visibility;
 use crate::cluster::nodes;
 use crate::cluster::resources;
 use crate::cluster::tasks;
@@ -379,10 +380,9 @@ impl Api {
             ["cluster", "status"] if m == "GET" => Ok(resources::cluster_status(&self.sim)),
             ["cluster", "resources"] if m == "GET" => {
                 schema::check(&schema::cluster_resources(), params)?;
-                Ok(resources::cluster_resources(
-                    sim,
-                    params.get("type").map(String::as_str),
-                ))
+                let list =
+                    resources::cluster_resources(sim, params.get("type").map(String::as_str));
+                Ok(visibility::cluster_resources(&checker, list))
             }
             ["access", "permissions"] if m == "GET" => identity::permissions(&checker, params),
             ["cluster", "nextid"] if m == "GET" => {
@@ -390,7 +390,7 @@ impl Api {
                 resources::next_id(sim, params.get("vmid"))
             }
             ["nodes", node, rest @ ..] => self.node_route(req, node, rest, params, &undef, &auth),
-            ["pools", rest @ ..] => self.pool_route(m, rest, params, &req.path),
+            ["pools", rest @ ..] => self.pool_route(m, rest, params, &req.path, &checker),
             ["cluster", "ha", "resources"] if m == "GET" => {
                 schema::check(&schema::ha_index(), params)?;
                 manager::index(sim, params)
@@ -450,7 +450,10 @@ impl Api {
             }
             ["storage"] if m == "GET" => {
                 schema::check(&schema::storage_index(), params)?;
-                Ok(storage::config::index(params))
+                Ok(visibility::storages(
+                    &checker,
+                    storage::config::index(params),
+                ))
             }
             ["storage"] if m == "POST" => {
                 schema::check(&schema::storage_create(), params)?;
@@ -544,7 +547,8 @@ impl Api {
             ("GET", ["storage"]) => {
                 schema::check(&schema::storage_list(), params)?;
                 check_node()?;
-                Ok(status::storage_list(sim, node, params))
+                let list = status::storage_list(sim, node, params);
+                Ok(visibility::storages(&Checker::new(sim, auth), list))
             }
             (_, ["storage", sid, tail @ ..]) => {
                 set(params, "storage", sid)?;
@@ -585,7 +589,10 @@ impl Api {
             }
             ("GET", ["qemu"]) => {
                 check_node()?;
-                Ok(vms::vm_list(sim, node))
+                Ok(visibility::vm_list(
+                    &Checker::new(sim, auth),
+                    vms::vm_list(sim, node),
+                ))
             }
             // pve-container API2/LXC.pm vmlist: the node's containers (PVE::LXC::vmstatus);
             // pve-sim runs none, so the list is empty (community.proxmox's inventory reads it).
@@ -706,7 +713,14 @@ impl Api {
 
     /// `/pools` (pve-manager API2/Pool.pm): the current forms with `poolid` as a parameter,
     /// and the deprecated ones with it in the path.
-    fn pool_route(&self, m: &str, rest: &[&str], params: &mut Params, uri: &str) -> ApiResult {
+    fn pool_route(
+        &self,
+        m: &str,
+        rest: &[&str],
+        params: &mut Params,
+        uri: &str,
+        checker: &Checker,
+    ) -> ApiResult {
         let sim = &self.sim;
         if let [id] = rest {
             if params.get("poolid").is_some_and(|p| p != id) {
@@ -720,7 +734,7 @@ impl Api {
         match (m, rest.len()) {
             ("GET", 0) => {
                 schema::check(&schema::pool_index(), params)?;
-                pools::index(sim, params)
+                pools::index(sim, checker, params)
             }
             ("GET", 1) => {
                 schema::check(&schema::pool_read(), params)?;
@@ -732,7 +746,7 @@ impl Api {
             }
             ("PUT", 0 | 1) => {
                 schema::check(&schema::pool_update(), params)?;
-                pools::update(sim, params)
+                pools::update(sim, checker, params)
             }
             ("DELETE", 0 | 1) => {
                 schema::check(&schema::pool_delete(), params)?;

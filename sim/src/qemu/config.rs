@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::access::check::Checker;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined, wait_until};
 use crate::qemu::config_file::{check_lock, digest, file_of, free_volumes};
 use crate::qemu::drives::{plan_drives, run_drives};
 use crate::qemu::pending::Pending;
+use crate::qemu::permissions;
 use crate::qemu::write_path::{self, typed};
 use crate::schema;
 use crate::state::{Sim, Vm};
@@ -275,8 +277,14 @@ pub fn update(
             check_balloon(&params, conf)
         }
     };
+    let checker = Checker::new(sim, auth);
+    permissions::update_vm(sim, &checker, node, vmid, &sets, &deletes)?;
     let (conf, pend) = file_of(sim, node, vmid)?;
     load_and_check(&conf, &pend).map_err(ApiErr::die)?;
+    // `$updatefn`'s checks key by key: here for PUT, inside the task for POST.
+    if !async_api {
+        permissions::update_keys(sim, &checker, vmid, &conf, &sets, &deletes)?;
+    }
     if sets.iter().any(|(k, _)| k == "lock") {
         return Err(ApiErr::die(
             "pve-sim: setting 'lock' through the API is not allowed",
@@ -305,10 +313,16 @@ pub fn update(
     let ops = plan_drives(sim, node, &prepared, auth)?;
     let force = params.get("force").is_some_and(|f| f == "1");
     let n2 = node.to_string();
+    let owner = auth.clone();
     let apply = move |sim: &Arc<Sim>, ctx: &TaskCtx| -> Result<u32, String> {
         ctx.sleep(sim.task_duration("qmconfig"))?;
         let (conf, pend) = file_of(sim, &n2, vmid).map_err(|e| e.msg)?;
         load_and_check(&conf, &pend)?;
+        if async_api {
+            let checker = Checker::new(sim, &owner);
+            permissions::update_keys(sim, &checker, vmid, &conf, &sets, &deletes)
+                .map_err(|e| e.msg)?;
+        }
         let mut made = Vec::new();
         let attached = crate::qemu::drives::cloudinit_key(conf.iter().chain(pend.set.iter()));
         let drives =

@@ -9,6 +9,7 @@ pub mod disks;
 pub mod drives;
 pub mod migrate;
 pub mod pending;
+pub mod permissions;
 pub mod snapshot_routes;
 pub mod snapshot_sections;
 pub mod snapshots;

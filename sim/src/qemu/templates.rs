@@ -188,7 +188,9 @@ pub fn clone(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &Auth
             Ok((conf, full))
         }
     };
-    load_and_check(sim).map_err(ApiErr::die)?;
+    let (source, _) = load_and_check(sim).map_err(ApiErr::die)?;
+    let checker = crate::access::check::Checker::new(sim, auth);
+    crate::qemu::permissions::clone_vm(&checker, &source, storage_param.as_deref())?;
     let was_running = running(sim, vmid);
     let name = params.get("name").cloned();
     let description = params.get("description").cloned();

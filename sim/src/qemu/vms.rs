@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::access::check::Checker;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::qemu::config::{free_owned, has_cloudinit_drive, prepare_start};
 use crate::qemu::config_file::{check_lock, config_of, digest, file_of, free_volumes, no_conf};
 use crate::qemu::drives::{plan_drives, run_drives};
 use crate::qemu::pending::{CloudInitState, Pending};
+use crate::qemu::permissions;
 use crate::qemu::write_path;
 use crate::schema;
 use crate::state::{Sim, Vm};
@@ -56,6 +58,7 @@ pub fn create(
         crate::access::pools::check_pool_exist(sim, p)?;
     }
     let params = &write_path::prepare_params(sim, params, undef)?;
+    permissions::create_vm(sim, &Checker::new(sim, auth), node, vmid, params)?;
     let ops = plan_drives(sim, node, params, auth)?;
     // create_and_lock_config: the file lock (5 s), the cluster-wide vmid check, `lock: create`.
     let holder = format!("create-{vmid}");
@@ -102,6 +105,12 @@ pub fn create(
                 ctx.sleep(sim.task_duration("qmcreate") / 2)?;
                 let drives = run_drives(sim, ctx, &n2, vmid, ops, &mut made, None)?;
                 ctx.sleep(sim.task_duration("qmcreate") / 2)?;
+                // create_vm's worker: assert_tag_permissions before the config is written.
+                if let Some(tags) = given.get("tags") {
+                    let checker = Checker::new(sim, &owner);
+                    permissions::assert_tag_permissions(&checker, sim, vmid, "", tags)
+                        .map_err(|e| e.msg)?;
+                }
                 let conf = write_path::create_config(sim, &given, &undef, drives)?;
                 let mut st = sim.lock();
                 match st.vms.get_mut(&vmid) {

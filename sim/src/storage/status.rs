@@ -37,6 +37,11 @@ pub fn volume_delete(
         format!("{sid}:{volume}")
     };
     let vol = volumes::parse_volume(&sim.opts.data_dir, node, &volid).map_err(ApiErr::die)?;
+    // Storage/Content.pm delete: `Datastore.Allocate` on the storage (pve-sim has no backups).
+    crate::access::check::Checker::new(sim, auth).check(
+        &format!("/storage/{}", vol.storage),
+        &["Datastore.Allocate"],
+    )?;
     if !vol.path.exists() {
         return Err(ApiErr::die(format!("volume '{volid}' does not exist")));
     }

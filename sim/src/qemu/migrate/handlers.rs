@@ -207,8 +207,14 @@ pub(super) fn migrate_in(
     }
     // $check_storage_access_migrate for every target storage of the map.
     if let Some(map) = &storagemap {
+        // migrate_vm: a storage map that is not `1` (identity) changes disks.
+        let checker = crate::access::check::Checker::new(sim, auth);
+        if !map.identity {
+            checker.check_vm_perm(vmid, None, &["VM.Config.Disk"], false)?;
+        }
         for sid in map.entries.values().chain(map.default.iter()) {
             let def = storage_enabled(sid, &target).map_err(ApiErr::die)?;
+            checker.check(&format!("/storage/{sid}"), &["Datastore.AllocateSpace"])?;
             if !def.content.contains(&"images") {
                 return Err(ApiErr::die(format!(
                     "storage '{sid}' does not support vm images"
