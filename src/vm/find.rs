@@ -222,7 +222,12 @@ impl Runner<'_> {
                 .into_iter()
                 .find(|v| v.vmid == id)
                 .map(|v| (v.vmid, v.node))
-                .ok_or_else(|| anyhow!("clone: the source VM {id} does not exist"))?,
+                .ok_or_else(|| {
+                    anyhow!(
+                        "clone: the source VM {id} does not exist, or this user or token lacks \
+                         VM.Audit on /vms/{id} (PVE lists a VM only to those who have it)"
+                    )
+                })?,
             (None, Some(name)) => {
                 let named = self.named(name, listed)?;
                 match named.carriers.as_slice() {
