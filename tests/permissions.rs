@@ -18,7 +18,7 @@ const USER: &str = "automation@pve";
 
 /// `user.cfg` for one use: the user holds the whole role; token `all` too, and token `noN`
 /// the role without its Nth privilege. `pool_vms` start in the pool.
-fn user_cfg(usage: &Use, pool_vms: &[u32]) -> String {
+fn user_cfg(usage: &Use, pool_vms: &[u32], pve8: bool) -> String {
     let mut cfg = format!("user:{USER}:1:0::::::\n");
     let tokens: Vec<(String, Option<usize>)> = std::iter::once(("all".to_string(), None))
         .chain((0..usage.privileges.len()).map(|i| (format!("no{i}"), Some(i))))
@@ -47,7 +47,7 @@ fn user_cfg(usage: &Use, pool_vms: &[u32]) -> String {
                 .iter()
                 .enumerate()
                 .filter(|(i, (_, s))| *s == scope && Some(*i) != without)
-                .map(|(_, (p, _))| *p)
+                .map(|(_, (p, _))| named_on(usage, p, pve8))
                 .collect()
         };
         grant(USER, &format!("User{scope:?}"), at(None), scope);
@@ -63,12 +63,24 @@ fn user_cfg(usage: &Use, pool_vms: &[u32]) -> String {
     cfg
 }
 
+/// A privilege as PVE 8 or 9 names it (`Use::on_pve8`).
+fn named_on(usage: &Use, privilege: &'static str, pve8: bool) -> &'static str {
+    usage
+        .on_pve8
+        .iter()
+        .find(|(nine, _)| *nine == privilege)
+        .filter(|_| pve8)
+        .map(|(_, eight)| *eight)
+        .unwrap_or(privilege)
+}
+
 /// A simulator with `usage`'s user.cfg, and the tokens' secrets.
 fn scoped_sim(usage: &Use, images: &[&PathBuf], pool_vms: &[u32], extra: &[&str]) -> Sim {
+    let pve8 = extra.windows(2).any(|w| w == ["--pve-version", "8.4"]);
     let dir = scratch("user-cfg");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("user.cfg");
-    std::fs::write(&path, user_cfg(usage, pool_vms)).unwrap();
+    std::fs::write(&path, user_cfg(usage, pool_vms, pve8)).unwrap();
     let mut args: Vec<String> = vec![
         "--user-cfg".into(),
         path.to_str().unwrap().into(),
@@ -321,11 +333,11 @@ fn an_image_download_with_exactly_its_role() {
     assert_eq!(got["changed"], true, "{got}");
 }
 
-#[test]
-fn vm_info_with_exactly_its_role() {
+fn vm_info_with_exactly_its_role_on(version: &str) {
     let img = small_image();
     let role = usage("vm_info and the inventory");
-    let sim = scoped_sim(role, &[&img], &[], &[]);
+    let sim = scoped_sim(role, &[&img], &[], &["--pve-version", version]);
+    let pve8 = version == "8.4";
     existing_vm(&sim, "started");
     let options = json!({"vmid": 100});
     let writes = sim.writes().len();
@@ -336,7 +348,8 @@ fn vm_info_with_exactly_its_role() {
             token(&sim, &format!("no{i}")),
             options.clone(),
         ])));
-        if *privilege == "VM.Audit" {
+        let privilege = named_on(role, privilege, pve8);
+        if privilege == "VM.Audit" {
             assert_eq!(r["vms"], json!([]), "{r}");
         } else {
             assert_eq!(r["failed"], true, "without {privilege}: {r}");
@@ -346,6 +359,33 @@ fn vm_info_with_exactly_its_role() {
     assert_eq!(sim.writes().len(), writes);
     let facts = ok(run_vm_info(merge(&[token(&sim, "all"), options])));
     assert_eq!(facts["vms"][0]["vmid"], 100, "{facts}");
+}
+
+#[test]
+fn vm_info_with_exactly_its_role() {
+    vm_info_with_exactly_its_role_on("9.1");
+}
+
+/// PVE 8 reads the agent with VM.Monitor (schema 8.4), which PVE 9 no longer has.
+#[test]
+fn vm_info_with_exactly_its_role_on_pve_8() {
+    vm_info_with_exactly_its_role_on("8.4");
+}
+
+#[test]
+fn creating_from_an_image_with_exactly_its_role_on_pve_8() {
+    let img = small_image();
+    let role = usage("create a VM from an image");
+    let sim = scoped_sim(role, &[&img], &[], &["--pve-version", "8.4"]);
+    each_missing_privilege_fails_before_any_write(&sim, role, |conn| {
+        result(run(merge(&[conn, create_options()])))
+    });
+    let made = ok(run(merge(&[token(&sim, "all"), create_options()])));
+    assert_eq!(
+        task_types(&made),
+        ["qmcreate", "resize", "qmstart"],
+        "{made}"
+    );
 }
 
 /// The README's quick start, with its role: the image downloaded, the VM made from it.
