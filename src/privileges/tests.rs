@@ -272,3 +272,25 @@ fn the_permissions_guide_is_rendered_from_the_table() {
          SANKOFA_WRITE_GUIDE=1 cargo test -p sankofa-proxmox --lib privileges"
     );
 }
+
+/// The README's quick start grants the quick start's role, as the guide renders it.
+#[test]
+fn the_readme_grants_the_quick_starts_role() {
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let rendered = guide();
+    let quick_start = rendered
+        .split("Create a VM from an image\n")
+        .next()
+        .unwrap();
+    let own: Vec<&str> = quick_start
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.starts_with("pveum ") && line.contains("SankofaQuickStart"))
+        .collect();
+    assert!(!own.is_empty(), "{quick_start}");
+    for command in own {
+        assert!(readme.contains(command), "the README lacks: {command}");
+    }
+}
