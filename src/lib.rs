@@ -28,6 +28,7 @@ pub mod image;
 /// The PVE API client (the `sankofa-pve` crate in `pve/`).
 pub use ::pve;
 pub use pve::interrupt;
+pub mod privileges;
 pub mod runner;
 pub mod snapshot;
 pub mod vm;

@@ -20,6 +20,7 @@ mod inventory;
 mod migrate;
 mod nocloud;
 mod outages;
+mod permissions;
 mod pools;
 mod progress;
 mod proxy;

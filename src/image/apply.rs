@@ -8,6 +8,7 @@ use super::spec::{Desired, desired};
 use anyhow::Context;
 
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
+use crate::privileges::{explain_refusal, image_needs, preflight};
 use crate::pve::answers::Volume;
 use crate::pve::api::Dispatched;
 use crate::pve::api::storage::{self, Download};
@@ -27,7 +28,8 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     let desired = desired(inv).map_err(|e| failure(anyhow::Error::msg(e)))?;
     let mut session = Session::start(inv).map_err(failure)?;
     let mut changed = false;
-    let result = converge(&mut session, &desired, inv.ctx.check_mode, &mut changed);
+    let result =
+        converge(&mut session, &desired, inv.ctx.check_mode, &mut changed).map_err(explain_refusal);
     session.finish(result, changed, &[("volid", json!(desired.volid()))])
 }
 
@@ -41,6 +43,12 @@ fn converge(
 ) -> anyhow::Result<Outcome> {
     let before = lookup(&session.client, desired)?;
     let steps = plan(desired, before.is_some());
+    if !steps.is_empty() {
+        preflight(
+            &session.client,
+            &image_needs(&desired.storage, &desired.node, &steps),
+        )?;
+    }
     let state = |e: bool| if e { "present" } else { "absent" };
     let header = format!("{} on {}", desired.volid(), desired.node);
     let mut o = Outcome::default();

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::plan::{Step, plan};
 use super::spec::{Desired, State, desired};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
+use crate::privileges::{explain_refusal, preflight, snapshot_needs};
 use crate::pve::answers::{SnapshotListed, Vmid};
 use crate::pve::api::named::{self, Confirm};
 use crate::pve::api::qemu::Vm;
@@ -19,7 +20,8 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     let desired = desired(inv).map_err(|e| failure(anyhow::Error::msg(e)))?;
     let mut session = Session::start(inv).map_err(failure)?;
     let mut changed = false;
-    let result = converge(&mut session, &desired, inv.ctx.check_mode, &mut changed);
+    let result =
+        converge(&mut session, &desired, inv.ctx.check_mode, &mut changed).map_err(explain_refusal);
     let keys = [
         ("vmid", json!(desired.vm.vmid)),
         ("snapname", json!(desired.snapname)),
@@ -149,6 +151,9 @@ fn converge(
     let before = snapshot::list(&session.client, &vm)
         .with_context(|| format!("listing the snapshots of {on}"))?;
     let steps = plan(desired, &before).map_err(|e| anyhow::anyhow!("{e} ({on})"))?;
+    if !steps.is_empty() {
+        preflight(&session.client, &snapshot_needs(vm.vmid, &steps))?;
+    }
     let removed: Vec<String> = steps
         .iter()
         .filter_map(|s| match s {

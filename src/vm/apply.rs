@@ -7,6 +7,7 @@ use super::converge::converge;
 use super::desired::desired;
 use super::shell::Runner;
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
+use crate::privileges::explain_refusal;
 use crate::runner::{Session, failure};
 
 /// Runs the `vm` module.
@@ -24,7 +25,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         acted_failures: 0,
         seed_changed_running: false,
     };
-    let result = converge(&mut runner, inv.ctx.check_mode);
+    let result = converge(&mut runner, inv.ctx.check_mode).map_err(explain_refusal);
     let notes = runner.notes.take();
     runner.session.log.warnings.extend(notes);
     let keys: Vec<(&str, Value)> = desired

@@ -71,6 +71,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         .log
         .warnings
         .extend(first.notes.iter().cloned());
+    runner.preflight(&first, cur.as_ref())?;
     if check_mode {
         let untaken = match cur.as_ref().filter(|c| c.running) {
             Some(c) => Some(runner.untaken(c)?),

@@ -64,6 +64,14 @@ pub(super) fn name_keeper(carriers: &[(u64, u32, String)]) -> Option<(u32, Strin
         .map(|(_, vmid, node)| (*vmid, node.clone()))
 }
 
+/// Whether PVE refused a read for want of a privilege (`Permission check failed (…)`).
+fn refused(error: &anyhow::Error) -> bool {
+    error
+        .chain()
+        .filter_map(|cause| cause.downcast_ref::<crate::pve::error::ApiError>())
+        .any(|api| crate::pve::api::access::Refusal::of(api).is_some())
+}
+
 /// How long parallel runs that created one VM each of a name get to remove all but the first.
 const DUPLICATES_SETTLE: Duration = Duration::from_secs(30);
 
@@ -76,12 +84,20 @@ impl Runner<'_> {
     /// it (and `name`) only every 10 s (pve-manager API2Tools.pm, extract_vm_stats), so it
     /// may say `stopped` for a VM started a moment ago.
     pub(super) fn find(&self) -> anyhow::Result<Option<(u32, String)>> {
-        if let (Some(id), Some(node)) = (self.desired.vmid, self.desired.node.as_deref())
-            && let Some(config) = self.config_of(id, node)?
-        {
-            self.prefetched
-                .replace(Some((id, node.to_string(), config)));
-            return Ok(Some((id, node.to_string())));
+        if let (Some(id), Some(node)) = (self.desired.vmid, self.desired.node.as_deref()) {
+            match self.config_of(id, node) {
+                Ok(Some(config)) => {
+                    self.prefetched
+                        .replace(Some((id, node.to_string(), config)));
+                    return Ok(Some((id, node.to_string())));
+                }
+                Ok(None) => {}
+                // Without VM.Audit on /vms/{id} (a VM not yet in the token's pool), PVE
+                // refuses the read before saying whether the VM exists: the listing shows
+                // what the token may see.
+                Err(e) if refused(&e) => {}
+                Err(e) => return Err(e),
+            }
         }
         let vms = self.listing()?;
         if let Some(id) = self.desired.vmid {
@@ -276,7 +292,12 @@ impl Runner<'_> {
                 .into_iter()
                 .find(|v| v.vmid == id)
                 .map(|v| (v.vmid, v.node))
-                .ok_or_else(|| anyhow!("clone: the source VM {id} does not exist"))?,
+                .ok_or_else(|| {
+                    anyhow!(
+                        "clone: the source VM {id} does not exist, or this user or token lacks \
+                         VM.Audit on /vms/{id} (PVE lists a VM only to those who have it)"
+                    )
+                })?,
             (None, Some(name)) => {
                 let named = self.named(name, listed)?;
                 match named.carriers.as_slice() {

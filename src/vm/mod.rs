@@ -29,6 +29,7 @@ mod migrate;
 pub mod nocloud;
 pub mod plan;
 pub mod predict;
+pub mod privileges;
 pub mod report;
 mod shell;
 mod snapshot_before;

@@ -12,6 +12,8 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use super::desired::Desired;
+use super::plan::{Current, Plan, Step};
+use super::privileges::{CloneSourceConfig, Run, needs};
 use super::report::Changes;
 use crate::pve::answers::VmConfig;
 use crate::pve::api::Task;
@@ -94,6 +96,32 @@ impl Runner<'_> {
             Ok(Err(error)) => Err(error),
             Err(signal) => Err(self.interrupted(signal, doing)),
         }
+    }
+
+    /// Before the run's first write (and in check mode alike): what the first plan needs of
+    /// PVE's privileges against what the token holds, in one `GET /access/permissions`
+    /// ([`crate::privileges::preflight`]); a clone's source config is read for its disks'
+    /// storages and its bridges.
+    pub(super) fn preflight(&self, plan: &Plan, cur: Option<&Current>) -> anyhow::Result<()> {
+        let mut source = None;
+        if let Some(Step::Clone { source: from, .. }) =
+            plan.steps.iter().find(|s| matches!(s, Step::Clone { .. }))
+        {
+            let (vmid, node, _) = self.clone_source(from)?;
+            if let Some(config) = self.config_of(vmid, &node)? {
+                source = Some((vmid, config.strings()));
+            }
+        }
+        let run = Run {
+            desired: self.desired,
+            plan,
+            cur,
+            clone_source: source.as_ref().map(|(vmid, config)| CloneSourceConfig {
+                vmid: *vmid,
+                config,
+            }),
+        };
+        crate::privileges::preflight(&self.session.client, &needs(&run))
     }
 
     /// The error of a pause a signal ended, saying what was being waited for.

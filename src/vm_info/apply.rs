@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::spec::{Facts, Selection, facts as asked_facts, selection};
 use crate::ansible::protocol::{Failure, Invocation, Outcome};
+use crate::privileges::{explain_refusal, preflight, vm_info_needs};
 use crate::pve::answers::{VmResource, Vmid};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::api::{cluster, snapshot};
@@ -33,7 +34,7 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
     let selection = selection(inv).map_err(|e| failure(anyhow::Error::msg(e)))?;
     let asked = asked_facts(inv);
     let session = Session::start(inv).map_err(failure)?;
-    let result = facts(&session, &selection, asked);
+    let result = facts(&session, &selection, asked).map_err(explain_refusal);
     session.finish(result, false, &[])
 }
 
@@ -160,6 +161,18 @@ fn facts(session: &Session, selection: &Selection, asked: Facts) -> anyhow::Resu
     let to_read: Vec<usize> = (0..listed.len())
         .filter(|&i| asked.reads_any(status_of(&listed[i]).unwrap_or_default()))
         .collect();
+    // The agent is read only on running VMs: its privilege is checked on them first, so a
+    // token without it is told so rather than getting no addresses.
+    if asked.agent {
+        let running: Vec<u32> = to_read
+            .iter()
+            .map(|&i| &listed[i])
+            .filter(|vm| status_of(vm) == Some("running"))
+            .map(|vm| vm.vmid)
+            .collect();
+        let needs: Vec<_> = vm_info_needs(&running, true);
+        preflight(&session.client, &needs)?;
+    }
     let results: Mutex<Vec<Option<anyhow::Result<Value>>>> = Mutex::new(
         listed
             .iter()
