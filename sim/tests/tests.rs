@@ -14,4 +14,5 @@ mod migrate;
 mod oracle_found;
 mod peer_endpoints;
 mod snapshots;
+mod values_found;
 mod write_path;

@@ -277,10 +277,9 @@ pub(crate) fn run_drives(
                 bytes,
                 mut opts,
             } => {
-                let fmt = opts
-                    .remove("format")
-                    .filter(|_| volumes::storage(&sid).is_some_and(|s| s.file_based()))
-                    .unwrap_or("raw".into());
+                let fmt = opts.remove("format").unwrap_or("raw".into());
+                let fmt =
+                    volumes::storage(&sid).map_or(Ok(fmt.clone()), |s| s.alloc_format(fmt))?;
                 let name = volumes::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
                 let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
                 // An EFI vars disk gets the size of its OVMF vars template whatever size was

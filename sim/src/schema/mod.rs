@@ -6,6 +6,7 @@
 
 mod access;
 mod cluster;
+mod cpu_machine;
 mod endpoints;
 mod engine;
 mod ha;
@@ -14,6 +15,7 @@ mod storage;
 
 pub use access::*;
 pub use cluster::*;
+pub use cpu_machine::*;
 pub use endpoints::*;
 pub use engine::*;
 pub use ha::*;

@@ -191,6 +191,7 @@ const MACHINE_SUBS: &[Sub] = &[
         value_key: None,
     },
     sub("viommu", Ty::Enum(&["intel", "virtio"])),
+    sub("aw-bits", Ty::Num(Some(32.0), Some(64.0))),
     sub("enable-s3", Ty::Bool),
     sub("enable-s4", Ty::Bool),
 ];
