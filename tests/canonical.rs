@@ -576,3 +576,19 @@ fn empty_cloud_init_values_delete_the_keys_and_need_no_drive() {
     assert_eq!(again["changed"], false, "{again}");
     assert!(config(&sim).get("ide2").is_none(), "{}", config(&sim));
 }
+
+/// qemu-server's `$ipconfig_fmt` takes `ip=manual` and `ip6=manual` (pve-common
+/// `pve_verify_ipv4_config`, `pve_verify_ipv6_config`), and `nameserver` (`address-list`,
+/// `pve_verify_address`) a host name as well as an IP address: the module sends them, and a
+/// second run finds them in place.
+#[test]
+fn manual_addresses_and_host_name_nameservers_converge() {
+    let sim = Sim::start(&[], &[]);
+    let ci = json!({"cloudinit_storage": "local-lvm",
+        "net": [{"model": "virtio", "bridge": "vmbr0"}],
+        "ipconfig": [{"ip": "manual", "ip6": "manual"}],
+        "nameserver": ["dns.example.com", "192.0.2.53"]});
+    converges(&sim, ci);
+    assert_eq!(config(&sim)["ipconfig0"], "ip=manual,ip6=manual");
+    assert_eq!(config(&sim)["nameserver"], "dns.example.com 192.0.2.53");
+}
