@@ -291,6 +291,9 @@ pub struct NodeStorage {
     /// a VM, and a clone may be made on another node.
     #[serde(default, deserialize_with = "optional_number")]
     pub shared: Option<u64>,
+    /// The storage's plugin type (`dir`, `lvmthin`, `zfspool`, `rbd`, …), as PVE sent it.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
 }
 
 impl NodeStorage {
