@@ -75,7 +75,7 @@ pub fn assert_valid_machine_property(machine: &str) -> Result<(), String> {
             return Err("Intel vIOMMU supports only 39 or 48 bits as address width".into());
         }
     }
-    if aw_bits.is_some() && !conf.get("viommu").is_some_and(|v| !v.is_empty()) {
+    if aw_bits.is_some() && conf.get("viommu").is_none_or(|v| v.is_empty()) {
         return Err("cannot set aw-bits if no vIOMMU is configured".into());
     }
     Ok(())
