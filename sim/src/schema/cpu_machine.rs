@@ -57,13 +57,9 @@ pub fn validate_vm_cpu_limits(cpu: &BTreeMap<String, String>) -> Result<(), Stri
     Ok(())
 }
 
-/// Machine.pm `assert_valid_machine_property`: an Intel vIOMMU needs a q35 machine type and
-/// an `aw-bits` of 39 or 48; `aw-bits` needs a vIOMMU. A value that does not parse is left to
-/// the schema, which has already refused it.
-pub fn assert_valid_machine_property(machine: &str) -> Result<(), String> {
-    let Ok(conf) = super::parse_machine(machine) else {
-        return Ok(());
-    };
+/// Machine.pm `assert_valid_machine_property` of a parsed `machine` value: an Intel vIOMMU
+/// needs a q35 machine type and an `aw-bits` of 39 or 48; `aw-bits` needs a vIOMMU.
+pub fn check_machine_properties(conf: &BTreeMap<String, String>) -> Result<(), String> {
     let aw_bits = conf
         .get("aw-bits")
         .filter(|bits| bits.parse::<f64>().is_ok_and(|n| n != 0.0));
@@ -84,6 +80,16 @@ pub fn assert_valid_machine_property(machine: &str) -> Result<(), String> {
 #[cfg(test)]
 mod unit {
     use super::*;
+
+    fn assert_valid_machine_property(machine: &str) -> Result<(), String> {
+        let mut items = machine.split(',');
+        let mut conf = BTreeMap::from([("type".to_string(), items.next().unwrap().to_string())]);
+        for item in items {
+            let (key, value) = item.split_once('=').unwrap();
+            conf.insert(key.to_string(), value.to_string());
+        }
+        check_machine_properties(&conf)
+    }
 
     #[test]
     fn machine_properties_as_assert_valid_machine_property_checks_them() {

@@ -501,6 +501,16 @@ pub fn parse_machine(v: &str) -> Result<BTreeMap<String, String>, String> {
     parse_property_string(MACHINE_SUBS, v)
 }
 
+/// Machine.pm `assert_valid_machine_property` of a `machine` value
+/// ([`super::cpu_machine::check_machine_properties`]); a value that does not parse is left to
+/// the schema, which has already refused it.
+pub fn assert_valid_machine_property(machine: &str) -> Result<(), String> {
+    match parse_machine(machine) {
+        Ok(conf) => super::cpu_machine::check_machine_properties(&conf),
+        Err(_) => Ok(()),
+    }
+}
+
 /// Parses a NIC value into its sub-keys (`model`, `macaddr`, `bridge`, …).
 pub fn parse_net(v: &str) -> Result<BTreeMap<String, String>, String> {
     parse_property_string(NET_SUBS, v)
