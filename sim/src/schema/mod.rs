@@ -15,7 +15,6 @@ mod storage;
 
 pub use access::*;
 pub use cluster::*;
-pub use cpu_machine::*;
 pub use endpoints::*;
 pub use engine::*;
 pub use ha::*;
