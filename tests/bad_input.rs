@@ -146,7 +146,7 @@ fn cases(sim: &Sim) -> Vec<(Value, String)> {
             "ipconfig[0].gw needs ipconfig[0].ip",
         ),
         c(
-            json!({"nameserver": ["dns.example"]}),
+            json!({"nameserver": ["dns_example"]}),
             "nameserver[0] must be an IP address",
         ),
         c(

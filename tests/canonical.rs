@@ -576,3 +576,54 @@ fn empty_cloud_init_values_delete_the_keys_and_need_no_drive() {
     assert_eq!(again["changed"], false, "{again}");
     assert!(config(&sim).get("ide2").is_none(), "{}", config(&sim));
 }
+
+/// qemu-server's `$ipconfig_fmt` takes `ip=manual` and `ip6=manual` (pve-common
+/// `pve_verify_ipv4_config`, `pve_verify_ipv6_config`), and `nameserver` (`address-list`,
+/// `pve_verify_address`) a host name as well as an IP address: the module sends them, and a
+/// second run finds them in place.
+#[test]
+fn manual_addresses_and_host_name_nameservers_converge() {
+    let sim = Sim::start(&[], &[]);
+    let ci = json!({"cloudinit_storage": "local-lvm",
+        "net": [{"model": "virtio", "bridge": "vmbr0"}],
+        "ipconfig": [{"ip": "manual", "ip6": "manual"}],
+        "nameserver": ["dns.example.com", "192.0.2.53"]});
+    converges(&sim, ci);
+    assert_eq!(config(&sim)["ipconfig0"], "ip=manual,ip6=manual");
+    assert_eq!(config(&sim)["nameserver"], "dns.example.com 192.0.2.53");
+}
+
+/// pve-storage's LvmThinPlugin.pm `alloc_image` dies on anything but raw (`unsupported format
+/// 'qcow2'`) once the create or update has begun: a new disk's `format` its storage cannot
+/// hold is refused before any write, naming the option and the storage's type; an existing
+/// disk is not reallocated, so its `format` is not checked against the storage; a qcow2 disk
+/// on a directory storage converges.
+#[test]
+fn a_format_the_storage_cannot_hold_is_refused_before_any_write() {
+    let sim = Sim::start(&[], &[]);
+    let qcow2_on_lvm = json!({"disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G", "format": "qcow2"}]});
+    let r = failed(run(args(&sim, qcow2_on_lvm.clone())));
+    let msg = r["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("disks[0].format") && msg.contains("lvmthin"),
+        "{msg}"
+    );
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+    ok(run(args(&sim, json!({}))));
+    let writes = sim.writes().len();
+    let added = json!({"disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"},
+                                 {"slot": "scsi1", "storage": "local-lvm", "size": "1G", "format": "vmdk"}]});
+    let r = failed(run(args(&sim, added)));
+    assert!(
+        r["msg"].as_str().unwrap().contains("disks[1].format"),
+        "{r}"
+    );
+    assert_eq!(sim.writes().len(), writes);
+    let on_dir = json!({"disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"},
+                                  {"slot": "scsi1", "storage": "local", "size": "1G", "format": "qcow2"}]});
+    converges(&sim, on_dir);
+    assert_eq!(
+        config(&sim)["scsi1"],
+        "local:100/vm-100-disk-0.qcow2,size=1G"
+    );
+}

@@ -297,6 +297,9 @@ pub struct NodeStorage {
     /// Its free space in bytes.
     #[serde(default, deserialize_with = "optional_number")]
     pub avail: Option<u64>,
+    /// The storage's plugin type (`dir`, `lvmthin`, `zfspool`, `rbd`, …), as PVE sent it.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
 }
 
 impl NodeStorage {

@@ -15,4 +15,5 @@ mod oracle_found;
 mod peer_endpoints;
 mod permissions;
 mod snapshots;
+mod values_found;
 mod write_path;

@@ -7,6 +7,7 @@ use anyhow::anyhow;
 use serde_json::Value;
 
 use super::desired::State;
+use super::disk_formats;
 use super::ha_converge::HaOutcome;
 use super::migrate::ClonePlacement;
 use super::plan::{Current, Plan, Step, plan};
@@ -15,6 +16,7 @@ use super::report::{self, Converged, all_keys, header};
 use super::shell::{Done, Poll, Runner};
 use crate::ansible::protocol::Outcome;
 use crate::pve::api::qemu::Vm;
+use crate::pve::api::storage;
 use crate::pve::retry::{self, Awaiting, until};
 
 /// Converges the VM (or, in check mode, predicts what converging it would do).
@@ -41,6 +43,18 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     let mut first: Plan = plan(desired, cur.as_ref()).map_err(anyhow::Error::msg)?;
     // nocloud: the seed's storage checked before anything is written (a create included).
     runner.check_seed_storage(cur.as_ref())?;
+    // A new disk's format its storage cannot hold is refused before any write: one read of
+    // the node's storages, made only when a new disk asks for a format.
+    let formatted = disk_formats::formatted_new_disks(desired, cur.as_ref());
+    if desired.state != State::Absent
+        && !formatted.is_empty()
+        && let Some(node) = cur.as_ref().map(|c| &c.node).or(desired.node.as_ref())
+    {
+        let storages = storage::list(&runner.session.client, node).map_err(|e| {
+            anyhow!("reading the storages of node {node} (to check disks' formats): {e}")
+        })?;
+        disk_formats::check(&formatted, &storages, node).map_err(anyhow::Error::msg)?;
+    }
     // After the first round, "restarted" means "running", and cipassword has been sent.
     let mut effective = desired.clone();
     // A clone asked on another node than its source's: made there directly, or made on the

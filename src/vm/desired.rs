@@ -12,7 +12,7 @@ pub use super::disks::Disk;
 use super::encode::{efidisk_value, ipconfig_value, net_value, pve_bool, tpmstate_value};
 use super::limits::{check_config, check_snapname};
 pub use super::spec::State;
-use super::validate::plain;
+use super::validate::{nameserver, plain};
 use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::given;
 use crate::ansible::text::quote;
@@ -393,13 +393,7 @@ fn cloud_init(
     {
         let mut out = Vec::new();
         for (i, server) in nameservers.iter().filter_map(Value::as_str).enumerate() {
-            server.parse::<std::net::IpAddr>().map_err(|_| {
-                format!(
-                    "nameserver[{i}] must be an IP address, got {server}",
-                    server = quote(server)
-                )
-            })?;
-            out.push(server.to_string());
+            out.push(nameserver(&format!("nameserver[{i}]"), server)?);
         }
         config.insert("nameserver".into(), out.join(" "));
     } else if empty_list(params.get("nameserver")) {

@@ -65,13 +65,14 @@ pub fn ipconfig_value(index: usize, item: &Map<String, Value>) -> Result<String,
         if let Some(value) = item[key].as_str() {
             let value = plain(&format!("ipconfig[{index}].{key}"), value)?;
             let valid = match key {
-                "ip" => value == "dhcp" || cidr(&value, false),
-                "ip6" => value == "dhcp" || value == "auto" || cidr(&value, true),
+                // pve-common `pve_verify_ipv4_config`, `pve_verify_ipv6_config`.
+                "ip" => matches!(value.as_str(), "dhcp" | "manual") || cidr(&value, false),
+                "ip6" => matches!(value.as_str(), "dhcp" | "auto" | "manual") || cidr(&value, true),
                 _ => true,
             };
             if !valid || config.set(key, &value).is_err() {
                 return Err(format!(
-                    "ipconfig[{index}].{key} is not valid: {value} (ip: dhcp or an IPv4/CIDR; ip6: dhcp, auto or an IPv6/CIDR; gw, gw6: an address)",
+                    "ipconfig[{index}].{key} is not valid: {value} (ip: dhcp, manual or an IPv4/CIDR; ip6: dhcp, auto, manual or an IPv6/CIDR; gw, gw6: an address)",
                     value = quote(&value)
                 ));
             }

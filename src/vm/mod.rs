@@ -3,7 +3,7 @@
 //!
 //! Pure parts: [`spec`] (the argument spec), [`desired`] (options → the desired VM, its disks
 //! in `disks`, through [`validate`], [`encode`], `config_keys` and `limits`, PVE's schema
-//! limits, and [`ha`], the `ha` option checked and its changes decided in plain data), [`plan`]
+//! limits, `disk_formats`, a new disk's format against its storage's type, and [`ha`], the `ha` option checked and its changes decided in plain data), [`plan`]
 //! (steps from the VM as it is to the VM as asked), [`predict`] (check mode), [`guest`] (what
 //! the guest has not taken), [`report`] (the result). The shell: [`apply`] (the entry),
 //! `converge` (the loop), and the concerns of one run, each an `impl` of the shared runner:
@@ -15,6 +15,7 @@ mod config_keys;
 mod converge;
 mod create;
 pub mod desired;
+mod disk_formats;
 mod disks;
 pub mod encode;
 mod execute;

@@ -1,6 +1,7 @@
 //! Checks of the `vm` module's values that end up inside PVE property strings, so that a
 //! `,`, `=` or newline in an option cannot smuggle extra keys into a drive or NIC
-//! definition: drive slots, plain property values, import sources, and disk sizes.
+//! definition: drive slots, plain property values, import sources, and disk sizes; and the
+//! cloud-init DNS servers, as PVE's address format takes them.
 
 use crate::ansible::text::quote;
 use crate::ids::storage_id;
@@ -39,6 +40,19 @@ pub fn cdrom_slot(option: &str, slot: &str) -> Result<(), String> {
     Err(format!(
         "{option} must be an ide, sata or scsi slot such as ide2 (the cloud-init drive is a CD-ROM, which a {slot} slot cannot hold), got {}",
         quote(slot)
+    ))
+}
+
+/// A DNS server for cloud-init as qemu-server's `nameserver` (`address-list`) takes it:
+/// pve-common's `pve_verify_address`, an IP address or a DNS name (`dns-name`), so that a
+/// host name PVE stores is not refused and a value PVE answers with a 400 is refused first.
+pub fn nameserver(option: &str, value: &str) -> Result<String, String> {
+    if value.parse::<std::net::IpAddr>().is_ok() || crate::ids::dns_name(option, value).is_ok() {
+        return Ok(value.to_string());
+    }
+    Err(format!(
+        "{option} must be an IP address or a host name (PVE's address format), got {}",
+        quote(value)
     ))
 }
 
@@ -196,6 +210,16 @@ mod tests {
         assert!(import_source("import_from", "local:import/noble.qcow2").is_ok());
         assert!(import_source("import_from", "/var/lib/vz/template/noble.img").is_ok());
         assert!(import_source("import_from", "noble.qcow2").is_err());
+    }
+
+    #[test]
+    fn nameservers_as_pve_verify_address_takes_them() {
+        for ok in ["192.0.2.53", "2001:db8::53", "dns.example.com", "ns1"] {
+            assert_eq!(nameserver("nameserver[0]", ok).as_deref(), Ok(ok));
+        }
+        for bad in ["bad_name", "192.0.2.53/24", "-ns", ""] {
+            assert!(nameserver("nameserver[0]", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -153,6 +153,10 @@ fn planned_changes(
                 out.push((key.clone(), Change::Config(hashed)));
                 continue;
             }
+            "machine" => {
+                schema::assert_valid_machine_property(value)?;
+                value.clone()
+            }
             "ostype" => {
                 let machine_given = sets.iter().any(|(k, _)| k == "machine")
                     || vm.pending.set.contains_key("machine")

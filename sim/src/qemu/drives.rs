@@ -185,10 +185,7 @@ fn disk_value(
 /// cloud-init drive asked with another `format=` (decided from PVE's code: the oracle's
 /// storage fake allocates any format).
 fn block_storage_takes(sid: &str, fmt: &str) -> Result<(), String> {
-    match volumes::storage(sid) {
-        Some(def) if def.block() && fmt != "raw" => Err(format!("unsupported format '{fmt}'")),
-        _ => Ok(()),
-    }
+    volumes::storage(sid).map_or(Ok(()), |def| def.alloc_format(fmt.to_string()).map(drop))
 }
 
 /// AbstractConfig.pm / QemuConfig.pm `has_cloudinit`: the key of a cloud-init drive among
@@ -289,7 +286,8 @@ pub(crate) fn run_drives(
                 mut opts,
             } => {
                 let fmt = opts.remove("format").unwrap_or("raw".into());
-                block_storage_takes(&sid, &fmt)?;
+                let fmt =
+                    volumes::storage(&sid).map_or(Ok(fmt.clone()), |s| s.alloc_format(fmt))?;
                 let name = volumes::alloc_name(data, node, &sid, vmid, &fmt, &taken(made))?;
                 let dst = volumes::parse_volume(data, node, &format!("{sid}:{name}"))?;
                 // An EFI vars disk gets the size of its OVMF vars template whatever size was

@@ -482,6 +482,10 @@ pub fn create_config(
     let genid = vmgenid(sim, conf.get("vmgenid").cloned().flatten().as_deref());
     conf.insert("vmgenid".into(), genid);
     let machine = conf.get("machine").cloned().flatten();
+    if let Some(machine) = &machine {
+        // check_and_pin_machine_string: assert_valid_machine_property dies in the worker.
+        schema::assert_valid_machine_property(machine)?;
+    }
     let ostype = conf.get("ostype").cloned().flatten();
     if let Some(pinned) = pin_machine(machine.as_deref(), ostype.as_deref()) {
         conf.insert("machine".into(), Some(pinned));

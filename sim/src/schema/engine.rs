@@ -587,7 +587,7 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
         Named::Cpu => {
             const SUBS: &[Sub] = &[
                 default_sub("cputype", Ty::Str),
-                sub("flags", Ty::Str),
+                sub("flags", Ty::Pat(super::cpu_machine::is_cpu_flag_list)),
                 sub("hidden", Ty::Bool),
                 sub("hv-vendor-id", Ty::Str),
                 sub("phys-bits", Ty::Str),
@@ -604,7 +604,7 @@ fn check_named(n: Named, v: &str) -> Result<(), String> {
                 Some(model) if !CPU_MODELS.contains(&model) => Err(format!(
                     "Built-in cputype '{model}' is not defined (missing 'custom-' prefix?)"
                 )),
-                _ => Ok(()),
+                _ => super::cpu_machine::validate_vm_cpu_limits(&kv),
             }
         }
         Named::VolumeId => {

@@ -6,6 +6,7 @@
 
 mod access;
 mod cluster;
+mod cpu_machine;
 mod endpoints;
 mod engine;
 mod ha;

@@ -191,6 +191,7 @@ const MACHINE_SUBS: &[Sub] = &[
         value_key: None,
     },
     sub("viommu", Ty::Enum(&["intel", "virtio"])),
+    sub("aw-bits", Ty::Num(Some(32.0), Some(64.0))),
     sub("enable-s3", Ty::Bool),
     sub("enable-s4", Ty::Bool),
 ];
@@ -498,6 +499,16 @@ pub fn parse_drive(v: &str) -> Result<BTreeMap<String, String>, String> {
 /// Parses a `machine` value into its sub-keys (`type`, `viommu`, …).
 pub fn parse_machine(v: &str) -> Result<BTreeMap<String, String>, String> {
     parse_property_string(MACHINE_SUBS, v)
+}
+
+/// Machine.pm `assert_valid_machine_property` of a `machine` value
+/// ([`super::cpu_machine::check_machine_properties`]); a value that does not parse is left to
+/// the schema, which has already refused it.
+pub fn assert_valid_machine_property(machine: &str) -> Result<(), String> {
+    match parse_machine(machine) {
+        Ok(conf) => super::cpu_machine::check_machine_properties(&conf),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Parses a NIC value into its sub-keys (`model`, `macaddr`, `bridge`, …).

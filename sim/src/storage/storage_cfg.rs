@@ -42,6 +42,34 @@ impl StorageDef {
         !self.block()
     }
 
+    /// The format a new volume gets from `alloc_image` (pve-storage `vdisk_alloc`) when
+    /// `format` is asked for: a file storage keeps it; RBDPlugin.pm makes an RBD image of any
+    /// (raw, the volume name has no format); LvmThinPlugin.pm dies on anything but raw, and
+    /// so does LVMPlugin.pm `alloc_lvm_image` (qcow2 only with `snapshot-as-volume-chain`,
+    /// which pve-sim's storages do not set). The `die`s have no newline: Perl adds the place.
+    pub fn alloc_format(&self, format: String) -> Result<String, String> {
+        let dies = |plugin: &str, line: u32, message: String| {
+            Err(format!(
+                "{message} at /usr/share/perl5/PVE/Storage/{plugin}.pm line {line}."
+            ))
+        };
+        match (self.kind, format.as_str()) {
+            (_, "raw") | ("rbd", _) => Ok("raw".into()),
+            ("lvmthin", _) => dies(
+                "LvmThinPlugin",
+                102,
+                format!("unsupported format '{format}'"),
+            ),
+            ("lvm", "qcow2") => dies(
+                "LVMPlugin",
+                698,
+                "snapshot-as-volume-chain option need to be enabled to use qcow2 format".into(),
+            ),
+            ("lvm", _) => dies("LVMPlugin", 696, format!("unsupported format '{format}'")),
+            _ => Ok(format),
+        }
+    }
+
     /// pve-storage Storage.pm `resolve_format_hint`: the hinted format where the storage's
     /// plugin lists it as valid (`get_formats`: raw, qcow2 and vmdk on a file storage, raw on
     /// a block one), else the storage's default, raw.
