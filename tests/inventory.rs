@@ -255,7 +255,7 @@ fn per_vm_facts_are_read_only_where_the_options_use_them() {
         "{sent:?}"
     );
     let vars = &inv["_meta"]["hostvars"]["web1"];
-    assert_eq!(plain(&vars["proxmox_config"]["cores"]), "4");
+    assert_eq!(plain(&vars["proxmox_config"]["cores"]), json!(4));
     assert!(vars.get("proxmox_snapshots").is_none(), "{vars}");
 
     let by_option = inventory_file(&sim, "inventory-snapshots", json!({"facts": ["snapshots"]}));

@@ -1014,25 +1014,32 @@ fn cloud_init_changes_reach_the_guest() {
             .all(|i| i.get("pending").is_none()),
         "{ci}"
     );
-    // Stopped: the drive is regenerated, nothing restarts.
+    // Stopped: nothing to regenerate or restart, the start generates the drive from the
+    // config (qemu-server vm_start); PVE lists no pending cloud-init change for a stopped VM.
     ok(run(create_args(
         &sim,
         json!({"ciuser": "admin", "state": "stopped"}),
     )));
+    let writes = sim.writes().len();
     let r = ok(run(create_args(
         &sim,
         json!({"ciuser": "ops", "state": "stopped"}),
     )));
     assert_eq!(r["changed"], true);
+    let msg = r["msg"].as_str().unwrap();
     assert!(
-        r["msg"]
-            .as_str()
-            .unwrap()
-            .contains("regenerated the cloud-init drive (ciuser)"),
-        "{}",
-        r["msg"]
+        msg.contains("ciuser") && !msg.contains("cloud-init drive"),
+        "{msg}"
+    );
+    assert!(
+        !sim.writes()[writes..]
+            .iter()
+            .any(|w| w["path"].as_str().unwrap_or("").ends_with("/cloudinit")),
+        "{:?}",
+        &sim.writes()[writes..]
     );
     assert_eq!(r["restart_needed"], false);
+    assert_eq!(r["pending"], json!([]));
     let ci = sim.get("/nodes/pve1/qemu/100/cloudinit")["data"].clone();
     assert!(
         ci.as_array()

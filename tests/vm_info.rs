@@ -104,7 +104,7 @@ fn finds_vms_by_vmid_tag_and_pool_and_reports_their_facts() {
     assert_eq!(vm["status"], "running");
     assert_eq!(vm["tags"], json!(["prod", "web"]));
     assert_eq!(vm["config"]["memory"], json!("512"));
-    assert_eq!(vm["pending"]["cores"], json!("4"));
+    assert_eq!(vm["pending"]["cores"], json!(4));
     assert_eq!(vm["snapshots"][0]["name"], "s1");
     // The agent answers after --agent-delay; by then its address is the ipconfig's.
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -531,6 +531,95 @@ fn a_running_vms_cloud_init_changes_are_recorded_in_the_file() {
     assert!(!text.contains("[special:cloudinit]"), "{text}");
 }
 
+/// API2/Qemu.pm `vm_pending` (pve-guest-common GuestHelpers.pm `config_with_pending_array`)
+/// answers the values parse_vm_config made, as `vm_config` does: an integer or boolean is a
+/// JSON number (`{"key": "cores", "value": 2, "pending": 4}`), a property string a string;
+/// `cipassword` masked.
+#[test]
+fn pending_values_are_typed_as_get_config_types_them() {
+    let sim = fast(&[]);
+    let s = Session::login(&sim);
+    running_vm(&s, &[("cipassword", "old")]);
+    s.data(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("cores", "4"), ("onboot", "1"), ("memory", "4096")],
+    );
+    let pending = s.data("GET", "/nodes/pve1/qemu/100/pending", &[]);
+    let item = |key: &str| {
+        pending
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["key"] == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {key} in {pending}"))
+    };
+    assert_eq!(
+        item("cores"),
+        json!({"key": "cores", "value": 2, "pending": 4})
+    );
+    assert_eq!(
+        item("memory"),
+        json!({"key": "memory", "value": "2048", "pending": "4096"})
+    );
+    assert_eq!(item("onboot"), json!({"key": "onboot", "value": 1}));
+    assert_eq!(item("cipassword")["value"], "**********");
+}
+
+/// API2/Qemu.pm `cloudinit_pending` reads the `[special:cloudinit]` section, which only
+/// vmconfig_hotplug_pending (a running VM) makes: a stopped VM's changed cloud-init options
+/// are listed with their `value` only (nothing pending; its start regenerates the drive from
+/// the config, Cloudinit.pm `generate_cloudinitconfig`). update_vm_api writes `cipassword`
+/// straight into the config, unrecorded, so it is never pending either.
+#[test]
+fn a_stopped_vm_lists_no_pending_cloud_init_changes() {
+    let sim = fast(&[]);
+    let s = Session::login(&sim);
+    quick_vm(
+        &s,
+        "101",
+        &[("ide2", "local-lvm:cloudinit"), ("ciuser", "old")],
+    );
+    s.data(
+        "PUT",
+        "/nodes/pve1/qemu/101/config",
+        &[
+            ("ciuser", "admin"),
+            ("ipconfig0", "ip=dhcp"),
+            ("cipassword", "x"),
+        ],
+    );
+    let listing = s.data("GET", "/nodes/pve1/qemu/101/cloudinit", &[]);
+    let items = listing.as_array().unwrap();
+    assert!(
+        items
+            .iter()
+            .all(|i| i.get("pending").is_none() && i.get("delete").is_none()),
+        "{listing}"
+    );
+    assert!(
+        items.contains(&json!({"key": "ciuser", "value": "admin"})),
+        "{listing}"
+    );
+    running_vm(&s, &[("ide2", "local-lvm:cloudinit"), ("ciuser", "old")]);
+    s.data(
+        "PUT",
+        "/nodes/pve1/qemu/100/config",
+        &[("ciuser", "admin"), ("cipassword", "x")],
+    );
+    let listing = s.data("GET", "/nodes/pve1/qemu/100/cloudinit", &[]);
+    let items = listing.as_array().unwrap();
+    assert!(
+        items.contains(&json!({"key": "ciuser", "value": "old", "pending": "admin"})),
+        "{listing}"
+    );
+    assert!(
+        items.contains(&json!({"key": "cipassword", "value": "**********"})),
+        "{listing}"
+    );
+}
+
 /// QemuServer.pm `vmconfig_update_disk` on a running VM dies "unable to change media type"
 /// when a drive's `media` changes; vmconfig_hotplug_pending adds it as `hotplug problem - …`,
 /// writes the config with the change still pending and `raise_param_exc` makes the update a

@@ -238,16 +238,13 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         }
         ha = Some(outcome);
     }
-    // What the guest has not taken yet: changes pending until a restart, cloud-init options
-    // its drive does not hold. Restarted when asked; a stopped VM's drive is regenerated.
+    // What a running guest has not taken yet: changes pending until a restart, cloud-init
+    // options its drive does not hold. Restarted when asked. A stopped VM (a template too)
+    // takes both at its start, which generates the cloud-init drive from the config.
     let mut untaken = (Vec::new(), Vec::new());
     let mut restarted = None;
     if let Some(c) = cur.clone() {
         untaken = runner.untaken(&c)?;
-        if c.is_template() {
-            // A template never runs: its clones regenerate their own cloud-init drives.
-            untaken.1.clear();
-        }
         if c.running && !all_keys(&untaken).is_empty() && desired.restart_when_needed {
             let what = all_keys(&untaken).join(", ");
             runner.restart(&c)?;
@@ -257,11 +254,6 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
             if let Some(c) = &cur {
                 untaken = runner.untaken(c)?;
             }
-        } else if !c.running && !untaken.1.is_empty() {
-            let what = untaken.1.join(", ");
-            runner.regenerate_cloudinit(&c)?;
-            done_steps.push(format!("regenerated the cloud-init drive ({what})"));
-            untaken.1.clear();
         }
     }
     let untaken_keys = all_keys(&untaken);

@@ -1,6 +1,5 @@
-//! The follow-up once the config converged, as the guest sees it: reading what a VM has not
-//! taken yet (pending changes, cloud-init options), regenerating a stopped VM's cloud-init
-//! drive, and waiting for the guest agent to report an address. The decisions on what PVE
+//! The follow-up once the config converged, as the guest sees it: reading what a running VM
+//! has not taken yet (pending changes, cloud-init options), and waiting for the guest agent to report an address. The decisions on what PVE
 //! answers are in [`super::guest`], in plain data.
 
 use std::time::Duration;
@@ -11,28 +10,30 @@ use super::guest;
 use super::plan::Current;
 use super::shell::{Poll, Runner};
 use crate::pve::answers::GuestInterface;
+use crate::pve::api::ha;
 use crate::pve::api::qemu::{self, Vm};
-use crate::pve::api::{Dispatched, ha};
 use crate::pve::retry::{Awaiting, Step, until};
 
 impl Runner<'_> {
-    /// The changes a VM has not taken yet: PVE's pending section (read when it runs; a
-    /// stopped VM takes it at its next start) and the cloud-init options its drive does not
-    /// hold (when it has a cloud-init drive). Returns (pending keys, cloud-init keys).
+    /// The changes a running VM has not taken yet: PVE's pending section and the cloud-init
+    /// options its drive does not hold (when it has a cloud-init drive). A stopped VM has
+    /// none: its start applies the pending section and generates the cloud-init drive from
+    /// the config (qemu-server vm_start, Cloudinit.pm generate_cloudinitconfig), and PVE
+    /// records no cloud-init change for it (`GET …/cloudinit` reads the
+    /// `[special:cloudinit]` section only vmconfig_hotplug_pending makes).
+    /// Returns (pending keys, cloud-init keys).
     pub(super) fn untaken(&self, cur: &Current) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+        if !cur.running {
+            return Ok((Vec::new(), Vec::new()));
+        }
         let vm = Vm::new(&cur.node, cur.vmid);
         let id = format!("VM {} on {}", cur.vmid, cur.node);
-        let pending = if cur.running {
-            let listing = qemu::pending(&self.session.client, &vm)
-                .with_context(|| format!("reading the pending changes of {id}"))?;
-            let mut keys = guest::pending_keys(&listing);
-            if self.seed_changed_running {
-                keys.push("nocloud".into());
-            }
-            keys
-        } else {
-            Vec::new()
-        };
+        let listing = qemu::pending(&self.session.client, &vm)
+            .with_context(|| format!("reading the pending changes of {id}"))?;
+        let mut pending = guest::pending_keys(&listing);
+        if self.seed_changed_running {
+            pending.push("nocloud".into());
+        }
         let cloudinit = if guest::has_cloudinit_drive(&cur.config) {
             let listing = qemu::cloudinit(&self.session.client, &vm)
                 .with_context(|| format!("reading the cloud-init state of {id}"))?;
@@ -41,21 +42,6 @@ impl Runner<'_> {
             Vec::new()
         };
         Ok((pending, cloudinit))
-    }
-
-    /// `PUT …/cloudinit`: regenerates a stopped VM's cloud-init drive from its config.
-    pub(super) fn regenerate_cloudinit(&mut self, cur: &Current) -> anyhow::Result<()> {
-        let what = format!(
-            "regenerating the cloud-init drive of VM {} on {}",
-            cur.vmid, cur.node
-        );
-        match qemu::regenerate_cloudinit(&self.session.client, &Vm::new(&cur.node, cur.vmid)) {
-            Ok(Dispatched::Task(task)) => self.wait(&task, &what)?,
-            Ok(Dispatched::Done) => {}
-            Err(e) => return Err(anyhow::Error::new(e).context(what)),
-        }
-        let _ = self.changes.accepted();
-        Ok(())
     }
 
     /// Whether the HA stack manages the VM and its resource's requested state is `started`

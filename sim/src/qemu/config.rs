@@ -71,15 +71,14 @@ pub fn get_config(sim: &Sim, node: &str, vmid: u32, current: bool) -> ApiResult 
 
 /// `GET …/pending` (API2/Qemu.pm, vm_pending; pve-guest-common GuestHelpers.pm,
 /// config_with_pending_array): every key of the config file, `digest` included, with its
-/// current `value`, its `pending` value and a pending `delete`, all as the file has them
-/// (strings: the answer's schema types them so); `cipassword` masked (`'**********'`, and
-/// `'********** '` for a pending one, as the source writes it).
+/// current `value`, its `pending` value and a pending `delete`, typed as parse_vm_config made
+/// them (an integer or boolean is a number, as GET config answers it); `cipassword` masked
+/// (`'**********'`, and `'********** '` for a pending one, as the source writes it).
 pub fn get_pending(sim: &Sim, node: &str, vmid: u32) -> ApiResult {
     let (conf, pend) = file_of(sim, node, vmid)?;
     let mask = |k: &str, v: &str, pending: bool| match (k, pending) {
-        ("cipassword", false) => "**********".to_string(),
-        ("cipassword", true) => "********** ".to_string(),
-        _ => v.to_string(),
+        ("cipassword", true) => json!("********** "),
+        _ => typed(k, v),
     };
     let mut items: Vec<Value> = Vec::new();
     let mut file = conf.clone();
@@ -418,8 +417,7 @@ pub fn update(
             match change {
                 Change::Pending(value) => vm.pending.queue_set(&key, &value),
                 Change::Config(value) => {
-                    let old = vm.config.insert(key.clone(), value.clone());
-                    vm.cloudinit.record(&key, old.as_deref(), Some(&value));
+                    vm.config.insert(key.clone(), value.clone());
                 }
                 Change::Nothing => {
                     vm.pending.delete.remove(&key);
@@ -445,7 +443,8 @@ pub fn update(
         {
             vm.cloudinit.in_file = true;
         }
-        freed.extend(apply_changes(vm, vmid, apply_sets, apply_deletes));
+        let running = vm.running;
+        freed.extend(apply_changes(vm, vmid, apply_sets, apply_deletes, running));
         // Each write_config of the update rewrites the file from what parse_vm_config read:
         // a value of blanks is `" "` from now on (`boot: ` becomes `boot:  `).
         for value in vm.config.values_mut().chain(vm.pending.set.values_mut()) {
@@ -525,14 +524,17 @@ pub fn update(
     Ok(json!(upid))
 }
 
-/// Applies changes to the config as `vmconfig_apply_pending` does: a deleted or replaced disk
-/// becomes `unusedN` (a CD-ROM or the cloud-init drive does not), and cloud-init changes are
-/// recorded against what the drive holds.
+/// Applies changes to the config as `vmconfig_apply_pending` (a stopped VM) or
+/// `vmconfig_hotplug_pending` (`running`) does: a deleted or replaced disk becomes `unusedN`
+/// (a CD-ROM or the cloud-init drive does not); only a running VM's cloud-init changes are
+/// recorded against what the drive holds (`$cloudinit_record_changed`), a stopped VM's drive
+/// being generated from the config at its start.
 pub(crate) fn apply_changes(
     vm: &mut Vm,
     vmid: u32,
     sets: Vec<(String, String)>,
     deletes: Vec<String>,
+    running: bool,
 ) -> Vec<String> {
     let mut freed = Vec::new();
     let unused = |c: &BTreeMap<String, String>| {
@@ -543,7 +545,9 @@ pub(crate) fn apply_changes(
     for d in &deletes {
         let forced = vm.pending.force.remove(d);
         if let Some(old) = vm.config.remove(d) {
-            vm.cloudinit.record(d, Some(&old), None);
+            if running {
+                vm.cloudinit.record(d, Some(&old), None);
+            }
             let volid = old.split(',').next().unwrap_or("").to_string();
             // vmconfig_delete_or_detach_drive with force: try_deallocate_drive frees it.
             if forced && schema::is_drive_key(d) && !old.contains("media=cdrom") {
@@ -577,7 +581,9 @@ pub(crate) fn apply_changes(
             }
         }
         let old = vm.config.insert(k.clone(), v.clone());
-        vm.cloudinit.record(&k, old.as_deref(), Some(&v));
+        if running {
+            vm.cloudinit.record(&k, old.as_deref(), Some(&v));
+        }
     }
     freed
 }
@@ -635,7 +641,7 @@ pub(crate) fn free_owned(sim: &Sim, node: &str, vmid: u32, volids: &[String]) {
 /// Returns the volumes forced deletes freed from the config (for [`free_owned`]).
 pub(crate) fn prepare_start(vm: &mut Vm, vmid: u32) -> Vec<String> {
     let (sets, deletes) = vm.pending.take_applicable(&vm.config, false);
-    let freed = apply_changes(vm, vmid, sets, deletes);
+    let freed = apply_changes(vm, vmid, sets, deletes, false);
     if has_cloudinit_drive(&vm.config) {
         vm.cloudinit.regenerated();
     }
