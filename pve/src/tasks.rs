@@ -490,10 +490,12 @@ fn observe(
 }
 
 /// How a wait looks at a task of this type: a create expected to copy nothing is a blank one
-/// ([`Kind::BlankCreate`]), other types whose log may report a copy are read by their log.
+/// ([`Kind::BlankCreate`]), one expected to copy an import ([`Kind::ImportCreate`]); other
+/// types whose log may report a copy are read by their log.
 fn kind_of(task_type: &str, expect_progress: bool) -> Kind {
     match api::TaskType::named(task_type) {
         Some(api::TaskType::Create) if !expect_progress => Kind::BlankCreate,
+        Some(api::TaskType::Create) => Kind::ImportCreate,
         Some(task_type) if task_type.reports_progress() => Kind::Copies,
         _ => Kind::Plain,
     }
@@ -640,7 +642,7 @@ mod tests {
     #[test]
     fn a_create_that_copies_nothing_is_a_blank_one() {
         assert_eq!(kind_of("qmcreate", false), Kind::BlankCreate);
-        assert_eq!(kind_of("qmcreate", true), Kind::Copies);
+        assert_eq!(kind_of("qmcreate", true), Kind::ImportCreate);
         assert_eq!(kind_of("qmclone", false), Kind::Copies);
         assert_eq!(kind_of("download", false), Kind::Copies);
         assert_eq!(kind_of("qmstart", false), Kind::Plain);

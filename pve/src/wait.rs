@@ -112,6 +112,10 @@ pub enum Kind {
     /// and by its status alone for [`BLANK_CREATE_SPAN`]; a create still running then (one
     /// found running, that copies after all) is read by its log as [`Kind::Copies`] is.
     BlankCreate,
+    /// A create that imports a disk: before its copy begins it does what a blank create does,
+    /// so it is first looked at after [`BLANK_CREATE_FIRST`] too, then read by its log as
+    /// [`Kind::Copies`] is.
+    ImportCreate,
 }
 
 /// How one look reads a task.
@@ -133,7 +137,7 @@ impl Kind {
     /// The pause between dispatch and the first look, within the deadline.
     pub fn first_look(self, policy: &Policy) -> Duration {
         match self {
-            Kind::BlankCreate => BLANK_CREATE_FIRST.min(policy.timeout),
+            Kind::BlankCreate | Kind::ImportCreate => BLANK_CREATE_FIRST.min(policy.timeout),
             Kind::Plain | Kind::Copies => Duration::ZERO,
         }
     }
@@ -142,7 +146,7 @@ impl Kind {
     pub fn look_at(self, elapsed: Duration) -> LookAt {
         match self {
             Kind::Plain => LookAt::Status,
-            Kind::Copies => LookAt::Log,
+            Kind::Copies | Kind::ImportCreate => LookAt::Log,
             Kind::BlankCreate if elapsed < BLANK_CREATE_SPAN => LookAt::Status,
             Kind::BlankCreate => LookAt::Log,
         }

@@ -1343,11 +1343,17 @@ fn a_blank_create_is_first_looked_at_once_most_have_ended_by_its_status() {
 }
 
 #[test]
-fn other_tasks_are_looked_at_from_dispatch_as_their_type_reads() {
+fn other_tasks_are_looked_at_as_their_kind_reads() {
     let policy = Policy::with_timeout(Duration::from_secs(60));
     assert_eq!(Kind::Plain.first_look(&policy), Duration::ZERO);
     assert_eq!(Kind::Copies.first_look(&policy), Duration::ZERO);
     assert_eq!(looks_until(Kind::Copies, ms(0)), [(ms(0), LookAt::Log)]);
+    // An import's create does a blank create's work before it copies: its first look waits
+    // as long, and reads the log.
+    assert_eq!(
+        looks_until(Kind::ImportCreate, ms(0)),
+        [(BLANK_CREATE_FIRST, LookAt::Log)]
+    );
     assert!(
         looks_until(Kind::Plain, ms(5000))
             .iter()
