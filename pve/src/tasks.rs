@@ -12,7 +12,9 @@ use super::error::ApiError;
 use super::retry::Interrupted;
 use super::task_progress::Follower;
 use super::upid::Upid;
-use super::wait::{Decision, Exit, Observation, Policy, WaitState, copy_size, progress_in};
+use super::wait::{
+    Decision, Exit, Kind, LookAt, Observation, Policy, WaitState, copy_size, progress_in,
+};
 use crate::interrupt;
 
 /// How many log lines a failure message carries.
@@ -365,16 +367,23 @@ fn classify(err: ApiError) -> Result<Observation, ApiError> {
     }
 }
 
-/// Reads the status: stopped (with the exit status PVE reports) or running.
+/// Reads the status: stopped (with the exit status PVE reports) or running. A stopped task's
+/// log is read for its tail and its `WARN:` lines, unless `tail_if_ok` is false and it ended
+/// `OK`: PVE counts every `WARN:` line its worker logs (pve-common RESTEnvironment.pm,
+/// `log_warn`) and ends such a task `WARNINGS: N`, so an `OK` task's log has nothing the
+/// result reports.
 fn look_at_status(
     client: &Client,
     upid: &Upid,
     log: &mut LogWindow,
+    tail_if_ok: bool,
 ) -> Result<Observation, ApiError> {
     match api::tasks::status(client, upid) {
         Ok(status) if status.stopped() => {
             // The tail for messages: best effort.
-            let _ = read_log(client, upid, log);
+            if tail_if_ok || status.exit() != "OK" {
+                let _ = read_log(client, upid, log);
+            }
             Ok(Observation::Stopped {
                 exitstatus: status.exit(),
             })
@@ -398,12 +407,12 @@ fn observe(
     client: &Client,
     upid: &Upid,
     log: &mut LogWindow,
-    progress: bool,
+    look_at: LookAt,
     last_status: &mut Instant,
 ) -> Result<Look, ApiError> {
     let asked = Instant::now();
-    if !progress {
-        let obs = look_at_status(client, upid, log)?;
+    if look_at == LookAt::Status {
+        let obs = look_at_status(client, upid, log, false)?;
         return Ok(Look {
             obs,
             took: asked.elapsed(),
@@ -440,12 +449,12 @@ fn observe(
                 Some(_) => {
                     *last_status = Instant::now();
                     requests += 1;
-                    look_at_status(client, upid, log)?
+                    look_at_status(client, upid, log, true)?
                 }
                 None if !fresh && last_status.elapsed() >= STATUS_CHECK => {
                     *last_status = Instant::now();
                     requests += 1;
-                    look_at_status(client, upid, log)?
+                    look_at_status(client, upid, log, true)?
                 }
                 None => Observation::Running {
                     progress: progress_in(&log.lines),
@@ -460,6 +469,18 @@ fn observe(
     })
 }
 
+/// How a wait looks at a task of this type: a create expected to copy nothing is a blank one
+/// ([`Kind::BlankCreate`]), one expected to copy an import ([`Kind::ImportCreate`]); other
+/// types whose log may report a copy are read by their log.
+fn kind_of(task_type: &str, expect_progress: bool) -> Kind {
+    match api::TaskType::named(task_type) {
+        Some(api::TaskType::Create) if !expect_progress => Kind::BlankCreate,
+        Some(api::TaskType::Create) => Kind::ImportCreate,
+        Some(task_type) if task_type.reports_progress() => Kind::Copies,
+        _ => Kind::Plain,
+    }
+}
+
 /// Waits for a task to stop; success is PVE's rule (`OK` or `WARNINGS: N`).
 pub fn wait_task(
     client: &mut Client,
@@ -470,12 +491,18 @@ pub fn wait_task(
     let start = Instant::now();
     let mut state = WaitState::new();
     let mut log = LogWindow::default();
-    let progress =
-        api::TaskType::named(&upid.task_type).is_some_and(api::TaskType::reports_progress);
+    let kind = kind_of(&upid.task_type, policy.expect_progress);
     let mut last_status = Instant::now();
     let mut silence = Silence::default();
     let mut seen_progress: Option<(f64, Instant)> = None;
     let mut follower = Follower::default();
+    if let Err(Interrupted(signal)) = client.budget().pause(kind.first_look(policy)) {
+        return Err(WaitError::Interrupted {
+            upid: upid.clone(),
+            signal,
+            elapsed: start.elapsed(),
+        });
+    }
     loop {
         if let Some(signal) = interrupt::received() {
             return Err(WaitError::Interrupted {
@@ -484,13 +511,17 @@ pub fn wait_task(
                 elapsed: start.elapsed(),
             });
         }
-        let look =
-            observe(client, upid, &mut log, progress, &mut last_status).map_err(|error| {
-                WaitError::Api {
-                    upid: upid.clone(),
-                    error,
-                }
-            })?;
+        let look = observe(
+            client,
+            upid,
+            &mut log,
+            kind.look_at(start.elapsed()),
+            &mut last_status,
+        )
+        .map_err(|error| WaitError::Api {
+            upid: upid.clone(),
+            error,
+        })?;
         state.note_request_time(look.took);
         if let Some(quickest) = client.quickest_answer() {
             state.note_baseline(quickest);
@@ -590,5 +621,20 @@ pub fn wait_task(
             }
             Decision::Vanished => return Err(WaitError::Vanished { upid: upid.clone() }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_create_that_copies_nothing_is_a_blank_one() {
+        assert_eq!(kind_of("qmcreate", false), Kind::BlankCreate);
+        assert_eq!(kind_of("qmcreate", true), Kind::ImportCreate);
+        assert_eq!(kind_of("qmclone", false), Kind::Copies);
+        assert_eq!(kind_of("download", false), Kind::Copies);
+        assert_eq!(kind_of("qmstart", false), Kind::Plain);
+        assert_eq!(kind_of("vzdump", true), Kind::Plain);
     }
 }

@@ -100,6 +100,59 @@ pub enum Decision {
     Vanished,
 }
 
+/// What the wait knows of a task at dispatch: how its looks read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Its log never reports progress: each look reads the status.
+    Plain,
+    /// Its type's log may report a copy's progress: each look reads the new log lines.
+    Copies,
+    /// A create that copies nothing (a blank VM): PVE's `qmcreate` allocates the volumes and
+    /// writes the config, 100 ms to 1 s. It is first looked at after [`BLANK_CREATE_FIRST`],
+    /// and by its status alone for [`BLANK_CREATE_SPAN`]; a create still running then (one
+    /// found running, that copies after all) is read by its log as [`Kind::Copies`] is.
+    BlankCreate,
+    /// A create that imports a disk: before its copy begins it does what a blank create does,
+    /// so it is first looked at after [`BLANK_CREATE_FIRST`] too, then read by its log as
+    /// [`Kind::Copies`] is.
+    ImportCreate,
+}
+
+/// How one look reads a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookAt {
+    /// `GET .../status` (the log is read once at the end only when the task did not end `OK`).
+    Status,
+    /// `GET .../log` from the lines already seen (the status besides when needed).
+    Log,
+}
+
+/// The pause before the first look at a blank create: most have ended by then, so one status
+/// read sees the end instead of several seeing it run.
+pub const BLANK_CREATE_FIRST: Duration = Duration::from_millis(250);
+/// How long a blank create is looked at by its status alone.
+pub const BLANK_CREATE_SPAN: Duration = Duration::from_secs(2);
+
+impl Kind {
+    /// The pause between dispatch and the first look, within the deadline.
+    pub fn first_look(self, policy: &Policy) -> Duration {
+        match self {
+            Kind::BlankCreate | Kind::ImportCreate => BLANK_CREATE_FIRST.min(policy.timeout),
+            Kind::Plain | Kind::Copies => Duration::ZERO,
+        }
+    }
+
+    /// How the look at `elapsed` (since dispatch) reads the task.
+    pub fn look_at(self, elapsed: Duration) -> LookAt {
+        match self {
+            Kind::Plain => LookAt::Status,
+            Kind::Copies | Kind::ImportCreate => LookAt::Log,
+            Kind::BlankCreate if elapsed < BLANK_CREATE_SPAN => LookAt::Status,
+            Kind::BlankCreate => LookAt::Log,
+        }
+    }
+}
+
 /// What the policy remembers between looks.
 #[derive(Clone, Debug, Default)]
 pub struct WaitState {

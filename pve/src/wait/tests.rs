@@ -1288,3 +1288,78 @@ fn a_poll_interval_beyond_a_second_spaces_a_copy_without_panicking() {
         assert_eq!(spacing, interval, "{interval:?}");
     }
 }
+
+/// Runs the policy against a task of `kind` that ends at `ends`: the looks' times and how
+/// each read the task.
+fn looks_until(kind: Kind, ends: Duration) -> Vec<(Duration, LookAt)> {
+    let policy = Policy::with_timeout(Duration::from_secs(60));
+    let mut state = WaitState::new();
+    let mut at = kind.first_look(&policy);
+    let mut looks = Vec::new();
+    loop {
+        looks.push((at, kind.look_at(at)));
+        let obs = if at >= ends {
+            Observation::Stopped {
+                exitstatus: "OK".into(),
+            }
+        } else {
+            Observation::Running { progress: None }
+        };
+        match state.decide(&policy, at, obs) {
+            Decision::Wait(pause) => at += pause,
+            Decision::Done(_) => return looks,
+            other => panic!("unexpected decision {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_blank_create_is_first_looked_at_once_most_have_ended_by_its_status() {
+    // pve-sim's create at the fleet's time scale (200 ms): one look.
+    assert_eq!(
+        looks_until(Kind::BlankCreate, ms(200)),
+        [(BLANK_CREATE_FIRST, LookAt::Status)]
+    );
+    // PVE's slowest blank create (1 s): status looks only, the end noticed within the cap.
+    let slow = looks_until(Kind::BlankCreate, ms(1000));
+    assert!(
+        slow.iter().all(|(_, how)| *how == LookAt::Status),
+        "{slow:?}"
+    );
+    let noticed = slow.last().unwrap().0;
+    assert!(noticed >= ms(1000) && noticed <= ms(1100), "{slow:?}");
+    assert!(slow.len() <= 10, "{} looks for a 1 s create", slow.len());
+    // A create still running past the span (found running, it copies after all) is read by
+    // its log from then on, as a copy is.
+    let long = looks_until(Kind::BlankCreate, ms(3000));
+    assert!(
+        long.iter()
+            .any(|(at, how)| *how == LookAt::Log && *at >= BLANK_CREATE_SPAN)
+    );
+    assert!(
+        long.iter()
+            .all(|(at, how)| (*how == LookAt::Status) == (*at < BLANK_CREATE_SPAN))
+    );
+}
+
+#[test]
+fn other_tasks_are_looked_at_as_their_kind_reads() {
+    let policy = Policy::with_timeout(Duration::from_secs(60));
+    assert_eq!(Kind::Plain.first_look(&policy), Duration::ZERO);
+    assert_eq!(Kind::Copies.first_look(&policy), Duration::ZERO);
+    assert_eq!(looks_until(Kind::Copies, ms(0)), [(ms(0), LookAt::Log)]);
+    // An import's create does a blank create's work before it copies: its first look waits
+    // as long, and reads the log.
+    assert_eq!(
+        looks_until(Kind::ImportCreate, ms(0)),
+        [(BLANK_CREATE_FIRST, LookAt::Log)]
+    );
+    assert!(
+        looks_until(Kind::Plain, ms(5000))
+            .iter()
+            .all(|(_, how)| *how == LookAt::Status)
+    );
+    // The first look never waits past the deadline.
+    let short = Policy::with_timeout(ms(100));
+    assert_eq!(Kind::BlankCreate.first_look(&short), ms(100));
+}
