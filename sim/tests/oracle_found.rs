@@ -668,7 +668,8 @@ fn a_running_vms_media_change_is_a_hotplug_problem() {
 /// storage is `vm-100-disk-1.qcow2`, not a second `disk-0`. API2/Qemu.pm `create_disks` makes
 /// a cloud-init drive in the `format=` asked (qcow2 by default on a path storage) and drops
 /// `format` from the stored drive; a block storage's `alloc_image` (LvmThinPlugin.pm) dies
-/// "unsupported format 'qcow2'" for anything but raw, failing the create task.
+/// "unsupported format 'qcow2'" for anything but raw (a `die` without a newline, so Perl adds
+/// where), failing the create task.
 #[test]
 fn disk_ids_and_formats_are_the_storages() {
     let sim = fast(&[]);
@@ -693,7 +694,10 @@ fn disk_ids_and_formats_are_the_storages() {
         let upid = s.data("POST", "/nodes/pve1/qemu", &[("vmid", vmid), (key, value)]);
         assert_eq!(
             s.wait(upid.as_str().unwrap())["exitstatus"],
-            format!("unable to create VM {vmid} - unsupported format 'qcow2'")
+            format!(
+                "unable to create VM {vmid} - unsupported format 'qcow2' at \
+                 /usr/share/perl5/PVE/Storage/LvmThinPlugin.pm line 102."
+            )
         );
     }
 }
