@@ -37,7 +37,9 @@ import urllib.parse
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NODE = "pve"
 VMID = 100
-TOKEN = "root@pam!oracle=0d1ff000-0000-4000-8000-000000000000"
+# The oracle runs as root@pam with a ticket; so does pve-sim's side (a root@pam API token is
+# not root to PVE's permission checks: only the ticket's root@pam bypasses them).
+PASSWORD = "oracle-0d1ff000"
 
 MAC = re.compile(r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5}")
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -216,11 +218,17 @@ class Sim:
         subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", img, "2G"], check=True)
         self.proc = subprocess.Popen(
             [binary, "--data-dir", os.path.join(work, "data"), "--listen", "127.0.0.1:0", "--plain-http",
-             "--nodes", NODE, "--auth-failure-delay", "0s", "--token", TOKEN, "--stats-interval", "0", "--time-scale", "0.001",
+             "--nodes", NODE, "--auth-failure-delay", "0s", "--user", f"root@pam:{PASSWORD}", "--stats-interval", "0", "--time-scale", "0.001",
              "--seed-image", img],
             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=open(os.path.join(work, "sim.err"), "w"))
         self.info = json.loads(self.proc.stdout.readline())
         self.admin = urllib.parse.urlparse(self.info["admin"])
+        self.auth = {}
+        form = urllib.parse.urlencode({"username": "root@pam", "password": PASSWORD})
+        _, _, login = self.request("POST", "/access/ticket", form)
+        ticket = login["data"]
+        self.auth = {"Cookie": f"PVEAuthCookie={ticket['ticket']}",
+                     "CSRFPreventionToken": ticket["CSRFPreventionToken"]}
         local = os.path.join(work, "data", "nodes", NODE, "local")
         # The oracle's preset volumes, with its sizes (sparse files here).
         for name, size in [("template/iso/debian-12.iso", 658505728), ("template/iso/virtio-win.iso", 753524736),
@@ -235,7 +243,7 @@ class Sim:
     def request(self, method, path, body=None, admin=False):
         host, port = (self.admin.hostname, self.admin.port) if admin else ("127.0.0.1", self.info["port"])
         conn = http.client.HTTPConnection(host, port, timeout=120)
-        headers = {} if admin else {"Authorization": f"PVEAPIToken={TOKEN}"}
+        headers = {} if admin else dict(self.auth)
         if body is not None:
             headers["Content-Type"] = "application/x-www-form-urlencoded"
         conn.request(method, ("" if admin else "/api2/json") + path, body=body, headers=headers)
