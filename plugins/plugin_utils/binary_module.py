@@ -35,6 +35,7 @@ import copy
 import os
 import platform
 import selectors
+import signal
 import subprocess
 import time
 
@@ -126,13 +127,16 @@ def run_streaming(cmd, cwd, on_event, in_data=None, executable=None):
 
     If the wait ends early (the task's ``timeout``, Ctrl-C), the command is asked to stop
     (SIGTERM: the module ends its wait and prints its result) and killed after
-    ``STOP_GRACE_SECONDS``.
+    ``STOP_GRACE_SECONDS``. The command runs in a session of its own, and the signals go to
+    its whole process group: the shell forks the module (``… && sleep 0``), so a signal to the
+    shell alone would leave the module running.
     """
     env = dict(os.environ)
     env[PROGRESS_ENV] = '1'
     proc = subprocess.Popen(
         to_bytes(cmd), shell=True, executable=executable, cwd=cwd, env=env,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     out = []
     err = []
@@ -165,15 +169,24 @@ def run_streaming(cmd, cwd, on_event, in_data=None, executable=None):
         err.append(pending)
         proc.wait()
     except BaseException:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        signal_group(proc, signal.SIGKILL)
+        proc.wait()
         raise
     return proc.returncode, b''.join(out), b''.join(err)
+
+
+def signal_group(proc, signum):
+    """Sends ``signum`` to the process group ``proc`` leads (its own session), if any of it
+    is still there."""
+    try:
+        os.killpg(proc.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class _ModuleLoaderView:
@@ -235,7 +248,7 @@ class BinaryModuleAction(NormalActionModule):
         ``_low_level_execute_command`` knows that command from the chmod and cleanup ones."""
         self._module_command = None
         if not live_progress(self._connection.transport, kwargs.get('wrap_async') or self._task.async_val,
-                             self._connection.become, self._task.no_log):
+                             self._connection.become, self._task.no_log or C.DEFAULT_NO_LOG):
             return super()._execute_module(*args, **kwargs)
         shell = self._connection._shell
         build = shell.build_module_command

@@ -42,7 +42,9 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     let header = |c: Option<&Current>| header(desired, c);
     let mut first: Plan = plan(desired, cur.as_ref()).map_err(anyhow::Error::msg)?;
     // nocloud: the seed's storage checked before anything is written (a create included).
-    runner.check_seed_storage(cur.as_ref())?;
+    if desired.state != State::Absent {
+        runner.check_seed_storage(cur.as_ref())?;
+    }
     // A new disk's format its storage cannot hold is refused before any write: one read of
     // the node's storages, made only when a new disk asks for a format.
     let formatted = disk_formats::formatted_new_disks(desired, cur.as_ref());

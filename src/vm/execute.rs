@@ -128,9 +128,16 @@ impl Runner<'_> {
                 qemu::resize(client, &vm, slot, &format_size(*to)),
                 format!("resizing {slot} of {id} to {}", format_size(*to)),
             ),
-            Step::Start => (qemu::start(client, &vm), format!("starting {id}")),
+            Step::Start => {
+                // A start (or a reboot) after the seed was attached boots with it.
+                self.seed_changed_running = false;
+                (qemu::start(client, &vm), format!("starting {id}"))
+            }
             Step::Stop => (qemu::stop(client, &vm), format!("stopping {id}")),
-            Step::Reboot => (qemu::reboot(client, &vm), format!("rebooting {id}")),
+            Step::Reboot => {
+                self.seed_changed_running = false;
+                (qemu::reboot(client, &vm), format!("rebooting {id}"))
+            }
             Step::Shutdown { timeout, force } => (
                 qemu::shutdown(client, &vm, *timeout, *force),
                 format!("shutting down {id}"),

@@ -389,6 +389,29 @@ fn new_vm_needs(run: &Run, needs: &mut Vec<Need>) {
             }
         }
     }
+    if let Some(nocloud) = &desired.nocloud {
+        // The seed's round after the create: the upload (pve-storage Status.pm upload:
+        // Datastore.AllocateTemplate), its CD-ROM, and for a clone the PVE cloud-init drive
+        // it may take off (VM.Config.Cloudinit and VM.Config.CDROM, as key_needs says).
+        let because = format!("nocloud: the seed uploaded to {}", nocloud.storage);
+        needs.push(Need::one(
+            "Datastore.AllocateTemplate",
+            &storage_path(&nocloud.storage),
+            &because,
+        ));
+        needs.push(Need::any(
+            &["VM.Config.CDROM"],
+            &paths,
+            "nocloud: the seed's CD-ROM",
+        ));
+        if cloning {
+            needs.push(Need::any(
+                &["VM.Config.Cloudinit"],
+                &paths,
+                "nocloud: PVE's cloud-init drive the seed replaces",
+            ));
+        }
+    }
     if matches!(desired.state, State::Started | State::Restarted) {
         needs.push(Need::any(&["VM.PowerMgmt"], &paths, "start"));
     }

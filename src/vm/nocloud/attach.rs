@@ -155,6 +155,17 @@ impl Runner<'_> {
     fn remove_unused_seed(&mut self, cur: &Current, volid: &str) -> anyhow::Result<()> {
         let client = &self.session.client;
         let doing = format!("looking for VMs that still use the old NoCloud seed {volid}");
+        // A VM with snapshots (`parent` in its config) may name the seed in one of them, and a
+        // rollback would then miss it: the seed stays while any such VM is there.
+        let kept = |holder: u32| {
+            format!(
+                "the old NoCloud seed {volid} was kept: VM {holder} has snapshots, which may name it"
+            )
+        };
+        if cur.config.contains_key("parent") {
+            self.session.log.warnings.push(kept(cur.vmid));
+            return Ok(());
+        }
         for listed in cluster::vms(client).with_context(|| doing.clone())? {
             if listed.vmid == cur.vmid {
                 continue;
@@ -164,8 +175,12 @@ impl Runner<'_> {
             else {
                 continue;
             };
-            let uses = config
-                .strings()
+            let strings = config.strings();
+            if strings.contains_key("parent") {
+                self.session.log.warnings.push(kept(listed.vmid));
+                return Ok(());
+            }
+            let uses = strings
                 .values()
                 .any(|value| value.split(',').next() == Some(volid));
             if uses {

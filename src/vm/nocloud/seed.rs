@@ -144,9 +144,16 @@ pub const NAME_PREFIX: &str = "sankofa-";
 
 /// Whether an ISO volume (`local:iso/sankofa-100-….iso`) is a seed this module made.
 pub fn is_seed_volume(volid: &str) -> bool {
-    volid
-        .split_once(":iso/")
-        .is_some_and(|(_, file)| file.starts_with(NAME_PREFIX) && file.ends_with(".iso"))
+    volid.split_once(":iso/").is_some_and(|(_, file)| {
+        // `sankofa-<vmid>-<hashes>.iso`, as `file_name` makes it: a user's own ISO that
+        // merely starts with the prefix is not one.
+        let vmid = file
+            .strip_prefix(NAME_PREFIX)
+            .and_then(|rest| rest.split_once('-'))
+            .map(|(vmid, _)| vmid);
+        vmid.is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+            && part_hashes(file).is_some()
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {
