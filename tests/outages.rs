@@ -9,6 +9,7 @@
 // The forwarder can do every fault it documents; not each one has a test of its own yet.
 #[allow(dead_code)]
 mod forwarder;
+mod least_privilege;
 
 use std::time::Duration;
 

@@ -5,107 +5,13 @@
 //! before any write, naming that privilege. pve-sim runs with `--user-cfg`, pve-access-control's
 //! model, so both what `GET /access/permissions` answers and each endpoint's checks are PVE's.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use sankofa_proxmox::privileges::{Scope, USES, Use};
+use sankofa_proxmox::privileges::Use;
 use serde_json::{Value, json};
 
+use crate::support::least_privilege::{named_on, scoped_sim, token, usage};
 use crate::support::*;
-
-/// The user whose tokens the runs use.
-const USER: &str = "automation@pve";
-
-/// `user.cfg` for one use: the user holds the whole role; token `all` too, and token `noN`
-/// the role without its Nth privilege. `pool_vms` start in the pool.
-fn user_cfg(usage: &Use, pool_vms: &[u32], pve8: bool) -> String {
-    let mut cfg = format!("user:{USER}:1:0::::::\n");
-    let tokens: Vec<(String, Option<usize>)> = std::iter::once(("all".to_string(), None))
-        .chain((0..usage.privileges.len()).map(|i| (format!("no{i}"), Some(i))))
-        .collect();
-    for (token, _) in &tokens {
-        cfg.push_str(&format!("token:{USER}!{token}:0:1::\n"));
-    }
-    let vms: Vec<String> = pool_vms.iter().map(u32::to_string).collect();
-    cfg.push_str(&format!(
-        "pool:automation::{}:local,local-lvm:\n",
-        vms.join(",")
-    ));
-    let scopes = [Scope::Pool, Scope::Root, Scope::Bridge, Scope::Node];
-    let mut grant = |who: &str, role: &str, privileges: Vec<&str>, scope: Scope| {
-        if privileges.is_empty() {
-            return;
-        }
-        let propagate = if scope == Scope::Root { 0 } else { 1 };
-        cfg.push_str(&format!("role:{role}:{}:\n", privileges.join(",")));
-        cfg.push_str(&format!("acl:{propagate}:{}:{who}:{role}:\n", scope.path()));
-    };
-    for scope in scopes {
-        let at = |without: Option<usize>| -> Vec<&str> {
-            usage
-                .privileges
-                .iter()
-                .enumerate()
-                .filter(|(i, (_, s))| *s == scope && Some(*i) != without)
-                .map(|(_, (p, _))| named_on(usage, p, pve8))
-                .collect()
-        };
-        grant(USER, &format!("User{scope:?}"), at(None), scope);
-        for (token, without) in &tokens {
-            grant(
-                &format!("{USER}!{token}"),
-                &format!("T{token}{scope:?}"),
-                at(*without),
-                scope,
-            );
-        }
-    }
-    cfg
-}
-
-/// A privilege as PVE 8 or 9 names it (`Use::on_pve8`).
-fn named_on(usage: &Use, privilege: &'static str, pve8: bool) -> &'static str {
-    usage
-        .on_pve8
-        .iter()
-        .find(|(nine, _)| *nine == privilege)
-        .filter(|_| pve8)
-        .map(|(_, eight)| *eight)
-        .unwrap_or(privilege)
-}
-
-/// A simulator with `usage`'s user.cfg, and the tokens' secrets.
-fn scoped_sim(usage: &Use, images: &[&PathBuf], pool_vms: &[u32], extra: &[&str]) -> Sim {
-    let pve8 = extra.windows(2).any(|w| w == ["--pve-version", "8.4"]);
-    let dir = scratch("user-cfg");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("user.cfg");
-    std::fs::write(&path, user_cfg(usage, pool_vms, pve8)).unwrap();
-    let mut args: Vec<String> = vec![
-        "--user-cfg".into(),
-        path.to_str().unwrap().into(),
-        "--token".into(),
-        format!("{USER}!all=secret-all"),
-    ];
-    for i in 0..usage.privileges.len() {
-        args.push("--token".into());
-        args.push(format!("{USER}!no{i}=secret-no{i}"));
-    }
-    args.extend(extra.iter().map(|a| a.to_string()));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let images: Vec<&std::path::Path> = images.iter().map(|p| p.as_path()).collect();
-    Sim::start(&images, &args)
-}
-
-/// Connection options for one of the user's tokens.
-fn token(sim: &Sim, name: &str) -> Value {
-    json!({"api_host": "127.0.0.1", "api_port": sim.port(), "api_fingerprint": sim.fingerprint(),
-           "api_token_id": format!("{USER}!{name}"), "api_token_secret": format!("secret-{name}")})
-}
-
-fn usage(name: &str) -> &'static Use {
-    USES.iter().find(|u| u.name == name).unwrap()
-}
 
 /// Each token lacking one privilege: `run` fails naming it, and sends no write.
 fn each_missing_privilege_fails_before_any_write(

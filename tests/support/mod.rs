@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub mod least_privilege;
+
 static N: AtomicU32 = AtomicU32::new(0);
 
 /// A fresh scratch directory under `target/`.
