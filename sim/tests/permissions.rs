@@ -558,11 +558,12 @@ fn a_scoped_token_sees_its_vms_and_its_own_tasks() {
     let upid = user.data("POST", "/nodes/pve1/qemu/100/status/start", &[]);
     c.root.wait(upid.as_str().unwrap());
     let tasks = user.data("GET", "/nodes/pve1/tasks", &[("source", "all")]);
-    let users: Vec<&str> = tasks
+    let users: Vec<(&Value, &Value)> = tasks
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| t["user"].as_str().unwrap())
+        .map(|t| (&t["user"], &t["tokenid"]))
         .collect();
-    assert_eq!(users, ["ci@pve!user"], "{tasks}");
+    // A finished token task is listed split (Tasks.pm `$convert_token_task`).
+    assert_eq!(users, [(&json!("ci@pve"), &json!("user"))], "{tasks}");
 }

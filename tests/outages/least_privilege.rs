@@ -85,7 +85,10 @@ fn looked_for_its_task(fwd: &Forwarder, path: &str, task_type: &str) {
 
 /// The UPID of the run's first task, checked to be `identity`'s `task_type` of `id`.
 fn first_task_is(r: &Value, identity: Identity, task_type: &str, id: u64) -> String {
-    let upid = r["tasks"][0]["upid"].as_str().unwrap_or_default().to_string();
+    let upid = r["tasks"][0]["upid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(
         upid.contains(&format!(":{task_type}:{id}:{}:", identity.task_user())),
         "{identity:?}: {upid} in {r}"

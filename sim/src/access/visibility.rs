@@ -1,7 +1,8 @@
 //! The lists that show a caller only what it may see (`user => 'all'` endpoints that filter
 //! by privilege): pve-manager `API2/Cluster.pm` resources, qemu-server `API2/Qemu.pm`
 //! vmlist, pve-storage `API2/Storage/Config.pm` index and `API2/Storage/Status.pm` index.
-//! Each takes the list as its handler made it and leaves out the rest.
+//! Each takes the list as its handler made it and leaves out the rest. And a node's task
+//! list (pve-manager `API2/Tasks.pm` node_tasks), which filters task by task.
 
 use serde_json::Value;
 
@@ -85,4 +86,90 @@ pub fn storages(checker: &Checker, list: Value) -> Value {
             &["Datastore.Audit", "Datastore.AllocateSpace"],
         )
     })
+}
+
+/// API2/Tasks.pm node_tasks: whether a caller without `Sys.Audit` on the node (`$auditor`)
+/// sees a task of `task_user` (the UPID's user, a token's whole id `user@realm!token`).
+/// A finished task is read from the index and `$convert_token_task` splits a token's id
+/// before `$check_task_user` filters it: the token and its user see it. A running task is
+/// read from the `active` file and filtered unsplit: only `$user eq $task->{user}`, so a
+/// token sees its own running tasks and its user does not.
+pub fn node_task_listed(auditor: bool, authid: &str, task_user: &str, running: bool) -> bool {
+    if auditor || authid == task_user {
+        return true;
+    }
+    !running
+        && task_user
+            .split_once('!')
+            .is_some_and(|(owner, _)| owner == authid)
+}
+
+/// API2/Tasks.pm node_tasks, `$convert_token_task`: a finished token task is listed with its
+/// `user` and `tokenid` apart; a running one (from the `active` file) keeps the whole id in
+/// `user`.
+pub fn node_task_entry(mut entry: Value, running: bool) -> Value {
+    let split = entry["user"]
+        .as_str()
+        .and_then(|user| user.split_once('!'))
+        .map(|(user, token)| (user.to_string(), token.to_string()));
+    if !running
+        && let Some((user, token)) = split
+        && let Some(fields) = entry.as_object_mut()
+    {
+        fields.insert("user".into(), Value::String(user));
+        fields.insert("tokenid".into(), Value::String(token));
+    }
+    entry
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// pve-manager API2/Tasks.pm node_tasks: `$parse_line` runs `$convert_token_task` on each
+    /// task of the index before `$filter_task`; the `active` file's tasks go to `$filter_task`
+    /// as `read_file('active')` decoded them; `$check_task_user` lets a split token task be
+    /// seen by `$user eq $fulltoken || $user eq $task->{user}`, an unsplit one by
+    /// `$user eq $task->{user}`.
+    #[test]
+    fn a_node_lists_a_token_task_to_its_user_once_it_ended() {
+        let token_task = "ci@pve!deploy";
+        for running in [false, true] {
+            assert!(node_task_listed(
+                false,
+                "ci@pve!deploy",
+                token_task,
+                running
+            ));
+            assert!(!node_task_listed(
+                false,
+                "ci@pve!other",
+                token_task,
+                running
+            ));
+            assert!(!node_task_listed(false, "ops@pve", token_task, running));
+            assert!(node_task_listed(true, "ops@pve", token_task, running));
+            assert!(node_task_listed(false, "ci@pve", "ci@pve", running));
+            assert!(!node_task_listed(false, "ci@pve!deploy", "ci@pve", running));
+        }
+        assert!(node_task_listed(false, "ci@pve", token_task, false));
+        assert!(!node_task_listed(false, "ci@pve", token_task, true));
+    }
+
+    #[test]
+    fn a_finished_token_task_is_listed_with_its_token_apart() {
+        let entry = json!({"upid": "UPID:pve1:…", "user": "ci@pve!deploy"});
+        let done = node_task_entry(entry.clone(), false);
+        assert_eq!(
+            (&done["user"], &done["tokenid"]),
+            (&json!("ci@pve"), &json!("deploy"))
+        );
+        let running = node_task_entry(entry, true);
+        assert_eq!(running["user"], "ci@pve!deploy");
+        assert!(running.get("tokenid").is_none(), "{running}");
+        let users = node_task_entry(json!({"user": "ci@pve"}), false);
+        assert_eq!(users, json!({"user": "ci@pve"}));
+    }
 }

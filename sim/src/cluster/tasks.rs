@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::access::visibility;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, wait_until};
 use crate::state::{Sim, Task};
 
@@ -113,8 +114,8 @@ fn paging(params: &Params) -> (usize, usize) {
 }
 
 /// `GET /nodes/{node}/tasks` with PVE's filters; newest first. Without `Sys.Audit` on the
-/// node a user sees only its own tasks (Tasks.pm, node_tasks); running tasks carry
-/// `status: RUNNING`.
+/// node a user sees only its own tasks (Tasks.pm, node_tasks), and its tokens' once they
+/// ended (`visibility::node_task_listed`); running tasks carry `status: RUNNING`.
 pub fn task_list(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Value {
     let auditor = sim.sys_audit(&auth.id, node);
     let st = sim.lock();
@@ -131,7 +132,7 @@ pub fn task_list(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Value {
         .iter()
         .rev()
         .filter(|t| t.node == node && Instant::now() >= t.visible_at)
-        .filter(|t| auditor || own_task(&t.user, &auth.id))
+        .filter(|t| visibility::node_task_listed(auditor, &auth.id, &t.user, t.running()))
         .filter(|t| match source {
             "active" => t.running(),
             "archive" => !t.running(),
@@ -142,7 +143,7 @@ pub fn task_list(sim: &Sim, node: &str, params: &Params, auth: &Auth) -> Value {
         .filter(|t| !errors || t.exitstatus.as_deref().is_some_and(|e| e != "OK"))
         .skip(start)
         .take(if limit == 0 { usize::MAX } else { limit })
-        .map(Task::list_json)
+        .map(|t| visibility::node_task_entry(t.list_json(), t.running()))
         .collect();
     json!(items)
 }
