@@ -4,6 +4,7 @@
 //! there) makes the run succeed; a token lacking any one of those privileges makes it fail
 //! before any write, naming that privilege. pve-sim runs with `--user-cfg`, pve-access-control's
 //! model, so both what `GET /access/permissions` answers and each endpoint's checks are PVE's.
+//! Each use runs on PVE 8.4 and 9.1 (`on_each_version`), whose privileges differ.
 
 use std::time::Duration;
 
@@ -13,31 +14,58 @@ use serde_json::{Value, json};
 use crate::support::least_privilege::{named_on, scoped_sim, token, usage};
 use crate::support::*;
 
-/// Each token lacking one privilege: `run` fails naming it, and sends no write.
+/// The PVE versions each use is tested on: PVE 9 renamed privileges (`Use::on_pve8`).
+const VERSIONS: [&str; 2] = ["8.4", "9.1"];
+
+/// Runs `test` once for each of [`VERSIONS`], side by side (each with its own simulator);
+/// a failure names its version (the thread's name).
+fn on_each_version(test: impl Fn(&str) + Sync) {
+    std::thread::scope(|scope| {
+        for version in VERSIONS {
+            let test = &test;
+            std::thread::Builder::new()
+                .name(format!("PVE {version}"))
+                .spawn_scoped(scope, move || test(version))
+                .unwrap();
+        }
+    });
+}
+
+/// [`scoped_sim`] on `version`.
+fn sim_on(usage: &Use, images: &[&std::path::Path], version: &str, extra: &[&str]) -> Sim {
+    let mut args = vec!["--pve-version", version];
+    args.extend_from_slice(extra);
+    scoped_sim(usage, images, &[], &args)
+}
+
+/// Each token lacking one privilege (as `version` names it): `run` fails naming it, and
+/// sends no write.
 fn each_missing_privilege_fails_before_any_write(
     sim: &Sim,
     usage: &Use,
+    version: &str,
     run: impl Fn(Value) -> Value,
 ) {
     for (i, (privilege, scope)) in usage.privileges.iter().enumerate() {
+        let privilege = named_on(usage, privilege, version.starts_with('8'));
         let writes = sim.writes().len();
         let failed = run(token(sim, &format!("no{i}")));
         let msg = failed["msg"].as_str().unwrap_or_default();
         assert_eq!(
             failed["failed"], true,
-            "{} without {privilege}: {failed}",
+            "{} on {version} without {privilege}: {failed}",
             usage.name
         );
         assert!(
             msg.contains(privilege),
-            "{} without {privilege} on {}: {msg}",
+            "{} on {version} without {privilege} on {}: {msg}",
             usage.name,
             scope.path()
         );
         assert_eq!(
             sim.writes()[writes..].to_vec(),
             Vec::<Value>::new(),
-            "{} without {privilege}: a write was sent",
+            "{} on {version} without {privilege}: a write was sent",
             usage.name
         );
         assert_eq!(failed["changed"], false, "{failed}");
@@ -61,18 +89,20 @@ fn create_options() -> Value {
 fn creating_from_an_image_with_exactly_its_role() {
     let img = small_image();
     let role = usage("create a VM from an image");
-    let sim = scoped_sim(role, &[&img], &[], &[]);
-    each_missing_privilege_fails_before_any_write(&sim, role, |conn| {
-        result(run(merge(&[conn, create_options()])))
+    on_each_version(|version| {
+        let sim = sim_on(role, &[&img], version, &[]);
+        each_missing_privilege_fails_before_any_write(&sim, role, version, |conn| {
+            result(run(merge(&[conn, create_options()])))
+        });
+        let made = ok(run(merge(&[token(&sim, "all"), create_options()])));
+        assert_eq!(
+            task_types(&made),
+            ["qmcreate", "resize", "qmstart"],
+            "{made}"
+        );
+        let again = ok(run(merge(&[token(&sim, "all"), create_options()])));
+        assert_eq!(again["changed"], false, "{again}");
     });
-    let made = ok(run(merge(&[token(&sim, "all"), create_options()])));
-    assert_eq!(
-        task_types(&made),
-        ["qmcreate", "resize", "qmstart"],
-        "{made}"
-    );
-    let again = ok(run(merge(&[token(&sim, "all"), create_options()])));
-    assert_eq!(again["changed"], false, "{again}");
 }
 
 #[test]
@@ -118,12 +148,14 @@ fn cloud_init_options() -> Value {
 #[test]
 fn cloud_init_with_exactly_its_role() {
     let role = usage("cloud-init");
-    let sim = scoped_sim(role, &[], &[], &[]);
-    each_missing_privilege_fails_before_any_write(&sim, role, |conn| {
-        result(run(merge(&[conn, cloud_init_options()])))
+    on_each_version(|version| {
+        let sim = sim_on(role, &[], version, &[]);
+        each_missing_privilege_fails_before_any_write(&sim, role, version, |conn| {
+            result(run(merge(&[conn, cloud_init_options()])))
+        });
+        let made = ok(run(merge(&[token(&sim, "all"), cloud_init_options()])));
+        assert_eq!(made["changed"], true, "{made}");
     });
-    let made = ok(run(merge(&[token(&sim, "all"), cloud_init_options()])));
-    assert_eq!(made["changed"], true, "{made}");
 }
 
 /// A template made by root, in the pool.
@@ -145,13 +177,15 @@ fn clone_options() -> Value {
 fn cloning_a_template_with_exactly_its_role() {
     let img = small_image();
     let role = usage("clone a template");
-    let sim = scoped_sim(role, &[&img], &[], &[]);
-    template(&sim);
-    each_missing_privilege_fails_before_any_write(&sim, role, |conn| {
-        result(run(merge(&[conn, clone_options()])))
+    on_each_version(|version| {
+        let sim = sim_on(role, &[&img], version, &[]);
+        template(&sim);
+        each_missing_privilege_fails_before_any_write(&sim, role, version, |conn| {
+            result(run(merge(&[conn, clone_options()])))
+        });
+        let made = ok(run(merge(&[token(&sim, "all"), clone_options()])));
+        assert_eq!(made["status"], "running", "{made}");
     });
-    let made = ok(run(merge(&[token(&sim, "all"), clone_options()])));
-    assert_eq!(made["status"], "running", "{made}");
 }
 
 /// A VM made by root, in the pool (`running` when asked).
@@ -168,60 +202,66 @@ fn existing_vm(sim: &Sim, state: &str) {
 fn ha_with_exactly_its_role() {
     let img = small_image();
     let role = usage("HA");
-    let sim = scoped_sim(role, &[&img], &[], &["--time-scale", "0.2"]);
-    existing_vm(&sim, "present");
-    let options = json!({"node": "pve1", "vmid": 100, "ha": {"state": "stopped"}});
-    each_missing_privilege_fails_before_any_write(&sim, role, |conn| {
-        result(run(merge(&[conn, options.clone()])))
+    on_each_version(|version| {
+        let sim = sim_on(role, &[&img], version, &["--time-scale", "0.2"]);
+        existing_vm(&sim, "present");
+        let options = json!({"node": "pve1", "vmid": 100, "ha": {"state": "stopped"}});
+        each_missing_privilege_fails_before_any_write(&sim, role, version, |conn| {
+            result(run(merge(&[conn, options.clone()])))
+        });
+        let managed = ok(run(merge(&[token(&sim, "all"), options.clone()])));
+        assert_eq!(managed["changed"], true, "{managed}");
     });
-    let managed = ok(run(merge(&[token(&sim, "all"), options.clone()])));
-    assert_eq!(managed["changed"], true, "{managed}");
 }
 
 #[test]
 fn migrating_with_exactly_its_role() {
     let img = small_image();
     let role = usage("migrate");
-    let sim = scoped_sim(
-        role,
-        &[&img],
-        &[],
-        &["--nodes", "pve1,pve2", "--time-scale", "0.2"],
-    );
-    existing_vm(&sim, "present");
-    let options =
-        json!({"node": "pve2", "vmid": 100, "migrate": true, "target_storage": "local-lvm"});
-    each_missing_privilege_fails_before_any_write(&sim, role, |conn| {
-        result(run(merge(&[conn, options.clone()])))
+    on_each_version(|version| {
+        let sim = sim_on(
+            role,
+            &[&img],
+            version,
+            &["--nodes", "pve1,pve2", "--time-scale", "0.2"],
+        );
+        existing_vm(&sim, "present");
+        let options =
+            json!({"node": "pve2", "vmid": 100, "migrate": true, "target_storage": "local-lvm"});
+        each_missing_privilege_fails_before_any_write(&sim, role, version, |conn| {
+            result(run(merge(&[conn, options.clone()])))
+        });
+        let moved = ok(run(merge(&[token(&sim, "all"), options.clone()])));
+        assert_eq!(moved["node"], "pve2", "{moved}");
     });
-    let moved = ok(run(merge(&[token(&sim, "all"), options.clone()])));
-    assert_eq!(moved["node"], "pve2", "{moved}");
 }
 
 #[test]
 fn snapshots_with_exactly_their_role() {
     let img = small_image();
     let role = usage("snapshots");
-    let sim = scoped_sim(role, &[&img], &[], &[]);
-    existing_vm(&sim, "present");
-    let take = json!({"node": "pve1", "vmid": 100, "snapname": "before"});
-    each_missing_privilege_fails_before_any_write(&sim, role, |conn| {
-        result(run_snapshot(merge(&[conn, take.clone()])))
+    on_each_version(|version| {
+        let sim = sim_on(role, &[&img], version, &[]);
+        existing_vm(&sim, "present");
+        let take = json!({"node": "pve1", "vmid": 100, "snapname": "before"});
+        each_missing_privilege_fails_before_any_write(&sim, role, version, |conn| {
+            result(run_snapshot(merge(&[conn, take.clone()])))
+        });
+        let taken = ok(run_snapshot(merge(&[token(&sim, "all"), take.clone()])));
+        assert_eq!(taken["changed"], true, "{taken}");
+        let back = ok(run_snapshot(merge(&[
+            token(&sim, "all"),
+            take.clone(),
+            json!({"state": "rollback"}),
+        ])));
+        assert_eq!(back["changed"], true, "{back}");
+        let gone = ok(run_snapshot(merge(&[
+            token(&sim, "all"),
+            take.clone(),
+            json!({"state": "absent"}),
+        ])));
+        assert_eq!(gone["changed"], true, "{gone}");
     });
-    let taken = ok(run_snapshot(merge(&[token(&sim, "all"), take.clone()])));
-    assert_eq!(taken["changed"], true, "{taken}");
-    let back = ok(run_snapshot(merge(&[
-        token(&sim, "all"),
-        take.clone(),
-        json!({"state": "rollback"}),
-    ])));
-    assert_eq!(back["changed"], true, "{back}");
-    let gone = ok(run_snapshot(merge(&[
-        token(&sim, "all"),
-        take,
-        json!({"state": "absent"}),
-    ])));
-    assert_eq!(gone["changed"], true, "{gone}");
 }
 
 #[test]
@@ -229,21 +269,24 @@ fn an_image_download_with_exactly_its_role() {
     let img = small_image();
     let port = serve_file(std::fs::read(&img).unwrap(), Duration::ZERO);
     let role = usage("image download");
-    let sim = scoped_sim(role, &[], &[], &[]);
-    let options = json!({"node": "pve1", "storage": "local",
-                         "url": format!("http://127.0.0.1:{port}/noble.img")});
-    each_missing_privilege_fails_before_any_write(&sim, role, |conn| {
-        result(run_image(merge(&[conn, options.clone()])))
+    on_each_version(|version| {
+        let sim = sim_on(role, &[], version, &[]);
+        let options = json!({"node": "pve1", "storage": "local",
+                             "url": format!("http://127.0.0.1:{port}/noble.img")});
+        each_missing_privilege_fails_before_any_write(&sim, role, version, |conn| {
+            result(run_image(merge(&[conn, options.clone()])))
+        });
+        let got = ok(run_image(merge(&[token(&sim, "all"), options])));
+        assert_eq!(got["changed"], true, "{got}");
     });
-    let got = ok(run_image(merge(&[token(&sim, "all"), options])));
-    assert_eq!(got["changed"], true, "{got}");
 }
 
+/// PVE 8 reads the agent with VM.Monitor (schema 8.4), which PVE 9 no longer has.
 fn vm_info_with_exactly_its_role_on(version: &str) {
     let img = small_image();
     let role = usage("vm_info and the inventory");
-    let sim = scoped_sim(role, &[&img], &[], &["--pve-version", version]);
-    let pve8 = version == "8.4";
+    let sim = sim_on(role, &[&img], version, &[]);
+    let pve8 = version.starts_with('8');
     existing_vm(&sim, "started");
     let options = json!({"vmid": 100});
     let writes = sim.writes().len();
@@ -269,29 +312,7 @@ fn vm_info_with_exactly_its_role_on(version: &str) {
 
 #[test]
 fn vm_info_with_exactly_its_role() {
-    vm_info_with_exactly_its_role_on("9.1");
-}
-
-/// PVE 8 reads the agent with VM.Monitor (schema 8.4), which PVE 9 no longer has.
-#[test]
-fn vm_info_with_exactly_its_role_on_pve_8() {
-    vm_info_with_exactly_its_role_on("8.4");
-}
-
-#[test]
-fn creating_from_an_image_with_exactly_its_role_on_pve_8() {
-    let img = small_image();
-    let role = usage("create a VM from an image");
-    let sim = scoped_sim(role, &[&img], &[], &["--pve-version", "8.4"]);
-    each_missing_privilege_fails_before_any_write(&sim, role, |conn| {
-        result(run(merge(&[conn, create_options()])))
-    });
-    let made = ok(run(merge(&[token(&sim, "all"), create_options()])));
-    assert_eq!(
-        task_types(&made),
-        ["qmcreate", "resize", "qmstart"],
-        "{made}"
-    );
+    on_each_version(vm_info_with_exactly_its_role_on);
 }
 
 /// The README's quick start, with its role: the image downloaded, the VM made from it.
@@ -300,41 +321,44 @@ fn the_quick_start_with_exactly_its_role() {
     let img = small_image();
     let port = serve_file(std::fs::read(&img).unwrap(), Duration::ZERO);
     let role = usage("the quick start");
-    let sim = scoped_sim(role, &[], &[], &[]);
-    let image = json!({"node": "pve1", "storage": "local",
+    on_each_version(|version| {
+        let sim = sim_on(role, &[], version, &[]);
+        let image = json!({"node": "pve1", "storage": "local",
                        "url": format!("http://127.0.0.1:{port}/noble-server-cloudimg-amd64.img")});
-    let vm = json!({
-        "node": "pve1", "vmid": 100, "name": "web1", "pool": "automation", "state": "started",
-        "cores": 2, "memory": 2048, "net": [{"bridge": "vmbr0"}],
-        "disks": [{"slot": "scsi0", "storage": "local-lvm",
-                   "import_from": "local:import/noble-server-cloudimg-amd64.qcow2", "size": "2G"}],
-        "ciuser": "ubuntu", "ipconfig": [{"ip": "dhcp"}],
-    });
-    // Each missing privilege fails the image's download or, when the download does not
-    // need it, the VM's create from the image; neither sends a write.
-    for (i, (privilege, _)) in role.privileges.iter().enumerate() {
-        ok(run_image(merge(&[
-            sim.conn(),
-            image.clone(),
-            json!({"state": "absent"}),
-        ])));
-        let conn = token(&sim, &format!("no{i}"));
-        let mut writes = sim.writes().len();
-        let mut refused = result(run_image(merge(&[conn.clone(), image.clone()])));
-        if refused["failed"] != true {
-            writes = sim.writes().len();
-            refused = result(run(merge(&[conn, vm.clone()])));
+        let vm = json!({
+            "node": "pve1", "vmid": 100, "name": "web1", "pool": "automation", "state": "started",
+            "cores": 2, "memory": 2048, "net": [{"bridge": "vmbr0"}],
+            "disks": [{"slot": "scsi0", "storage": "local-lvm",
+                       "import_from": "local:import/noble-server-cloudimg-amd64.qcow2", "size": "2G"}],
+            "ciuser": "ubuntu", "ipconfig": [{"ip": "dhcp"}],
+        });
+        // Each missing privilege fails the image's download or, when the download does not
+        // need it, the VM's create from the image; neither sends a write.
+        for (i, (privilege, _)) in role.privileges.iter().enumerate() {
+            let privilege = named_on(role, privilege, version.starts_with('8'));
+            ok(run_image(merge(&[
+                sim.conn(),
+                image.clone(),
+                json!({"state": "absent"}),
+            ])));
+            let conn = token(&sim, &format!("no{i}"));
+            let mut writes = sim.writes().len();
+            let mut refused = result(run_image(merge(&[conn.clone(), image.clone()])));
+            if refused["failed"] != true {
+                writes = sim.writes().len();
+                refused = result(run(merge(&[conn, vm.clone()])));
+            }
+            let msg = refused["msg"].as_str().unwrap_or_default();
+            assert_eq!(refused["failed"], true, "without {privilege}: {refused}");
+            assert!(msg.contains(privilege), "without {privilege}: {msg}");
+            assert_eq!(
+                sim.writes()[writes..].to_vec(),
+                Vec::<Value>::new(),
+                "without {privilege}: a write was sent"
+            );
         }
-        let msg = refused["msg"].as_str().unwrap_or_default();
-        assert_eq!(refused["failed"], true, "without {privilege}: {refused}");
-        assert!(msg.contains(privilege), "without {privilege}: {msg}");
-        assert_eq!(
-            sim.writes()[writes..].to_vec(),
-            Vec::<Value>::new(),
-            "without {privilege}: a write was sent"
-        );
-    }
-    ok(run_image(merge(&[token(&sim, "all"), image])));
-    let made = ok(run(merge(&[token(&sim, "all"), vm])));
-    assert_eq!(made["status"], "running", "{made}");
+        ok(run_image(merge(&[token(&sim, "all"), image])));
+        let made = ok(run(merge(&[token(&sim, "all"), vm])));
+        assert_eq!(made["status"], "running", "{made}");
+    });
 }
