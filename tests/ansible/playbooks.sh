@@ -58,5 +58,8 @@ ids=$(grep -oE '"par[0-9]+=[0-9]+"' "$dir/parallel.log" | cut -d= -f2 | tr -d '"
 [ "$ids" = 50 ] || { echo "parallel creates: $ids distinct ids, expected 50" >&2; exit 1; }
 echo "playbooks: 11 passed, 0 failed"
 
+# The demo's playbook again, as the README's quick start token (privsep, its role on the pool).
+tests/ansible/scoped-demo.sh
+
 # Live progress of a long import in the play's output (its own pve-sim, a slower import).
 tests/ansible/progress.sh
