@@ -4,7 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Sim, enc, raw, scratch};
+use crate::support::{Sim, raw};
+use crate::support::access::{Token, sim_with_user_cfg};
 
 /// A user whose API token has privilege separation, with a role on a pool: the setup the
 /// issue's least-privilege runs use.
@@ -25,13 +26,9 @@ acl:0:/vms/200:@ops:Starter:
 
 /// A simulator started with [`USER_CFG`] and secrets for the tokens and the user.
 fn sim_with(cfg: &str) -> Sim {
-    let path = scratch("user-cfg").join("user.cfg");
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, cfg).unwrap();
-    Sim::plain(
+    sim_with_user_cfg(
+        cfg,
         &[
-            "--user-cfg",
-            path.to_str().unwrap(),
             "--user",
             "ci@pve:cipw",
             "--user",
@@ -41,56 +38,7 @@ fn sim_with(cfg: &str) -> Sim {
             "--token",
             "ci@pve!full=full-secret",
         ],
-        &[],
     )
-}
-
-/// One caller by API token.
-struct Token {
-    addr: String,
-    header: String,
-}
-
-impl Token {
-    fn new(sim: &Sim, id_secret: &str) -> Token {
-        Token {
-            addr: format!("127.0.0.1:{}", sim.port()),
-            header: format!("PVEAPIToken={id_secret}"),
-        }
-    }
-
-    fn call(&self, method: &str, path: &str, params: &[(&str, &str)]) -> (u16, String, Value) {
-        let form: Vec<String> = params
-            .iter()
-            .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
-            .collect();
-        let form = form.join("&");
-        let headers = [("Authorization", self.header.as_str())];
-        let path = format!("/api2/json{path}");
-        if method == "GET" || method == "DELETE" {
-            let p = if form.is_empty() {
-                path
-            } else {
-                format!("{path}?{form}")
-            };
-            raw(&self.addr, method, &p, &headers, "")
-        } else {
-            raw(&self.addr, method, &path, &headers, &form)
-        }
-    }
-
-    fn data(&self, method: &str, path: &str, params: &[(&str, &str)]) -> Value {
-        let (s, r, v) = self.call(method, path, params);
-        assert_eq!(s, 200, "{method} {path}: {s} {r} {v}");
-        v["data"].clone()
-    }
-
-    /// The 403's reason phrase.
-    fn refused(&self, method: &str, path: &str, params: &[(&str, &str)]) -> String {
-        let (s, r, v) = self.call(method, path, params);
-        assert_eq!(s, 403, "{method} {path}: {s} {r} {v}");
-        r
-    }
 }
 
 fn keys(v: &Value) -> Vec<String> {
@@ -212,17 +160,14 @@ struct Checks {
 
 impl Checks {
     fn start(extra: &[&str]) -> Checks {
-        let path = scratch("user-cfg").join("user.cfg");
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, CHECKS_CFG).unwrap();
-        let mut owned = vec!["--user-cfg".to_string(), path.to_string_lossy().to_string()];
-        for token in ["deploy", "nonet", "maker", "user"] {
-            owned.push(format!("--token=ci@pve!{token}=s-{token}"));
-        }
+        let mut owned: Vec<String> = ["deploy", "nonet", "maker", "user"]
+            .iter()
+            .map(|token| format!("--token=ci@pve!{token}=s-{token}"))
+            .collect();
         owned.push("--token=root@pam!sep=s-sep".into());
         owned.extend(extra.iter().map(|a| a.to_string()));
         let args: Vec<&str> = owned.iter().map(String::as_str).collect();
-        let sim = Sim::plain(&args, &[]);
+        let sim = sim_with_user_cfg(CHECKS_CFG, &args);
         let root = crate::support::Session::login(&sim);
         crate::support::quick_vm(&root, "100", &[("pool", "web")]);
         crate::support::quick_vm(&root, "101", &[]);

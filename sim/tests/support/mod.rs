@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod access;
+
 pub static N: AtomicU32 = AtomicU32::new(0);
 
 pub fn scratch(tag: &str) -> PathBuf {
