@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Sim, raw};
 use crate::support::access::{Token, sim_with_user_cfg};
+use crate::support::{Sim, raw};
 
 /// A user whose API token has privilege separation, with a role on a pool: the setup the
 /// issue's least-privilege runs use.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::forwarder::{Action, Forwarder, Rule};
-use super::{CLONE, CREATE, carried, named_by_log, ok_via, sorted_vms, trace, vms};
+use super::{CLONE, CREATE, carried, failed_via, named_by_log, ok_via, sorted_vms, trace, vms};
 use crate::support::least_privilege::{USER, USER_PASSWORD, scoped_sim, token_options, usage};
 use crate::support::*;
 
@@ -185,4 +185,168 @@ fn a_lost_clone_answer_clones_one_vm_for_a_privsep_token() {
 #[test]
 fn a_lost_clone_answer_clones_one_vm_for_a_user_without_sys_audit() {
     a_lost_clone_answer_clones_one_vm_for(Identity::UserWithoutSysAudit);
+}
+
+/// A `POST` to the simulator (plain HTTP on `sim_port`) by [`USER`]'s token `all`, bypassing
+/// the forwarder: PVE's `data`, or the status and message.
+fn post_as_token(sim_port: u16, path: &str, params: &[(&str, &str)]) -> Result<Value, String> {
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut resp = agent
+        .post(&format!("http://127.0.0.1:{sim_port}/api2/json{path}"))
+        .header(
+            "Authorization",
+            &format!("PVEAPIToken={USER}!all=secret-all"),
+        )
+        .send_form(params.iter().copied())
+        .map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let v: Value = serde_json::from_str(&resp.body_mut().read_to_string().unwrap_or_default())
+        .unwrap_or_default();
+    if status == 200 {
+        Ok(v["data"].clone())
+    } else {
+        Err(format!("{status} {}", v["message"].as_str().unwrap_or("")))
+    }
+}
+
+/// While the user's clone is lost in the outage, the user's own token clones the same
+/// template: a user sees its tokens' ended tasks (Tasks.pm `$check_task_user`), of the same
+/// type and id, so only the UPID's user (the token's whole id) keeps the token's clone from
+/// being taken for the user's run's.
+#[test]
+fn a_clone_by_the_users_own_token_is_not_taken_for_the_users_run() {
+    let role = role_without_sys_audit("clone a template");
+    let sim = scoped_sim(role, &[], &[], &["--plain-http"]);
+    let fwd = Forwarder::start(&sim);
+    ok(run(merge(&[
+        fwd.conn(),
+        json!({"node": "pve1", "vmid": 900, "name": "tpl", "cores": 1, "template": true,
+               "pool": "automation",
+               "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}]}),
+    ])));
+    fwd.rule(
+        Rule::new(Some("POST"), CLONE, Action::LoseAnswer)
+            .times(1)
+            .then_down(Duration::from_secs(8)),
+    );
+    let identity = Identity::UserWithoutSysAudit;
+    let args = merge(&[
+        identity.conn(&fwd),
+        json!({"name": "ours", "pool": "automation", "clone": {"vmid": 900}, "timeout": "90s"}),
+    ]);
+    let module = std::thread::spawn(move || run(args));
+    let t = std::time::Instant::now();
+    while sim.task_count("qmclone") == 0 && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        sim.task_count("qmclone"),
+        1,
+        "the run's clone never started"
+    );
+    let theirs = post_as_token(
+        sim.port(),
+        CLONE,
+        &[("newid", "555"), ("name", "tokens"), ("pool", "automation")],
+    )
+    .unwrap();
+    let theirs = theirs.as_str().unwrap().to_string();
+    assert!(
+        theirs.contains(&format!(":qmclone:900:{USER}!all:")),
+        "{theirs}"
+    );
+    let r = ok_via(&fwd, module.join().unwrap());
+    assert_eq!(fwd.count("POST", CLONE), 1, "{}", trace(&fwd));
+    looked_for_its_task(&fwd, CLONE, "qmclone");
+    assert_eq!(sim.task_count("qmclone"), 2);
+    let ours = auto_vmid("ours", &[900]);
+    let mut expected = vec![
+        (ours, "ours".to_string()),
+        (555, "tokens".to_string()),
+        (900, "tpl".to_string()),
+    ];
+    expected.sort();
+    assert_eq!(sorted_vms(&sim), expected);
+    assert_eq!(r["vmid"], ours, "{r}");
+    assert_eq!(r["changed"], true, "{r}");
+    let upid = first_task_is(&r, identity, "qmclone", 900);
+    assert_ne!(upid, theirs, "the token's clone was taken for the run's");
+    assert_eq!(named_by_log(&sim, &upid), ours.to_string(), "{upid}");
+}
+
+/// Between the user's look and its create (vmid given), the user's own token creates that
+/// vmid. A user sees its tokens' ended tasks, of the type and id its own create's would have:
+/// the run must not take the token's for its own (the UPID's user is the token's whole id).
+/// It fails naming the token and writes nothing to the VM.
+#[test]
+fn a_vm_the_users_own_token_made_is_not_taken_for_the_users() {
+    let role = role_without_sys_audit("create a VM from an image");
+    let sim = scoped_sim(role, &[], &[], &["--plain-http"]);
+    let fwd = Forwarder::start(&sim);
+    let port = sim.port();
+    fwd.rule(
+        Rule::new(
+            Some("POST"),
+            CREATE,
+            Action::Before(Box::new(move || {
+                let upid = post_as_token(
+                    port,
+                    CREATE,
+                    &[
+                        ("vmid", "500"),
+                        ("name", "tokens"),
+                        ("pool", "automation"),
+                        ("memory", "512"),
+                        ("cores", "1"),
+                    ],
+                )
+                .unwrap();
+                // The token's create ends before the user's reaches PVE.
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_secs(20) {
+                    let status = ureq::get(&format!(
+                        "http://127.0.0.1:{port}/api2/json/nodes/pve1/tasks/{}/status",
+                        super::forwarder::percent_encode(upid.as_str().unwrap())
+                    ))
+                    .header(
+                        "Authorization",
+                        &format!("PVEAPIToken={USER}!all=secret-all"),
+                    )
+                    .call()
+                    .ok()
+                    .and_then(|mut resp| resp.body_mut().read_to_string().ok())
+                    .and_then(|text| serde_json::from_str::<Value>(&text).ok());
+                    if status.is_some_and(|s| s["data"]["status"] == "stopped") {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })),
+        )
+        .times(1),
+    );
+    let args = merge(&[
+        Identity::UserWithoutSysAudit.conn(&fwd),
+        json!({"node": "pve1", "vmid": 500, "name": "ours", "pool": "automation", "cores": 2,
+               "memory": 2048, "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "1G"}]}),
+    ]);
+    let f = failed_via(&fwd, run(args));
+    let m = f["msg"].as_str().unwrap_or_default();
+    assert!(m.contains("VM 500"), "{m}");
+    assert!(m.contains(&format!("{USER}!all")), "{m}");
+    assert_eq!(f["changed"], false, "{f}");
+    let writes: Vec<String> = fwd
+        .seen()
+        .iter()
+        .filter(|s| s.method != "GET" && s.path != "/access/ticket")
+        .map(|s| format!("{} {}", s.method, s.path))
+        .collect();
+    assert_eq!(writes, vec![format!("POST {CREATE}")], "{writes:?}");
+    let cfg = &sim.get("/nodes/pve1/qemu/500/config")["data"];
+    assert_eq!(cfg["name"], "tokens", "{cfg}");
+    assert_eq!(cfg["memory"].to_string().trim_matches('"'), "512", "{cfg}");
+    assert_eq!(sim.task_count("qmcreate"), 1);
 }
