@@ -9,7 +9,9 @@
 //!   tokens').
 //!
 //! The answer to the create or clone is lost after PVE acted, then pveproxy is down for a
-//! while; the run sends it once, finds its task by PVE's record, and reports the one VM.
+//! while; the run sends it once, finds its task by PVE's record, and reports the one VM. And
+//! a user sees its own tokens' ended tasks: a clone or a create by the user's token is never
+//! taken for the user's run's.
 
 use std::time::Duration;
 
