@@ -150,6 +150,17 @@ pub fn create_values(cdroms: &[Cdrom]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The slots a create's default boot order lists after the first disk: the CD-ROMs with a
+/// medium or an empty drive. PVE's update_vm appends a CD-ROM it writes to a boot order that
+/// lists devices (a pending change on a running VM), so a drive left out at create would
+/// change the boot order on its first medium change.
+pub fn boot_devices(cdroms: &[Cdrom]) -> impl Iterator<Item = &str> {
+    cdroms
+        .iter()
+        .filter(|cdrom| cdrom.media.is_some())
+        .map(|cdrom| cdrom.slot.as_str())
+}
+
 /// Refuses a slot of VM `vmid` whose drive this option must not touch: a disk, PVE's
 /// cloud-init drive, the NoCloud seed.
 fn check_slot(vmid: u32, slot: &str, have: &str) -> Result<Option<Drive>, String> {

@@ -550,10 +550,10 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     if !config.contains_key("boot")
         && let Some(first) = disks.iter().find(|disk| !disk.cloudinit)
     {
-        create_only.insert(
-            "boot".into(),
-            Boot::order([first.slot.as_str()]).to_string(),
-        );
+        // The CD-ROMs after the first disk, as update_vm would append each one it writes.
+        let devices =
+            std::iter::once(first.slot.as_str()).chain(super::cdroms::boot_devices(&cdroms));
+        create_only.insert("boot".into(), Boot::order(devices).to_string());
     }
     let pool = inv
         .str("pool")
