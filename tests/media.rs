@@ -413,3 +413,58 @@ fn efi_and_tpm_added_to_a_running_vm_wait_for_its_restart() {
     let again = ok(run(uefi(forced)));
     assert_eq!(again["changed"], false, "{again}");
 }
+
+/// The vm module's examples of `cdroms`, `efidisk` and `tpmstate`, each as the docs give it
+/// (plugins/modules/vm.yml EXAMPLES, the connection options replaced by pve-sim's), run in
+/// their order on a running UEFI VM 100: each succeeds, and a second run of it is unchanged.
+#[test]
+fn the_docs_examples_of_cdroms_efidisk_and_tpmstate_run_and_converge() {
+    let docs: Value = serde_yaml_ng::from_str(include_str!("../plugins/modules/vm.yml")).unwrap();
+    let examples: Vec<Value> = serde_yaml_ng::from_str(docs["EXAMPLES"].as_str().unwrap()).unwrap();
+    let ours: Vec<(String, Value)> = examples
+        .iter()
+        .filter_map(|task| {
+            let args = task.get("sankofa.proxmox.vm")?;
+            ["cdroms", "efidisk", "tpmstate"]
+                .iter()
+                .any(|key| args.get(key).is_some())
+                .then(|| (task["name"].as_str().unwrap().to_string(), args.clone()))
+        })
+        .collect();
+    assert!(ours.len() >= 4, "{ours:?}");
+    let sim = Sim::start(&[], &[]);
+    put_iso(&sim, "debian-12.iso");
+    ok(run(base(
+        &sim,
+        json!({"bios": "ovmf", "machine": "q35", "state": "started"}),
+    )));
+    for (name, args) in ours {
+        let mut args = args.as_object().unwrap().clone();
+        args.retain(|key, _| !key.starts_with("api_"));
+        let args = merge(&[sim.conn(), Value::Object(args)]);
+        let first = ok(run(args.clone()));
+        assert_eq!(first["changed"], true, "{name}: {first}");
+        let again = ok(run(args));
+        assert_eq!(again["changed"], false, "{name}: {again}");
+    }
+    // The recreated EFI disk (the last example, no restart) is pending on the running VM.
+    let c = config(&sim);
+    assert!(c.get("ide3").is_none(), "{c}");
+    assert!(
+        c["efidisk0"]
+            .as_str()
+            .unwrap()
+            .contains("pre-enrolled-keys=0"),
+        "{c}"
+    );
+    assert!(
+        current(&sim)["efidisk0"]
+            .as_str()
+            .unwrap()
+            .contains("pre-enrolled-keys=1")
+    );
+    assert!(
+        c["tpmstate0"].as_str().unwrap().contains("version=v2.0"),
+        "{c}"
+    );
+}
