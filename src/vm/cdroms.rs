@@ -10,9 +10,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::desired::Disk;
+use super::disks::Disk;
 use super::nocloud::seed::is_seed_volume;
-use super::plan::Current;
 use crate::ansible::protocol::Invocation;
 use crate::ansible::text::quote;
 use crate::ids::storage_id;
@@ -189,21 +188,21 @@ fn check_slot(vmid: u32, slot: &str, have: &str) -> Result<Option<Drive>, String
     Ok(Some(drive))
 }
 
-/// Plans the CD-ROMs of an existing VM: a medium inserted, changed or ejected (the slot set),
-/// a drive removed (the slot deleted); `before`/`after` get what the diff shows. A drive that
-/// holds the medium asked for is left, its other options too.
+/// Plans the CD-ROMs of the existing VM `vmid` with `config`: a medium inserted, changed or
+/// ejected (the slot set), a drive removed (the slot deleted); `before`/`after` get what the
+/// diff shows. A drive that holds the medium asked for is left, its other options too.
 pub fn plan_media(
     cdroms: &[Cdrom],
-    cur: &Current,
+    (vmid, config): (u32, &BTreeMap<String, String>),
     set: &mut Vec<(String, String)>,
     delete: &mut Vec<String>,
     before: &mut BTreeMap<String, String>,
     after: &mut BTreeMap<String, String>,
 ) -> Result<(), String> {
     for cdrom in cdroms {
-        let have = cur.config.get(&cdrom.slot);
+        let have = config.get(&cdrom.slot);
         let drive = match have {
-            Some(have) => check_slot(cur.vmid, &cdrom.slot, have)?,
+            Some(have) => check_slot(vmid, &cdrom.slot, have)?,
             None => None,
         };
         match (&cdrom.media, drive) {
@@ -269,17 +268,11 @@ pub fn check_iso_storages(
 mod tests {
     use super::*;
 
-    fn current(pairs: &[(&str, &str)]) -> Current {
-        Current {
-            vmid: 100,
-            node: "pve1".into(),
-            config: pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            raw: Value::Null,
-            running: false,
-        }
+    fn current(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn iso(slot: &str, volid: &str) -> Cdrom {
@@ -295,11 +288,18 @@ mod tests {
 
     fn planned(
         cdroms: &[Cdrom],
-        cur: &Current,
+        cur: &BTreeMap<String, String>,
     ) -> Result<(Vec<(String, String)>, Vec<String>), String> {
         let (mut set, mut delete) = (Vec::new(), Vec::new());
         let (mut before, mut after) = (BTreeMap::new(), BTreeMap::new());
-        plan_media(cdroms, cur, &mut set, &mut delete, &mut before, &mut after)?;
+        plan_media(
+            cdroms,
+            (100, cur),
+            &mut set,
+            &mut delete,
+            &mut before,
+            &mut after,
+        )?;
         Ok((set, delete))
     }
 

@@ -10,8 +10,14 @@
 use std::collections::BTreeMap;
 
 use super::desired::Desired;
-use super::plan::Current;
 use crate::pve::values::Drive;
+
+/// The VM as the plan read it: its id, its config (`GET …/config`), whether it runs.
+pub struct Existing<'a> {
+    pub vmid: u32,
+    pub config: &'a BTreeMap<String, String>,
+    pub running: bool,
+}
 
 /// Recreating a drive whose properties differ (`force: true`): what the plan's `Recreate`
 /// step does, two updates (the old drive deleted, then the new one added).
@@ -74,7 +80,7 @@ fn drive_value_eq(slot: &str, key: &str, left: &str, right: &str) -> bool {
 /// `after` get what the diff shows; `notes` what the result warns of.
 pub fn plan_fixed(
     desired: &Desired,
-    cur: &Current,
+    cur: Existing,
     set: &mut Vec<(String, String)>,
     before: &mut BTreeMap<String, String>,
     after: &mut BTreeMap<String, String>,
@@ -87,7 +93,7 @@ pub fn plan_fixed(
             before.insert(slot.clone(), String::new());
             after.insert(slot.clone(), value.clone());
             set.push((slot.clone(), value));
-            if cur.running && !cur.is_template() {
+            if cur.running && cur.config.get("template").is_none_or(|t| t != "1") {
                 notes.push(format!(
                     "{slot} is added to the running VM {} as a pending change: PVE attaches it only when the VM starts, so it takes effect at the next restart (restart it, or set restart: when_needed)",
                     cur.vmid
@@ -183,24 +189,29 @@ mod tests {
         .unwrap()
     }
 
-    fn current(pairs: &[(&str, &str)], running: bool) -> Current {
-        Current {
-            vmid: 100,
-            node: "pve1".into(),
-            config: pairs
+    fn current(pairs: &[(&str, &str)], running: bool) -> (BTreeMap<String, String>, bool) {
+        (
+            pairs
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            raw: Value::Null,
             running,
-        }
+        )
     }
 
     type Planned = (Vec<(String, String)>, Vec<Recreate>, Vec<String>);
 
-    fn planned(desired: &Desired, cur: &Current) -> Result<Planned, String> {
+    fn planned(
+        desired: &Desired,
+        (config, running): &(BTreeMap<String, String>, bool),
+    ) -> Result<Planned, String> {
         let (mut set, mut notes) = (Vec::new(), Vec::new());
         let (mut before, mut after) = (BTreeMap::new(), BTreeMap::new());
+        let cur = Existing {
+            vmid: 100,
+            config,
+            running: *running,
+        };
         let recreate = plan_fixed(desired, cur, &mut set, &mut before, &mut after, &mut notes)?;
         Ok((set, recreate, notes))
     }

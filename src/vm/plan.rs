@@ -442,9 +442,14 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
     }
     // The EFI vars disk and the TPM state: added when missing; one that differs is refused,
     // or recreated with `force: true`.
+    let existing = super::firmware_disks::Existing {
+        vmid: cur.vmid,
+        config: &cur.config,
+        running: cur.running,
+    };
     let recreate = super::firmware_disks::plan_fixed(
         desired,
-        cur,
+        existing,
         &mut set,
         &mut planned.before,
         &mut planned.after,
@@ -452,7 +457,7 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
     )?;
     super::cdroms::plan_media(
         &desired.cdroms,
-        cur,
+        (cur.vmid, &cur.config),
         &mut set,
         &mut delete,
         &mut planned.before,
