@@ -286,10 +286,10 @@ mod tests {
         }
     }
 
-    fn planned(
-        cdroms: &[Cdrom],
-        cur: &BTreeMap<String, String>,
-    ) -> Result<(Vec<(String, String)>, Vec<String>), String> {
+    /// The slots set and the slots deleted.
+    type Planned = (Vec<(String, String)>, Vec<String>);
+
+    fn planned(cdroms: &[Cdrom], cur: &BTreeMap<String, String>) -> Result<Planned, String> {
         let (mut set, mut delete) = (Vec::new(), Vec::new());
         let (mut before, mut after) = (BTreeMap::new(), BTreeMap::new());
         plan_media(
