@@ -396,6 +396,24 @@ fn efi_and_tpm_added_to_a_running_vm_wait_for_its_restart() {
     // Recreated on the running VM: pending until its restart too.
     let forced = json!({"efidisk": {"storage": "local-lvm", "efitype": "2m", "force": true},
                         "tpmstate": {"storage": "local-lvm"}});
+    let r = ok(run(merge(&[
+        uefi(forced.clone()),
+        json!({"_ansible_check_mode": true, "_ansible_diff": true}),
+    ])));
+    assert_eq!(r["restart_needed"], true, "{r}");
+    assert!(
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .contains("recreate efidisk0 (efitype=4m → 2m"),
+        "{r}"
+    );
+    assert!(
+        current(&sim)["efidisk0"]
+            .as_str()
+            .unwrap()
+            .contains("efitype=4m")
+    );
     let r = ok(run(uefi(forced.clone())));
     assert_eq!(r["restart_needed"], true, "{r}");
     assert!(
