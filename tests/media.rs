@@ -486,3 +486,35 @@ fn the_docs_examples_of_cdroms_efidisk_and_tpmstate_run_and_converge() {
         "{c}"
     );
 }
+
+#[test]
+fn a_clone_whose_source_has_another_efi_type_is_refused_before_it_is_made() {
+    let sim = Sim::start(&[], &[]);
+    let uefi = json!({"bios": "ovmf", "machine": "q35",
+                      "efidisk": {"storage": "local-lvm", "efitype": "2m"}, "template": true});
+    converges(base(&sim, uefi));
+    let clone = |efidisk: Value| {
+        merge(&[
+            sim.conn(),
+            json!({"node": "pve1", "vmid": 101, "name": "clone", "bios": "ovmf",
+                   "clone": {"vmid": 100, "full": true}, "efidisk": efidisk}),
+        ])
+    };
+    let writes = sim.writes().len();
+    let r = failed(run(clone(json!({"storage": "local-lvm"}))));
+    assert!(
+        msg(&r).contains("the clone would have the EFI disk or TPM state of its source")
+            && msg(&r).contains("VM 100 has efidisk0 with efitype=2m, not 4m"),
+        "{r}"
+    );
+    assert_eq!(sim.writes().len(), writes, "{:#?}", sim.writes());
+    // With force: true the clone is made and its EFI disk recreated.
+    let r = converges(clone(json!({"storage": "local-lvm", "force": true})));
+    assert!(
+        r["config"]["efidisk0"]
+            .as_str()
+            .unwrap()
+            .contains("efitype=4m"),
+        "{r}"
+    );
+}

@@ -155,6 +155,33 @@ pub fn plan_fixed(
     Ok(recreate)
 }
 
+/// Refuses, before a clone of VM `source` (its `config`) is made, an `efidisk` or `tpmstate`
+/// the clone's own plan would refuse: the clone has its source's, and the run would fail once
+/// it exists. With `force: true` the clone's plan recreates it.
+pub fn check_clone_source(
+    desired: &Desired,
+    source: u32,
+    config: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let source_vm = Existing {
+        vmid: source,
+        config,
+        running: false,
+    };
+    let (mut set, mut notes) = (Vec::new(), Vec::new());
+    let (mut before, mut after) = (BTreeMap::new(), BTreeMap::new());
+    plan_fixed(
+        desired,
+        source_vm,
+        &mut set,
+        &mut before,
+        &mut after,
+        &mut notes,
+    )
+    .map(drop)
+    .map_err(|e| format!("the clone would have the EFI disk or TPM state of its source: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
