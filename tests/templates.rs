@@ -185,7 +185,7 @@ fn full_clones_and_clones_of_plain_vms() {
 }
 
 /// A UEFI VM with a TPM 2.0 state is created in one task; a re-run is unchanged; another
-/// efitype is reported, not applied; a template is never started and a running VM is not
+/// efitype is refused before any write (recreating it would reset the NVRAM); a template is never started and a running VM is not
 /// converted.
 #[test]
 fn uefi_and_tpm_vms_and_template_rules() {
@@ -218,12 +218,12 @@ fn uefi_and_tpm_vms_and_template_rules() {
         "{c}"
     );
     assert_eq!(ok(run(args(json!({}))))["changed"], false);
-    let r = ok(run(args(
+    let r = failed(run(args(
         json!({"efidisk": {"storage": "local-lvm", "efitype": "2m", "pre_enrolled_keys": true}}),
     )));
     assert_eq!(r["changed"], false);
     assert!(
-        r["warnings"]
+        r["msg"]
             .to_string()
             .contains("efidisk0 with efitype=4m, not 2m"),
         "{r}"

@@ -17,6 +17,7 @@ mod hostile;
 mod image;
 mod import_cycles;
 mod inventory;
+mod media;
 mod migrate;
 mod nocloud;
 mod outages;

@@ -57,6 +57,18 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         })?;
         disk_formats::check(&formatted, &storages, node).map_err(anyhow::Error::msg)?;
     }
+    // An ISO on a storage without iso content is refused before any write: one read of the
+    // node's storages, made only when a CD-ROM gets an ISO.
+    let isos = super::cdroms::inserted_isos(&desired.cdroms, written(&first));
+    if let (false, Some(node)) = (
+        isos.is_empty(),
+        cur.as_ref().map(|c| &c.node).or(desired.node.as_ref()),
+    ) {
+        let storages = storage::list(&runner.session.client, node).map_err(|e| {
+            anyhow!("reading the storages of node {node} (to check the cdroms' ISOs): {e}")
+        })?;
+        super::cdroms::check_iso_storages(&isos, &storages, node).map_err(anyhow::Error::msg)?;
+    }
     // After the first round, "restarted" means "running", and cipassword has been sent.
     let mut effective = desired.clone();
     // A clone asked on another node than its source's: made there directly, or made on the
@@ -317,6 +329,15 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         );
     }
     Ok(outcome)
+}
+
+/// The keys the plan's create or updates write.
+fn written(plan: &Plan) -> impl Iterator<Item = &(String, String)> {
+    plan.steps.iter().flat_map(|step| match step {
+        Step::Create { config, .. } => config.as_slice(),
+        Step::Update { set } => set.as_slice(),
+        _ => &[],
+    })
 }
 
 /// The HA resource in the result (`ha`) and, when it changes, in the diff (`ha` before and

@@ -48,6 +48,11 @@ pub struct Desired {
     /// Properties of fixed drives (`efidisk0`, `tpmstate0`) a re-run does not change but
     /// reports when they differ: slot → (property → value).
     pub fixed: BTreeMap<String, BTreeMap<String, String>>,
+    /// The slots of `fixed` whose option says `force: true`: recreated when their properties
+    /// differ (see [`super::firmware_disks`]).
+    pub recreate: Vec<String>,
+    /// `cdroms`: the CD-ROM drives and their media (see [`super::cdroms`]).
+    pub cdroms: Vec<super::cdroms::Cdrom>,
     /// `migrate`: a VM found on another node than `node` is moved there (a `qmigrate`
     /// task: live when it runs, its local disks with it).
     pub migrate: bool,
@@ -521,6 +526,18 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         ));
     }
     let fixed = firmware(inv, &config, &mut create_only)?;
+    let recreate = [("efidisk", "efidisk0"), ("tpmstate", "tpmstate0")]
+        .into_iter()
+        .filter(|(option, _)| {
+            inv.params
+                .get(*option)
+                .and_then(|given| given.get("force"))
+                .and_then(Value::as_bool)
+                == Some(true)
+        })
+        .map(|(_, slot)| slot.to_string())
+        .collect();
+    let cdroms = super::cdroms::wanted(inv, &disks)?;
     if disks
         .iter()
         .any(|disk| disk.slot == "efidisk0" || disk.slot == "tpmstate0")
@@ -533,10 +550,10 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     if !config.contains_key("boot")
         && let Some(first) = disks.iter().find(|disk| !disk.cloudinit)
     {
-        create_only.insert(
-            "boot".into(),
-            Boot::order([first.slot.as_str()]).to_string(),
-        );
+        // The CD-ROMs after the first disk, as update_vm would append each one it writes.
+        let devices =
+            std::iter::once(first.slot.as_str()).chain(super::cdroms::boot_devices(&cdroms));
+        create_only.insert("boot".into(), Boot::order(devices).to_string());
     }
     let pool = inv
         .str("pool")
@@ -610,6 +627,8 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         clone,
         template,
         fixed,
+        recreate,
+        cdroms,
         migrate,
         target_storage,
         ha: super::ha::wanted(inv, state)?,

@@ -55,6 +55,13 @@ pub fn may_need_restart(key: &str, current: &BTreeMap<String, String>) -> bool {
     if FAST.contains(&key) {
         return false;
     }
+    // A CD-ROM's medium changes at once (vmconfig_update_disk: change_medium).
+    if current.get(key).is_some_and(|value| {
+        crate::pve::values::Drive::parse_stored_any(value)
+            .is_ok_and(|drive| drive.is_cdrom() && !drive.is_cloudinit())
+    }) {
+        return false;
+    }
     let new_device = !current.contains_key(key)
         && (key.starts_with("net")
             || (super::validate::is_drive_slot(key)

@@ -11,6 +11,7 @@
 //! and `ha_converge` (the VM as an HA resource). No pure part uses the shell.
 
 pub mod apply;
+pub mod cdroms;
 mod config_keys;
 mod converge;
 mod create;
@@ -20,6 +21,8 @@ mod disks;
 pub mod encode;
 mod execute;
 mod find;
+pub mod firmware_disks;
+mod firmware_recreate;
 mod followup;
 pub mod guest;
 pub mod ha;

@@ -101,6 +101,9 @@ pub enum Step {
     /// in place of PVE's cloud-init drive and older seeds (`POST …/upload`, `imgcopy`; then
     /// `POST …/config`); old seeds no VM names are removed.
     Seed(Box<super::nocloud::plan::SeedStep>),
+    /// `efidisk0` or `tpmstate0` recreated (`force: true`): `POST …/config` deleting it (PVE
+    /// keeps the volume as `unusedN`), then another adding the new one.
+    Recreate(Box<super::firmware_disks::Recreate>),
 }
 
 impl Step {
@@ -160,6 +163,7 @@ impl Step {
             Step::Reboot => "reboot".into(),
             Step::Destroy { .. } => "destroy".into(),
             Step::Seed(seed) => seed.describe(),
+            Step::Recreate(recreate) => recreate.describe(),
         }
     }
 }
@@ -334,17 +338,6 @@ fn stored_drive(cur: &Current, slot: &str, have: &str) -> Result<Drive, String> 
         })
 }
 
-/// True when `a` and `b` are one value of a drive option (`pre-enrolled-keys=1` and `on`).
-fn drive_value_eq(slot: &str, key: &str, left: &str, right: &str) -> bool {
-    let read = |value: &str| {
-        let mut drive = Drive::new(slot, "none").ok()?;
-        drive.set(key, value).ok()?;
-        drive.get(key).map(str::to_string)
-    };
-    left == right
-        || read(left).is_some_and(|left_value| read(right).as_deref() == Some(left_value.as_str()))
-}
-
 /// Plans the steps from the current VM (or none) to the desired one.
 pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
     let mut planned = Plan::default();
@@ -389,6 +382,10 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         for disk in &desired.disks {
             config.push((disk.slot.clone(), new_disk_value(disk)?));
             planned.after.insert(disk.slot.clone(), describe_disk(disk));
+        }
+        for (slot, value) in super::cdroms::create_values(&desired.cdroms) {
+            planned.after.insert(slot.clone(), value.clone());
+            config.push((slot, value));
         }
         if let Some(wanted) = &desired.nocloud {
             super::nocloud::plan::describe_new(wanted, &mut planned.after);
@@ -443,30 +440,29 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             .insert(key.clone(), have.cloned().unwrap_or_default());
         planned.after.insert(key.clone(), want.clone());
     }
-    // The EFI vars disk and the TPM state: added when missing, never recreated; a different
-    // type or version is reported.
-    for (slot, props) in &desired.fixed {
-        match cur.config.get(slot) {
-            None => {
-                let value = desired.create_only.get(slot).cloned().unwrap_or_default();
-                planned.before.insert(slot.clone(), String::new());
-                planned.after.insert(slot.clone(), value.clone());
-                set.push((slot.clone(), value));
-            }
-            Some(have) => {
-                let drive = stored_drive(cur, slot, have)?;
-                for (key, want) in props {
-                    let now = drive.get_or_default(key).unwrap_or_default();
-                    if !drive_value_eq(slot, key, now, want) {
-                        planned.notes.push(format!(
-                            "VM {} has {slot} with {key}={now}, not {want}: PVE cannot change it in place, so it was left (remove {slot} and run again to recreate it, losing its content)",
-                            cur.vmid
-                        ));
-                    }
-                }
-            }
-        }
-    }
+    // The EFI vars disk and the TPM state: added when missing; one that differs is refused,
+    // or recreated with `force: true`.
+    let existing = super::firmware_disks::Existing {
+        vmid: cur.vmid,
+        config: &cur.config,
+        running: cur.running,
+    };
+    let recreate = super::firmware_disks::plan_fixed(
+        desired,
+        existing,
+        &mut set,
+        &mut planned.before,
+        &mut planned.after,
+        &mut planned.notes,
+    )?;
+    super::cdroms::plan_media(
+        &desired.cdroms,
+        (cur.vmid, &cur.config),
+        &mut set,
+        &mut delete,
+        &mut planned.before,
+        &mut planned.after,
+    )?;
     let mut resizes = Vec::new();
     for disk in &desired.disks {
         let Some(have) = cur.config.get(&disk.slot) else {
@@ -578,6 +574,9 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
     if !delete.is_empty() {
         set.push(("delete".into(), delete.join(",")));
     }
+    planned
+        .steps
+        .extend(recreate.into_iter().map(|r| Step::Recreate(Box::new(r))));
     if !set.is_empty() {
         planned.steps.push(Step::Update { set });
     }

@@ -43,6 +43,10 @@ pub fn predict(
         restart_keys.extend(pending);
         restart_keys.extend(cloudinit);
         for step in &steps {
+            // A recreated EFI disk or TPM state waits for the next start, as an added one does.
+            if let Step::Recreate(recreate) = step {
+                restart_keys.push(recreate.slot.clone());
+            }
             if let Step::Update { set } = step {
                 restart_keys.extend(
                     set.iter()

@@ -309,6 +309,12 @@ fn step_needs(run: &Run, step: &Step, needs: &mut Vec<Need>) {
                 ));
             }
         }
+        // Two updates: the drive deleted, then the new one added (key by key, as PVE checks
+        // them: VM.Config.Disk, Datastore.AllocateSpace on its storage).
+        Step::Recreate(recreate) => {
+            key_needs(run, &recreate.slot, None, false, needs);
+            key_needs(run, &recreate.slot, Some(&recreate.value), false, needs);
+        }
         Step::Migrate { target_storage, .. } => {
             needs.push(Need::any(&["VM.Migrate"], &paths, &step.describe()));
             // migrate_vm with targetstorage: VM.Config.Disk, and

@@ -109,7 +109,10 @@ impl Runner<'_> {
         {
             let (vmid, node, _) = self.clone_source(from)?;
             if let Some(config) = self.config_of(vmid, &node)? {
-                source = Some((vmid, config.strings()));
+                let config = config.strings();
+                super::firmware_disks::check_clone_source(self.desired, vmid, &config)
+                    .map_err(anyhow::Error::msg)?;
+                source = Some((vmid, config));
             }
         }
         let run = Run {

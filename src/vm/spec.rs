@@ -194,6 +194,7 @@ pub fn argument_spec() -> Spec {
                     .choices(&["2m", "4m"])
                     .default(json!("4m")),
                 Opt::new("pre_enrolled_keys", Kind::Bool).default(json!(false)),
+                Opt::new("force", Kind::Bool).default(json!(false)),
             ]),
         ),
         Opt::new(
@@ -203,6 +204,17 @@ pub fn argument_spec() -> Spec {
                 Opt::new("version", Kind::Str)
                     .choices(&["v1.2", "v2.0"])
                     .default(json!("v2.0")),
+                Opt::new("force", Kind::Bool).default(json!(false)),
+            ]),
+        ),
+        Opt::new(
+            "cdroms",
+            Kind::ListOfDicts(vec![
+                Opt::new("slot", Kind::Str).required(),
+                Opt::new("iso", Kind::Str),
+                Opt::new("state", Kind::Str)
+                    .choices(&["present", "absent"])
+                    .default(json!("present")),
             ]),
         ),
     ]);

@@ -52,6 +52,8 @@ fn desired() -> Desired {
         clone: None,
         template: false,
         fixed: BTreeMap::new(),
+        recreate: Vec::new(),
+        cdroms: Vec::new(),
         migrate: false,
         target_storage: None,
         ha: None,

@@ -281,3 +281,44 @@ fn the_quick_start_needs_its_role() {
     ));
     assert_eq!(role_of(&all), use_role("the quick start"));
 }
+
+#[test]
+fn media_changes_and_efi_tpm_adds_name_what_they_need() {
+    // qemu-server update_vm: $check_drive_perms (a CD-ROM: VM.Config.CDROM; a disk:
+    // VM.Config.Disk), $check_storage_access (an ISO: check_volume_access; a new volume:
+    // Datastore.AllocateSpace).
+    let desired = from_options(json!({
+        "vmid": 100, "node": "pve1", "bios": "ovmf",
+        "cdroms": [{"slot": "ide0", "iso": "local:iso/debian-12.iso"},
+                   {"slot": "ide1", "state": "absent"}],
+        "efidisk": {"storage": "local-lvm"},
+        "tpmstate": {"storage": "local-lvm", "version": "v2.0", "force": true},
+    }));
+    let cur = existing(
+        100,
+        "pve1",
+        &[
+            ("bios", "ovmf"),
+            ("ide0", "none,media=cdrom"),
+            ("ide1", "local:iso/old.iso,media=cdrom"),
+            ("tpmstate0", "local-lvm:vm-100-disk-1,size=4M,version=v1.2"),
+        ],
+        false,
+    );
+    let needs = needs_of(&desired, Some(&cur), None);
+    let text: Vec<String> = needs.iter().map(Need::to_string).collect();
+    for expected in [
+        "ide0 needs VM.Config.CDROM on /vms/100",
+        "ide0 needs Datastore.AllocateSpace or Datastore.Audit or Datastore.Allocate on /storage/local",
+        "removing ide1 needs VM.Config.CDROM on /vms/100",
+        "efidisk0 needs VM.Config.Disk on /vms/100",
+        "efidisk0 (a new disk on local-lvm) needs Datastore.AllocateSpace on /storage/local-lvm",
+        "removing tpmstate0 needs VM.Config.Disk on /vms/100",
+        "tpmstate0 (a new disk on local-lvm) needs Datastore.AllocateSpace on /storage/local-lvm",
+    ] {
+        assert!(
+            text.iter().any(|t| t == expected),
+            "{expected} not in {text:#?}"
+        );
+    }
+}
