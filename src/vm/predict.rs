@@ -43,6 +43,10 @@ pub fn predict(
         restart_keys.extend(pending);
         restart_keys.extend(cloudinit);
         for step in &steps {
+            // A new seed reaches the guest at its next boot only.
+            if let Step::Seed(_) = step {
+                restart_keys.push("nocloud".into());
+            }
             if let Step::Update { set } = step {
                 restart_keys.extend(
                     set.iter()
