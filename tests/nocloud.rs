@@ -271,3 +271,274 @@ fn bad_input_is_refused_before_any_write() {
     );
     assert_eq!(sim.writes().len(), writes);
 }
+
+/// A VM's args for a template or clone of these tests: `vmid`, `name`, on pve1, with `extra`.
+fn vm_args(sim: &Sim, vmid: u32, name: &str, extra: Value) -> Value {
+    merge(&[
+        sim.conn(),
+        json!({"node": "pve1", "vmid": vmid, "name": name, "agent": true}),
+        extra,
+    ])
+}
+
+/// The template 900 (`nocloud`: the given parts) with its seed, made once: its seed's volume.
+fn make_template(sim: &Sim, vmid: u32, nocloud: Value) -> String {
+    let r = ok(run(vm_args(
+        sim,
+        vmid,
+        &format!("tpl{vmid}"),
+        json!({
+            "memory": 1024,
+            "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2"}],
+            "net": [{"bridge": "vmbr0"}], "ipconfig": [{"ip": "dhcp"}],
+            "nocloud": nocloud, "template": true
+        }),
+    )));
+    assert_eq!(r["config"]["template"], 1, "{r}");
+    let seed = r["config"]["ide0"].as_str().unwrap();
+    assert!(
+        seed.starts_with(&format!("local:iso/sankofa-{vmid}-")),
+        "{seed}"
+    );
+    seed.split(',').next().unwrap().to_string()
+}
+
+/// A clone's own seed: its config names `sankofa-<vmid>-….iso`, its guest booted with it
+/// under its own name. Returns the instance-id the guest saw.
+fn own_seed(sim: &Sim, r: &Value, vmid: u32, name: &str) -> String {
+    assert_eq!(r["vmid"], vmid, "{r}");
+    let ide0 = r["config"]["ide0"].as_str().unwrap();
+    assert!(
+        ide0.starts_with(&format!("local:iso/sankofa-{vmid}-")),
+        "VM {vmid} holds another VM's seed: {ide0}"
+    );
+    let seen = sim.guest_seed(vmid).expect("the clone booted with a seed");
+    assert_eq!(seen["volid"], ide0.split(',').next().unwrap());
+    assert_eq!(seen["hostname"], name, "{seen}");
+    assert!(
+        seen["files"]["meta-data"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("local-hostname: {name}\n")),
+        "{seen}"
+    );
+    // Its own MAC in the network-config it generated.
+    assert!(
+        seen["files"]["network-config"]
+            .as_str()
+            .unwrap()
+            .contains(&mac_of(&r["config"])),
+        "{seen}"
+    );
+    seen["instance_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn every_clone_of_a_template_boots_with_its_own_seed() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &["--agent-delay", "0s"]);
+    let template_seed = make_template(&sim, 900, json!({"user_data": USER_DATA}));
+    let clone = |vmid: u32, name: &str, full: bool| {
+        vm_args(
+            &sim,
+            vmid,
+            name,
+            json!({
+                "clone": {"vmid": 900, "full": full},
+                "ipconfig": [{"ip": format!("192.0.2.{}/24", vmid - 190), "gw": "192.0.2.1"}],
+                "nocloud": {"user_data": USER_DATA}, "state": "started"
+            }),
+        )
+    };
+    // A linked clone and a full one, each with its own name, address and seed.
+    let linked = ok(run(clone(201, "web1", false)));
+    assert!(
+        linked["config"]["scsi0"]
+            .as_str()
+            .unwrap()
+            .starts_with("local-lvm:base-900-disk-0/"),
+        "{}",
+        linked["config"]
+    );
+    let full = ok(run(clone(202, "web2", true)));
+    let first = own_seed(&sim, &linked, 201, "web1");
+    let second = own_seed(&sim, &full, 202, "web2");
+    assert_ne!(first, second, "two clones with one instance-id");
+    for (vmid, ip) in [(201, "192.0.2.11/24"), (202, "192.0.2.12/24")] {
+        let seen = sim.guest_seed(vmid).unwrap();
+        assert_eq!(seen["files"]["user-data"], USER_DATA);
+        assert_eq!(seen["interfaces"][0]["addresses"], json!([ip]), "{seen}");
+    }
+    // The template's seed is untouched: still its config's, still on the storage.
+    let template = sim.get("/nodes/pve1/qemu/900/config");
+    assert!(
+        template["data"]["ide0"]
+            .as_str()
+            .unwrap()
+            .starts_with(&template_seed),
+        "{template}"
+    );
+    assert!(isos(&sim).contains(&template_seed), "{:?}", isos(&sim));
+    assert_eq!(isos(&sim).len(), 3, "{:?}", isos(&sim));
+    // Re-runs change nothing and upload nothing.
+    let uploaded = uploads(&sim);
+    for (vmid, name, full) in [(201, "web1", false), (202, "web2", true)] {
+        let again = ok(run(clone(vmid, name, full)));
+        assert_eq!(again["changed"], false, "{again}");
+        assert_eq!(again["pending"], json!([]), "{again}");
+    }
+    assert_eq!(uploads(&sim), uploaded);
+}
+
+#[test]
+fn a_clone_run_without_nocloud_gets_a_generated_seed_of_its_own_or_is_refused() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &["--agent-delay", "0s"]);
+    // A template whose seed is all generated (nocloud with no part given).
+    let generated = make_template(&sim, 901, json!({}));
+    let clone = |vmid: u32, name: &str, source: u32| {
+        vm_args(
+            &sim,
+            vmid,
+            name,
+            json!({"clone": {"vmid": source}, "state": "started"}),
+        )
+    };
+    let r = ok(run(clone(203, "web3", 901)));
+    let instance = own_seed(&sim, &r, 203, "web3");
+    let seen = sim.guest_seed(203).unwrap();
+    assert!(
+        seen["files"]["user-data"]
+            .as_str()
+            .unwrap()
+            .contains("hostname: web3\n"),
+        "{seen}"
+    );
+    assert_eq!(instance.len(), 40);
+    assert!(isos(&sim).contains(&generated));
+    let again = ok(run(clone(203, "web3", 901)));
+    assert_eq!(again["changed"], false, "{again}");
+
+    // A template whose user-data was given: the module cannot read it back, so a clone run
+    // without nocloud is refused before the clone is made.
+    make_template(&sim, 900, json!({"user_data": USER_DATA}));
+    let writes = sim.writes().len();
+    let refused = failed(run(clone(204, "web4", 900)));
+    let msg = refused["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("user-data was given to VM 900")
+            && msg.contains("give the clone the nocloud option"),
+        "{msg}"
+    );
+    assert_eq!(sim.writes().len(), writes, "{:?}", &sim.writes()[writes..]);
+}
+
+#[test]
+fn a_seed_change_on_a_running_vm_stays_pending_until_its_restart() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &["--agent-delay", "0s"]);
+    ok(run(args(&sim, USER_DATA, json!({}))));
+    // Check mode predicts the restart the change needs, and writes nothing.
+    let writes = sim.writes().len();
+    let predicted = ok(run(args(
+        &sim,
+        USER_DATA_CHANGED,
+        json!({"_ansible_check_mode": true, "_ansible_diff": true, "restart": "when_needed"}),
+    )));
+    assert_eq!(predicted["pending"], json!(["nocloud"]), "{predicted}");
+    assert_eq!(predicted["restart_needed"], true);
+    assert!(
+        predicted["msg"]
+            .as_str()
+            .unwrap()
+            .contains("then shut down"),
+        "{predicted}"
+    );
+    assert_eq!(
+        predicted["diff"]["before"]["not running yet"], "nocloud",
+        "{}",
+        predicted["diff"]
+    );
+    assert_eq!(sim.writes().len(), writes);
+
+    // The seed's volume is written later than the VM started (pending::CLOCK_SLACK).
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let changed = ok(run(args(&sim, USER_DATA_CHANGED, json!({}))));
+    assert_eq!(changed["changed"], true);
+    assert_eq!(changed["pending"], json!(["nocloud"]), "{changed}");
+    // Later runs, before the restart, still say so (and so does check mode).
+    for extra in [json!({}), json!({"_ansible_check_mode": true})] {
+        let later = ok(run(args(&sim, USER_DATA_CHANGED, extra)));
+        assert_eq!(later["changed"], false, "{later}");
+        assert_eq!(later["pending"], json!(["nocloud"]), "{later}");
+        assert_eq!(later["restart_needed"], true, "{later}");
+    }
+    assert_eq!(
+        sim.guest_seed(100).unwrap()["files"]["user-data"],
+        USER_DATA
+    );
+    // restart: when_needed applies it.
+    let restarted = ok(run(args(
+        &sim,
+        USER_DATA_CHANGED,
+        json!({"restart": "when_needed"}),
+    )));
+    assert_eq!(restarted["changed"], true, "{restarted}");
+    assert_eq!(restarted["pending"], json!([]), "{restarted}");
+    assert_eq!(
+        sim.guest_seed(100).unwrap()["files"]["user-data"],
+        USER_DATA_CHANGED
+    );
+    let settled = ok(run(args(&sim, USER_DATA_CHANGED, json!({}))));
+    assert_eq!(settled["changed"], false, "{settled}");
+    assert_eq!(settled["pending"], json!([]), "{settled}");
+    assert_eq!(settled["restart_needed"], false, "{settled}");
+}
+
+#[test]
+fn a_seed_change_with_an_update_and_a_resize_takes_one_round() {
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[]);
+    ok(run(args(&sim, USER_DATA, json!({"state": "stopped"}))));
+    let before = sim.requests().len();
+    let r = ok(run(args(
+        &sim,
+        USER_DATA_CHANGED,
+        json!({"state": "stopped", "memory": 2048,
+               "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2", "size": "2G"}]}),
+    )));
+    assert_eq!(r["changed"], true);
+    assert_eq!(r["config"]["memory"].to_string().trim_matches('"'), "2048");
+    assert!(
+        r["config"]["ide0"]
+            .as_str()
+            .unwrap()
+            .starts_with("local:iso/sankofa-100-")
+    );
+    let config_writes: Vec<Value> = sim.requests()[before..]
+        .iter()
+        .filter(|q| {
+            q["method"] != "GET"
+                && q["path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("/nodes/pve1/qemu/100/config")
+        })
+        .cloned()
+        .collect();
+    // The update and the seed's attach, each once: none refused for a stale digest.
+    assert_eq!(config_writes.len(), 2, "{config_writes:?}");
+    assert!(
+        config_writes
+            .iter()
+            .all(|q| q["status"].as_u64().is_some_and(|s| s < 400)),
+        "{config_writes:?}"
+    );
+    let settled = ok(run(args(
+        &sim,
+        USER_DATA_CHANGED,
+        json!({"state": "stopped", "memory": 2048,
+               "disks": [{"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2", "size": "2G"}]}),
+    )));
+    assert_eq!(settled["changed"], false, "{settled}");
+}

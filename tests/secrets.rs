@@ -132,3 +132,65 @@ fn a_password_echoed_in_json_escapes_is_masked() {
         }
     }
 }
+
+/// `nocloud.user_data` and `vendor_data` are secret unless `nocloud.show_data`: the
+/// invocation echo (`_ansible_inject_invocation`) masks them, given as a dict or as a text,
+/// also when the run fails before the module reads them; `show_data: true` shows them.
+#[test]
+fn nocloud_parts_are_masked_in_the_invocation_echo_unless_shown() {
+    const MARKER: &str = "nocloud-secret-marker-5521";
+    let sim = Sim::start(&[], &[]);
+    let base = json!({"node": "pve1", "vmid": 100, "name": "sec", "_ansible_check_mode": true,
+                      "_ansible_inject_invocation": true, "_ansible_diff": true});
+    let dict = json!({"runcmd": [["echo", MARKER]], "package_update": true});
+    let text = format!("#cloud-config\nruncmd:\n  - [echo, {MARKER}]\n");
+    let bad_yaml = format!("#cloud-config\nruncmd:\n  - [echo, {MARKER}]\n bad: [x]\n");
+    let runs: Vec<(&str, Value, bool)> = vec![
+        ("a dict", json!({"user_data": dict.clone()}), true),
+        (
+            "a text",
+            json!({"user_data": text, "vendor_data": text}),
+            true,
+        ),
+        ("refused YAML", json!({"user_data": bad_yaml}), false),
+        (
+            "another option refused first",
+            json!({"user_data": dict.clone(), "storage": "no such storage!"}),
+            false,
+        ),
+    ];
+    for (what, nocloud, succeeds) in runs {
+        let r = run(merge(&[
+            sim.conn(),
+            base.clone(),
+            json!({"nocloud": nocloud}),
+        ]));
+        assert_eq!(
+            r.result["failed"].as_bool().unwrap_or(false),
+            !succeeds,
+            "{what}: {}",
+            r.stdout
+        );
+        let out = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            !out.contains(MARKER),
+            "{what}: user-data in the output: {out}"
+        );
+        let echoed = &r.result["invocation"]["module_args"]["nocloud"];
+        assert_eq!(
+            echoed["user_data"], "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER",
+            "{what}: {echoed}"
+        );
+    }
+    let shown = run(merge(&[
+        sim.conn(),
+        base,
+        json!({"nocloud": {"user_data": dict.clone(), "show_data": true}}),
+    ]));
+    assert_eq!(
+        shown.result["invocation"]["module_args"]["nocloud"]["user_data"], dict,
+        "{}",
+        shown.stdout
+    );
+    assert!(sim.writes().is_empty(), "{:?}", sim.writes());
+}

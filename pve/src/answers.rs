@@ -238,6 +238,9 @@ pub struct VmStatus {
     /// `managed`, and the CRM's service `state` once it has one.
     #[serde(default)]
     pub ha: HaServiceStatus,
+    /// How long the VM has run, in seconds (0 when stopped).
+    #[serde(default, deserialize_with = "optional_number")]
+    pub uptime: Option<u64>,
 }
 
 /// The `ha` object of a VM's `status/current`.
@@ -326,6 +329,9 @@ pub struct Volume {
     /// Its format (`qcow2`, `raw`, `iso`), as PVE sent it.
     #[serde(default)]
     pub format: Value,
+    /// When the volume was written (epoch seconds), for file-based storages.
+    #[serde(default, deserialize_with = "optional_number")]
+    pub ctime: Option<u64>,
 }
 
 /// One item of `GET /nodes/{node}/qemu/{vmid}/snapshot` (qemu-server API2/Qemu.pm

@@ -256,6 +256,49 @@ fn collect_raw_no_log(opts: &[super::spec::Opt], raw: &Map<String, Value>) {
     }
 }
 
+/// Parts of a dict option that are secret unless a flag beside them shows them: (option,
+/// parts, flag). A spec's `no_log` is fixed, so these are told here: the `vm` module's
+/// `nocloud.user_data` and `nocloud.vendor_data`, shown only with `nocloud.show_data: true`.
+const SECRET_UNLESS_SHOWN: &[(&str, &[&str], &str)] =
+    &[("nocloud", &["user_data", "vendor_data"], "show_data")];
+
+/// The secret parts of `params` (raw or validated) that no flag shows, by option and part.
+fn unshown_parts(params: &Map<String, Value>) -> Vec<(&'static str, &'static str)> {
+    let mut out = Vec::new();
+    for (option, parts, flag) in SECRET_UNLESS_SHOWN {
+        let Some(Value::Object(dict)) = params.get(*option) else {
+            continue;
+        };
+        let shown = match dict.get(*flag) {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) => super::spec::parse_bool(s) == Some(true),
+            Some(Value::Number(n)) => n.as_u64() == Some(1),
+            _ => false,
+        };
+        if !shown {
+            out.extend(
+                parts
+                    .iter()
+                    .filter(|part| dict.get(**part).is_some_and(|v| !v.is_null()))
+                    .map(|part| (*option, *part)),
+            );
+        }
+    }
+    out
+}
+
+/// Registers the secret parts no flag shows, before validation: an error raised before the
+/// module reads them (another option refused) still masks them. A dict part is registered
+/// as its JSON text, so an echo of the whole dict is masked too.
+fn collect_unshown(raw: &Map<String, Value>) {
+    for (option, part) in unshown_parts(raw) {
+        match &raw[option][part] {
+            Value::String(text) => register_secret(text),
+            other => register_secret(&other.to_string()),
+        }
+    }
+}
+
 /// One of Ansible's `_ansible_*` flags, coerced like any boolean option (`true`, `"yes"`,
 /// `1`, …). A value that is no boolean at all is refused: guessing `false` for
 /// `_ansible_check_mode` would carry out what the user only wanted to see.
@@ -320,6 +363,7 @@ pub fn read_invocation(args_path: Option<&str>, spec: &Spec) -> Result<Invocatio
         }
     }
     collect_raw_no_log(&spec.options, &raw);
+    collect_unshown(&raw);
     let params = validate(spec, &raw, &ProcessEnv, ctx.ignore_unknown)?;
     collect_no_log(&spec.options, &params);
     Ok(Invocation { ctx, params })
@@ -333,6 +377,11 @@ fn invocation_value(inv: &Invocation, spec: &Spec) -> Value {
                 o.name.to_string(),
                 json!("VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"),
             );
+        }
+    }
+    for (option, part) in unshown_parts(&inv.params) {
+        if let Some(Value::Object(dict)) = args.get_mut(option) {
+            dict.insert(part.into(), json!("VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"));
         }
     }
     json!({"module_args": args})

@@ -40,7 +40,17 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         ));
     }
     let header = |c: Option<&Current>| header(desired, c);
-    let mut first: Plan = plan(desired, cur.as_ref()).map_err(anyhow::Error::msg)?;
+    // After the first round, "restarted" means "running", and cipassword has been sent.
+    let mut effective = desired.clone();
+    // nocloud: a clone run without it gets a seed of its own (see nocloud::inherit).
+    if desired.state != State::Absent {
+        effective.nocloud = match &cur {
+            Some(c) => runner.inherited_nocloud(c)?,
+            None => runner.check_clone_seed().map(|()| None)?,
+        }
+        .or(effective.nocloud);
+    }
+    let mut first: Plan = plan(&effective, cur.as_ref()).map_err(anyhow::Error::msg)?;
     // nocloud: the seed's storage checked before anything is written (a create included).
     if desired.state != State::Absent {
         runner.check_seed_storage(cur.as_ref())?;
@@ -69,8 +79,6 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         })?;
         super::cdroms::check_iso_storages(&isos, &storages, node).map_err(anyhow::Error::msg)?;
     }
-    // After the first round, "restarted" means "running", and cipassword has been sent.
-    let mut effective = desired.clone();
     // A clone asked on another node than its source's: made there directly, or made on the
     // source's node and migrated (the move is planned once the clone exists); a linked clone
     // that cannot get there is refused here, before anything is written.
@@ -99,7 +107,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         .log
         .warnings
         .extend(first.notes.iter().cloned());
-    runner.preflight(&first, cur.as_ref())?;
+    runner.preflight(&effective, &first, cur.as_ref())?;
     if check_mode {
         let untaken = match cur.as_ref().filter(|c| c.running) {
             Some(c) => Some(runner.untaken(c)?),
@@ -164,6 +172,9 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
             // A clone gets the password a create would have been given, once.
             if cloned && let Some(pw) = desired.create_only.get("cipassword") {
                 effective.config.insert("cipassword".into(), pw.clone());
+            }
+            if cloned && let Some(c) = &cur {
+                effective.nocloud = runner.inherited_nocloud(c)?.or(effective.nocloud.take());
             }
             pending = plan(&effective, cur.as_ref()).map_err(anyhow::Error::msg)?;
         }

@@ -31,7 +31,7 @@ impl Runner<'_> {
         let listing = qemu::pending(&self.session.client, &vm)
             .with_context(|| format!("reading the pending changes of {id}"))?;
         let mut pending = guest::pending_keys(&listing);
-        if self.seed_changed_running {
+        if self.seed_changed_running || self.seed_untaken(cur)? {
             pending.push("nocloud".into());
         }
         let cloudinit = if guest::has_cloudinit_drive(&cur.config) {

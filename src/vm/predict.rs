@@ -47,6 +47,10 @@ pub fn predict(
             if let Step::Recreate(recreate) = step {
                 restart_keys.push(recreate.slot.clone());
             }
+            // A new seed reaches the guest at its next boot only.
+            if let Step::Seed(_) = step {
+                restart_keys.push("nocloud".into());
+            }
             if let Step::Update { set } = step {
                 restart_keys.extend(
                     set.iter()

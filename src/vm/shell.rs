@@ -101,8 +101,14 @@ impl Runner<'_> {
     /// Before the run's first write (and in check mode alike): what the first plan needs of
     /// PVE's privileges against what the token holds, in one `GET /access/permissions`
     /// ([`crate::privileges::preflight`]); a clone's source config is read for its disks'
-    /// storages and its bridges.
-    pub(super) fn preflight(&self, plan: &Plan, cur: Option<&Current>) -> anyhow::Result<()> {
+    /// storages and its bridges. `desired` is the round's effective one (a clone's inherited
+    /// nocloud seed included), so what it uploads counts too.
+    pub(super) fn preflight(
+        &self,
+        desired: &Desired,
+        plan: &Plan,
+        cur: Option<&Current>,
+    ) -> anyhow::Result<()> {
         let mut source = None;
         if let Some(Step::Clone { source: from, .. }) =
             plan.steps.iter().find(|s| matches!(s, Step::Clone { .. }))
@@ -110,13 +116,13 @@ impl Runner<'_> {
             let (vmid, node, _) = self.clone_source(from)?;
             if let Some(config) = self.config_of(vmid, &node)? {
                 let config = config.strings();
-                super::firmware_disks::check_clone_source(self.desired, vmid, &config)
+                super::firmware_disks::check_clone_source(desired, vmid, &config)
                     .map_err(anyhow::Error::msg)?;
                 source = Some((vmid, config));
             }
         }
         let run = Run {
-            desired: self.desired,
+            desired,
             plan,
             cur,
             clone_source: source.as_ref().map(|(vmid, config)| CloneSourceConfig {

@@ -125,7 +125,16 @@ impl Runner<'_> {
             set.push(("delete".into(), step.delete.join(",")));
         }
         let vm = Vm::new(node, cur.vmid);
-        let digest = cur.config.get("digest").map(String::as_str);
+        // The config as it is now: an update or a resize earlier in this round changed its
+        // digest. Attached only while it still asks for this seed, with its digest.
+        let Some(fresh) = self.config_of(cur.vmid, node)? else {
+            return Ok(Done::Stale);
+        };
+        let fresh = fresh.strings();
+        if !step.still_wanted(cur.vmid, &fresh) {
+            return Ok(Done::Stale);
+        }
+        let digest = fresh.get("digest").map(String::as_str);
         let dispatched = qemu::update_config(&self.session.client, &vm, &set, digest);
         let what = format!(
             "attaching the NoCloud seed {} to {id} on {}",

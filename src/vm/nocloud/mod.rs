@@ -4,10 +4,14 @@
 //! of PVE's own cloud-init drive; `cicustom` snippets, which the API cannot upload, are not
 //! needed. Pure parts: [`wanted`] (the option, checked), [`seed`] (the files, generated as
 //! qemu-server's Cloudinit.pm generates them), [`iso`] (the image), [`plan`] (whether the VM
-//! holds the seed); the shell: `attach` (upload, attach, clean up).
+//! holds the seed); the shell: `attach` (upload, attach, clean up), [`inherit`] (a clone
+//! run without the option gets a seed of its own) and [`pending`] (whether a running guest
+//! booted with the seed its VM holds).
 
 mod attach;
+pub mod inherit;
 pub mod iso;
+pub mod pending;
 pub mod plan;
 pub mod seed;
 pub mod wanted;

@@ -26,6 +26,23 @@ pub struct SeedStep {
     pub replaces_cloudinit: Option<String>,
     /// The seeds the VM held before: removed once no VM's config names them.
     pub old_volumes: Vec<String>,
+    /// The parts given, and the slots' values the step was planned on: the attach reads the
+    /// config again (its digest changed if this round's update or resize came first) and
+    /// carries the step out only while the config still asks for exactly this seed.
+    pub parts: super::seed::Parts,
+    pub planned_on: Vec<(String, Option<String>)>,
+}
+
+impl SeedStep {
+    /// Whether `config` (read again) still asks for this step: the same seed, the same
+    /// drives in the slots it writes.
+    pub fn still_wanted(&self, vmid: u32, config: &BTreeMap<String, String>) -> bool {
+        Seed::for_vm(&self.parts, vmid, config).is_ok_and(|seed| seed == self.seed)
+            && self
+                .planned_on
+                .iter()
+                .all(|(slot, value)| config.get(slot) == value.as_ref())
+    }
 }
 
 impl SeedStep {
@@ -95,16 +112,23 @@ pub fn describe_new(wanted: &Nocloud, after: &mut BTreeMap<String, String>) {
 }
 
 /// The final value of a `nocloud.<part>` diff key: the part the VM's config as it ended
-/// generates (or the one given), as the diff shows it.
+/// generates (or the one given), as the diff shows it. Without `wanted` (a clone that took
+/// a seed of its own, [`super::inherit`]) every part is generated.
 pub fn observed(
     wanted: Option<&Nocloud>,
     vmid: u32,
     config: &BTreeMap<String, String>,
     key: &str,
 ) -> String {
-    let (Some(wanted), Some(name)) = (wanted, key.strip_prefix("nocloud.")) else {
+    let generated = Nocloud {
+        parts: super::seed::Parts::default(),
+        storage: String::new(),
+        show_data: false,
+    };
+    let Some(name) = key.strip_prefix("nocloud.") else {
         return String::new();
     };
+    let wanted = wanted.unwrap_or(&generated);
     let Ok(seed) = Seed::for_vm(&wanted.parts, vmid, config) else {
         return String::new();
     };
@@ -195,6 +219,10 @@ pub fn plan_seed(
         );
         after.insert(key, shown(wanted, name, content));
     }
+    let planned_on = std::iter::once(&slot)
+        .chain(delete.iter())
+        .map(|key| (key.clone(), config.get(key).cloned()))
+        .collect();
     Ok(Some(SeedStep {
         seed,
         file,
@@ -205,6 +233,8 @@ pub fn plan_seed(
         delete,
         replaces_cloudinit: cloudinit.first().cloned(),
         old_volumes,
+        parts: wanted.parts.clone(),
+        planned_on,
     }))
 }
 
@@ -248,6 +278,23 @@ mod tests {
             plan_seed(&wanted(), 100, &held, &mut before, &mut after).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn the_attach_goes_ahead_only_while_the_config_read_again_asks_for_it() {
+        let conf = config(&[("name", "web"), ("memory", "1024"), ("digest", "a")]);
+        let (mut before, mut after) = (BTreeMap::new(), BTreeMap::new());
+        let step = plan_seed(&wanted(), 100, &conf, &mut before, &mut after)
+            .unwrap()
+            .unwrap();
+        // This round's update and resize changed the digest and other keys: still wanted.
+        let updated = config(&[("name", "web"), ("memory", "2048"), ("digest", "b")]);
+        assert!(step.still_wanted(100, &updated));
+        // Another run renamed the VM (the seed's hostname) or took the slot meanwhile.
+        let renamed = config(&[("name", "db"), ("digest", "c")]);
+        assert!(!step.still_wanted(100, &renamed));
+        let taken = config(&[("name", "web"), ("ide0", "none,media=cdrom")]);
+        assert!(!step.still_wanted(100, &taken));
     }
 
     #[test]
