@@ -11,7 +11,7 @@ use super::plan::Current;
 use super::shell::{Poll, Runner};
 use crate::pve::answers::VmConfig;
 use crate::pve::api::cluster::{self, ListedVm};
-use crate::pve::api::named::{self, Confirm, Look, Named, Settling};
+use crate::pve::api::named::{self, Confirm, Look, Named, OwnVm, Settling};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::retry::{Awaiting, Step, until};
 
@@ -32,8 +32,8 @@ pub(super) struct Awaited {
     /// Of those, the ones no running create was seen holding (a leftover, if it still has no
     /// name of its own).
     pub(super) unseen: Vec<u32>,
-    /// With a `since`, the VMs the cluster's recent tasks showed created after it: they cannot
-    /// win the name (see [`named::Settling::created_after`]).
+    /// With a `since`, the VMs the cluster's recent tasks showed created so that they lose
+    /// the name to it (see [`named::Settling::created_after`]).
     pub(super) created_after: Vec<u32>,
 }
 
@@ -183,13 +183,13 @@ impl Runner<'_> {
     /// Waits until the creates this user can see running on `in_flight` (VMs under `lock:
     /// create`, no name yet) have ended, or the budget has ([`named::Settling`]: the
     /// cluster's recent tasks listed at each look, a node's running tasks for the VMs that
-    /// list does not show; with `since`, only the creates started no later than it are
-    /// waited for).
+    /// list does not show; with `since`, the run's own new VM, only the creates that may win
+    /// the name from it are waited for).
     pub(super) fn await_creates(
         &self,
         name: &str,
         in_flight: &[(u32, String)],
-        since: Option<u64>,
+        since: Option<OwnVm>,
     ) -> anyhow::Result<Awaited> {
         let client = &self.session.client;
         let mut settling = Settling::new(in_flight, since);
