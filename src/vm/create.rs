@@ -252,26 +252,39 @@ impl Runner<'_> {
     }
 
     /// A free vmid for the new VM: for a VM with a name, one spread above the lowest free one
-    /// (`/cluster/nextid`) by the VM's name ([`cluster::spread_vmid`]), so that the runs of a
-    /// fleet, which all get the same answer from `nextid` (it reserves nothing) and cannot see
-    /// each other's creates when they start at once, rarely send their creates to one id;
-    /// without a name, the lowest free one. A try after a collision lists the cluster's VMs
-    /// again first.
+    /// by the VM's name, within datacenter.cfg's `next-id` range
+    /// ([`cluster::spread_vmid_within`]), so that the runs of a fleet, which all see the same
+    /// lowest free id (`nextid` reserves nothing) and cannot see each other's creates when
+    /// they start at once, rarely send their creates to one id; without a name, the lowest
+    /// free one (`/cluster/nextid`, which keeps to the range). The range is read from
+    /// `/cluster/options` (PVE asks `Sys.Audit` on `/`); then the lowest free id is the
+    /// range's lowest that the listing's guests do not have, as `nextid` would answer, and
+    /// the create itself confirms it (a guest the user cannot see makes it fail as taken,
+    /// and the next try asks `nextid`). Without the range, `nextid` and PVE's default range.
+    /// A try after a collision lists the cluster's guests again first.
     fn next_id(&self, attempt: u32) -> anyhow::Result<u32> {
-        let lowest =
-            cluster::next_vmid(&self.session.client).context("asking PVE for a free vmid")?;
+        let client = &self.session.client;
         let Some(name) = self.desired.name.as_deref() else {
-            return Ok(lowest);
+            return cluster::next_vmid(client).context("asking PVE for a free vmid");
         };
         if attempt > 1 || self.listed_ids.borrow().is_none() {
             self.listing()?;
         }
-        let taken = self.listed_ids.borrow();
-        Ok(cluster::spread_vmid(
+        let taken = self.listed_ids.borrow().clone().unwrap_or_default();
+        let range = cluster::next_id_range(client).ok();
+        let listed_lowest = range
+            .filter(|_| attempt == 1)
+            .and_then(|range| range.lowest_free(&taken));
+        let lowest = match listed_lowest {
+            Some(lowest) => lowest,
+            None => cluster::next_vmid(client).context("asking PVE for a free vmid")?,
+        };
+        Ok(cluster::spread_vmid_within(
             lowest,
-            taken.as_deref().unwrap_or_default(),
+            &taken,
             name,
             attempt - 1,
+            range.unwrap_or_default(),
         ))
     }
 
@@ -289,7 +302,10 @@ impl Runner<'_> {
             .as_ref()
             .and_then(|config| config.ctime())
             .unwrap_or(u64::MAX);
-        let own_vm = OwnVm { ctime: own_ctime, vmid };
+        let own_vm = OwnVm {
+            ctime: own_ctime,
+            vmid,
+        };
         // Only a create that may win the name can matter: one that started in a later second,
         // or in the same second for a higher vmid, loses to this VM, and its own run removes
         // it. The names are read once those that may win have ended.

@@ -375,7 +375,10 @@ impl Settling {
                 .iter()
                 .find(|upid| upid.node == node && upid.id == vmid.to_string());
             match holder {
-                Some(upid) if self.since.is_some_and(|own| own.outruns(upid.starttime, vmid)) => {}
+                Some(upid)
+                    if self
+                        .since
+                        .is_some_and(|own| own.outruns(upid.starttime, vmid)) => {}
                 Some(_) => {
                     if !self.seen_running.contains(&vmid) {
                         self.seen_running.push(vmid);
@@ -653,9 +656,15 @@ mod tests {
             ctime: 2_000,
             vmid: 500,
         };
-        assert!(own.outruns(2_001, 100), "a later second loses, whatever its vmid");
+        assert!(
+            own.outruns(2_001, 100),
+            "a later second loses, whatever its vmid"
+        );
         assert!(own.outruns(2_000, 501), "the same second, a higher vmid");
-        assert!(!own.outruns(2_000, 499), "the same second, a lower vmid may win");
+        assert!(
+            !own.outruns(2_000, 499),
+            "the same second, a lower vmid may win"
+        );
         assert!(!own.outruns(1_999, 900), "an earlier second may win");
         let listed = [
             recent("pve1", 600, 2_000, true),
