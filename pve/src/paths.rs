@@ -10,6 +10,8 @@ use crate::upid::Upid;
 pub const CLUSTER_RESOURCES: &str = "/cluster/resources";
 /// `GET /cluster/nextid`: a free vmid (not reserved: a parallel client may take it first).
 pub const CLUSTER_NEXTID: &str = "/cluster/nextid";
+/// `GET /cluster/options`: datacenter.cfg, parsed (its `next-id` range among it).
+pub const CLUSTER_OPTIONS: &str = "/cluster/options";
 /// `/cluster/ha/resources`: `POST` makes a guest an HA resource (pve-ha-manager
 /// API2/HA/Resources.pm).
 pub const HA_RESOURCES: &str = "/cluster/ha/resources";

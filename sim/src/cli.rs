@@ -87,6 +87,11 @@ pub struct Cli {
     #[arg(verbatim_doc_comment)]
     #[arg(long, value_name = "LIST", default_value = "")]
     registered_tags: String,
+    /// datacenter.cfg's next-id (`lower=N,upper=M`): the range
+    /// /cluster/nextid allocates from (default 100 to 1,000,000)
+    #[arg(verbatim_doc_comment)]
+    #[arg(long, value_name = "RANGE", default_value = "", value_parser = next_id)]
+    next_id: crate::cluster::datacenter::NextId,
     /// pveproxy's workers (MAX_WORKERS in /etc/default/pveproxy,
     /// 1 to 127): each is one event loop and owns the
     /// connections it accepted
@@ -230,6 +235,11 @@ struct User {
 
 fn duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("invalid duration '{text}': {e}"))
+}
+
+/// datacenter.cfg's `next-id` property string (pve-cluster DataCenterConfig.pm).
+fn next_id(text: &str) -> Result<crate::cluster::datacenter::NextId, String> {
+    crate::cluster::datacenter::NextId::parse(text)
 }
 
 /// pve-http-server `PVE/APIServer/Utils.pm` `read_proxy_config`: `MAX_WORKERS` is taken
@@ -410,6 +420,7 @@ impl Cli {
             agent_ips,
             access,
             registered_tags: crate::tools::split_list(&self.registered_tags),
+            next_id: self.next_id,
             import_profile: ImportProfile {
                 change: self.import_rate_change,
                 stall: self.import_stall,

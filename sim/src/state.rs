@@ -51,6 +51,8 @@ pub struct Options {
     pub access: crate::access::user_cfg::AccessCfg,
     /// datacenter.cfg `registered-tags`: tags only a user with `Sys.Modify` on `/` may set.
     pub registered_tags: Vec<String>,
+    /// datacenter.cfg `next-id`: the range `/cluster/nextid` allocates from.
+    pub next_id: crate::cluster::datacenter::NextId,
     /// How an import's copy behaves beyond `--import-rate` (see [`ImportProfile`]).
     pub import_profile: ImportProfile,
 }

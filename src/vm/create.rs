@@ -16,7 +16,7 @@ use anyhow::{Context, anyhow};
 use super::desired::CloneSource;
 use super::shell::{Done, Poll, Runner};
 use crate::pve::api::made::{Looking, MadeBefore, Maker};
-use crate::pve::api::named;
+use crate::pve::api::named::{self, OwnVm};
 use crate::pve::api::qemu::{self, CloneRequest, Vm};
 use crate::pve::api::{Dispatched, cluster};
 use crate::pve::error::{ApiError, task_found_vmid_taken, task_met_storage_lock};
@@ -252,26 +252,39 @@ impl Runner<'_> {
     }
 
     /// A free vmid for the new VM: for a VM with a name, one spread above the lowest free one
-    /// (`/cluster/nextid`) by the VM's name ([`cluster::spread_vmid`]), so that the runs of a
-    /// fleet, which all get the same answer from `nextid` (it reserves nothing) and cannot see
-    /// each other's creates when they start at once, rarely send their creates to one id;
-    /// without a name, the lowest free one. A try after a collision lists the cluster's VMs
-    /// again first.
+    /// by the VM's name, within datacenter.cfg's `next-id` range
+    /// ([`cluster::spread_vmid_within`]), so that the runs of a fleet, which all see the same
+    /// lowest free id (`nextid` reserves nothing) and cannot see each other's creates when
+    /// they start at once, rarely send their creates to one id; without a name, the lowest
+    /// free one (`/cluster/nextid`, which keeps to the range). The range is read from
+    /// `/cluster/options` (PVE asks `Sys.Audit` on `/`); then the lowest free id is the
+    /// range's lowest that the listing's guests do not have, as `nextid` would answer, and
+    /// the create itself confirms it (a guest the user cannot see makes it fail as taken,
+    /// and the next try asks `nextid`). Without the range, `nextid` and PVE's default range.
+    /// A try after a collision lists the cluster's guests again first.
     fn next_id(&self, attempt: u32) -> anyhow::Result<u32> {
-        let lowest =
-            cluster::next_vmid(&self.session.client).context("asking PVE for a free vmid")?;
+        let client = &self.session.client;
         let Some(name) = self.desired.name.as_deref() else {
-            return Ok(lowest);
+            return cluster::next_vmid(client).context("asking PVE for a free vmid");
         };
         if attempt > 1 || self.listed_ids.borrow().is_none() {
             self.listing()?;
         }
-        let taken = self.listed_ids.borrow();
-        Ok(cluster::spread_vmid(
+        let taken = self.listed_ids.borrow().clone().unwrap_or_default();
+        let range = cluster::next_id_range(client).ok();
+        let listed_lowest = range
+            .filter(|_| attempt == 1)
+            .and_then(|range| range.lowest_free(&taken));
+        let lowest = match listed_lowest {
+            Some(lowest) => lowest,
+            None => cluster::next_vmid(client).context("asking PVE for a free vmid")?,
+        };
+        Ok(cluster::spread_vmid_within(
             lowest,
-            taken.as_deref().unwrap_or_default(),
+            &taken,
             name,
             attempt - 1,
+            range.unwrap_or_default(),
         ))
     }
 
@@ -289,25 +302,19 @@ impl Runner<'_> {
             .as_ref()
             .and_then(|config| config.ctime())
             .unwrap_or(u64::MAX);
-        // Only a create that began no later than this run's can win the name: later ones
-        // lose to this VM, and their own runs remove them. The names are read once those
-        // have ended.
+        let own_vm = OwnVm {
+            ctime: own_ctime,
+            vmid,
+        };
+        // Only a create that may win the name can matter: one that started in a later second,
+        // or in the same second for a higher vmid, loses to this VM, and its own run removes
+        // it. The names are read once those that may win have ended.
         let mut listed = self.listing()?;
         let others = super::find::creates_in_flight(&listed, Some(vmid));
-        // Once they have ended, their names are read on their nodes; a create that started
-        // after this listing started after this run's VM was made, and cannot win.
-        let waited = !others.is_empty();
         // The names read before the create, and this VM's own, are known: only the VMs that
         // came since are confirmed on their nodes, but for those the cluster's recent tasks
-        // showed created after this VM (they cannot win; a name of theirs does not matter).
+        // show losing to this VM (a name of theirs does not matter).
         let mut known = self.confirmed_names.borrow().clone();
-        if waited {
-            let awaited = self.await_creates(&name, &others, Some(own_ctime))?;
-            listed = super::find::ended_creates(listed, &awaited.ended);
-            for later in awaited.created_after {
-                known.entry(later).or_default();
-            }
-        }
         known.insert(
             vmid,
             own.as_ref()
@@ -315,6 +322,21 @@ impl Runner<'_> {
                 .unwrap_or_default()
                 .to_string(),
         );
+        if !others.is_empty() {
+            let awaited = self.await_creates(&name, &others, Some(own_vm))?;
+            listed = super::find::ended_creates(listed, &awaited.ended);
+            for later in awaited.created_after {
+                known.entry(later).or_default();
+            }
+        } else if named::nodes_to_confirm(&listed, &known).len() > 1 {
+            // One read of the cluster's recent tasks may spare several nodes' lists; should it
+            // fail, the nodes' lists tell.
+            if let Ok(recent) = named::recent_tasks(&self.session.client) {
+                for later in named::outrun_by(&recent, own_vm) {
+                    known.entry(later).or_default();
+                }
+            }
+        }
         let named = named::named_knowing(&self.session.client, &name, listed, &known)?;
         let mut carriers: Vec<(u64, u32, String)> = Vec::new();
         for (id, on) in named.carriers {
@@ -327,9 +349,10 @@ impl Runner<'_> {
             };
             carriers.push((ctime, id, on));
         }
-        // The converge reads this VM next: its config is the one just read, unless parallel
-        // runs had time to change it during a wait.
-        if let Some(config) = own.filter(|_| !waited) {
+        // The converge reads this VM next: its config is the one just read. A parallel run
+        // that converged it meanwhile changed its digest, and PVE refuses an update made on
+        // the old one (the converge then reads it again).
+        if let Some(config) = own {
             self.prefetched
                 .replace(Some((vmid, node.to_string(), config)));
         }

@@ -9,9 +9,9 @@ use anyhow::{Context, anyhow};
 use super::desired::CloneSource;
 use super::plan::Current;
 use super::shell::{Poll, Runner};
-use crate::pve::answers::VmConfig;
+use crate::pve::answers::{VmConfig, VmStatus};
 use crate::pve::api::cluster::{self, ListedVm};
-use crate::pve::api::named::{self, Confirm, Look, Named, Settling};
+use crate::pve::api::named::{self, Confirm, Look, Named, OwnVm, Settling};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::retry::{Awaiting, Step, until};
 
@@ -32,8 +32,8 @@ pub(super) struct Awaited {
     /// Of those, the ones no running create was seen holding (a leftover, if it still has no
     /// name of its own).
     pub(super) unseen: Vec<u32>,
-    /// With a `since`, the VMs the cluster's recent tasks showed created after it: they cannot
-    /// win the name (see [`named::Settling::created_after`]).
+    /// With a `since`, the VMs the cluster's recent tasks showed created so that they lose
+    /// the name to it (see [`named::Settling::created_after`]).
     pub(super) created_after: Vec<u32>,
 }
 
@@ -158,12 +158,13 @@ impl Runner<'_> {
         }
     }
 
-    /// The cluster's VMs from `/cluster/resources` (names as pvestatd last saw them).
+    /// The cluster's VMs from `/cluster/resources` (names as pvestatd last saw them); the ids
+    /// of every guest listed, containers too, are kept for choosing a new VM's id.
     pub(super) fn listing(&self) -> anyhow::Result<Vec<ListedVm>> {
-        let listed = cluster::vms(&self.session.client).context("listing the cluster's VMs")?;
-        self.listed_ids
-            .replace(Some(listed.iter().map(|vm| vm.vmid).collect()));
-        Ok(listed)
+        let listing =
+            cluster::listing(&self.session.client).context("listing the cluster's VMs")?;
+        self.listed_ids.replace(Some(listing.guest_ids));
+        Ok(listing.vms)
     }
 
     /// The VMs that carry `name`, and the creates in flight whose name is not known yet
@@ -183,13 +184,13 @@ impl Runner<'_> {
     /// Waits until the creates this user can see running on `in_flight` (VMs under `lock:
     /// create`, no name yet) have ended, or the budget has ([`named::Settling`]: the
     /// cluster's recent tasks listed at each look, a node's running tasks for the VMs that
-    /// list does not show; with `since`, only the creates started no later than it are
-    /// waited for).
+    /// list does not show; with `since`, the run's own new VM, only the creates that may win
+    /// the name from it are waited for).
     pub(super) fn await_creates(
         &self,
         name: &str,
         in_flight: &[(u32, String)],
-        since: Option<u64>,
+        since: Option<OwnVm>,
     ) -> anyhow::Result<Awaited> {
         let client = &self.session.client;
         let mut settling = Settling::new(in_flight, since);
@@ -270,9 +271,25 @@ impl Runner<'_> {
 
     /// Reads the VM's config (or takes the one [`Runner::find`] just read) and its power
     /// state; `None` when the VM is not (or no longer) there.
+    ///
+    /// A run by name alone takes a config only from its claim (`create::claim_name`, right
+    /// after its create or clone ended; [`Runner::find`] takes one only with a vmid given):
+    /// that VM is this run's, just made, and stopped (qemu-server starts a new VM only when
+    /// asked with `start`, which the module never sends), so its power state is not read.
+    /// Should a parallel run by the same name have started it meanwhile, PVE's worker
+    /// refuses a start (`VM N already running`) and the run reads it again and re-plans.
     pub(super) fn read(&self, vmid: u32, node: &str) -> anyhow::Result<Option<Current>> {
         let config = match self.prefetched.take() {
-            Some((id, on, config)) if id == vmid && on == node => config,
+            Some((id, on, config)) if id == vmid && on == node => {
+                if self.desired.vmid.is_none() {
+                    let made = VmStatus {
+                        status: "stopped".into(),
+                        ha: Default::default(),
+                    };
+                    return Ok(Some(Current::from_api(vmid, node, &config, &made)));
+                }
+                config
+            }
             _ => match self.config_of(vmid, node)? {
                 Some(config) => config,
                 None => return Ok(None),

@@ -30,6 +30,64 @@ pub enum Confirm {
     Unnamed,
 }
 
+/// The run's own new VM, against which another create's chance at the name is judged: of VMs
+/// that carry one name, the one with the earliest `meta: ctime` keeps it, the lower vmid
+/// within one second (the `vm` module's `find::name_keeper`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnVm {
+    /// Its `meta: ctime` (its node's clock, in seconds).
+    pub ctime: u64,
+    pub vmid: Vmid,
+}
+
+impl OwnVm {
+    /// Whether the VM `vmid` whose create started at `start` (its node's clock, in seconds)
+    /// loses the name to this one, whatever it is named: qemu-server sets `ctime` in the
+    /// create's worker, after the task's start, so its (ctime, vmid) is at least (`start`,
+    /// `vmid`), later than this VM's when it started in a later second, or in the same
+    /// second with a higher vmid.
+    pub fn outruns(&self, start: u64, vmid: Vmid) -> bool {
+        start > self.ctime || (start == self.ctime && vmid > self.vmid)
+    }
+}
+
+/// The VMs whose newest create in `recent` (the cluster's recent tasks) started so that it
+/// loses the name to `own` ([`OwnVm::outruns`]); `own` itself is never among them.
+pub fn outrun_by(recent: &[RecentTask], own: OwnVm) -> Vec<Vmid> {
+    let mut newest: BTreeMap<(String, Vmid), u64> = BTreeMap::new();
+    for task in recent
+        .iter()
+        .filter(|task| task.upid.task_type == TaskType::Create.as_str())
+    {
+        let Ok(vmid) = task.upid.id.parse::<Vmid>() else {
+            continue;
+        };
+        let start = newest.entry((task.upid.node.clone(), vmid)).or_default();
+        *start = (*start).max(task.upid.starttime);
+    }
+    let mut out: Vec<Vmid> = newest
+        .into_iter()
+        .filter(|((_, vmid), start)| *vmid != own.vmid && own.outruns(*start, *vmid))
+        .map(|((_, vmid), _)| vmid)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The nodes whose own lists [`named_knowing`] reads for `listed`: those with a VM pvestatd
+/// has not named yet, that no create holds and whose name `known` does not hold.
+pub fn nodes_to_confirm(listed: &[ListedVm], known: &BTreeMap<Vmid, String>) -> Vec<String> {
+    let mut nodes: Vec<String> = listed
+        .iter()
+        .filter(|vm| vm.unnamed() && !vm.creating && !known.contains_key(&vm.vmid))
+        .map(|vm| vm.node.clone())
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
+
 /// VMs by name: those that carry it, and creates in progress whose name shows only at their
 /// end (qemu-server's create_vm writes it last). Each is (vmid, node), in the listing's order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -100,19 +158,18 @@ fn named_with(
             fresh.insert(vm.vmid, (known_name.clone(), false));
         }
     }
-    let mut nodes: Vec<&str> = listed
-        .iter()
-        .filter(|vm| {
-            confirm == Confirm::EveryNode
-                || (vm.unnamed() && !vm.creating && !fresh.contains_key(&vm.vmid))
-        })
-        .map(|vm| vm.node.as_str())
-        .collect();
-    nodes.sort();
-    nodes.dedup();
-    for node in nodes {
+    let nodes = match confirm {
+        Confirm::EveryNode => {
+            let mut nodes: Vec<String> = listed.iter().map(|vm| vm.node.clone()).collect();
+            nodes.sort();
+            nodes.dedup();
+            nodes
+        }
+        Confirm::Unnamed => nodes_to_confirm(&listed, known),
+    };
+    for node in &nodes {
         let on_node = qemu::list(client, node).map_err(|error| NodeListFailed {
-            node: node.to_string(),
+            node: node.clone(),
             error,
         })?;
         for vm in on_node {
@@ -168,9 +225,9 @@ fn carrying(name: &str, listed: Vec<ListedVm>, fresh: &BTreeMap<Vmid, (String, b
 pub struct Settling {
     /// Per node, the VMs whose create may still be running.
     pending: BTreeMap<String, Vec<Vmid>>,
-    /// Only creates started no later than this (PVE's clock) are waited for: a later one
-    /// cannot win a name race (see [`Settling::new`]).
-    since: Option<u64>,
+    /// Only the creates that may win the name from this VM are waited for: a later one
+    /// cannot (see [`Settling::new`]).
+    since: Option<OwnVm>,
     /// VMs whose create was seen running.
     seen_running: Vec<Vmid>,
     /// VMs no longer waited for whose name is to be read: (vmid, node).
@@ -193,12 +250,12 @@ pub enum Look {
 }
 
 impl Settling {
-    /// A wait for `in_flight` (VMs under `lock: create`, with no name yet). With `since`,
-    /// only for the creates that started no later than it: PVE keeps the VM whose create
-    /// began first (`meta: ctime`, then the lower vmid), and a create that started later
-    /// has a later `ctime` (qemu-server create_vm sets it in the worker, after the task's
-    /// start), so it loses to a VM of `since` and its own run removes it.
-    pub fn new(in_flight: &[(Vmid, String)], since: Option<u64>) -> Settling {
+    /// A wait for `in_flight` (VMs under `lock: create`, with no name yet). With `since`
+    /// (the run's own new VM), only for the creates that may win the name from it: the VM
+    /// created first keeps it (`meta: ctime`, then the lower vmid), and a create that
+    /// started in a later second, or in the same second for a higher vmid, makes a VM that
+    /// loses to it ([`OwnVm::outruns`]), which its own run removes.
+    pub fn new(in_flight: &[(Vmid, String)], since: Option<OwnVm>) -> Settling {
         let mut pending: BTreeMap<String, Vec<Vmid>> = BTreeMap::new();
         for (vmid, node) in in_flight {
             pending.entry(node.clone()).or_default().push(*vmid);
@@ -277,7 +334,10 @@ impl Settling {
                     .max_by_key(|task| task.upid.starttime);
                 match newest {
                     Some(task) if task.running => {
-                        if self.since.is_some_and(|since| task.upid.starttime > since) {
+                        if self
+                            .since
+                            .is_some_and(|own| own.outruns(task.upid.starttime, vmid))
+                        {
                             continue;
                         }
                         if !self.seen_running.contains(&vmid) {
@@ -302,8 +362,8 @@ impl Settling {
     }
 
     /// What a look at `node` saw: its running creates. A VM whose create no longer runs is
-    /// done (its name is to be read); one whose create started after `since` is not waited
-    /// for; one whose create runs stays.
+    /// done (its name is to be read); one whose create loses to `since` is not waited for;
+    /// one whose create runs stays.
     pub fn observe(&mut self, node: &str, running: &[Upid]) {
         self.looked.push(Look::Node(node.to_string()));
         let Some(vmids) = self.pending.remove(node) else {
@@ -315,7 +375,10 @@ impl Settling {
                 .iter()
                 .find(|upid| upid.node == node && upid.id == vmid.to_string());
             match holder {
-                Some(upid) if self.since.is_some_and(|since| upid.starttime > since) => {}
+                Some(upid)
+                    if self
+                        .since
+                        .is_some_and(|own| own.outruns(upid.starttime, vmid)) => {}
                 Some(_) => {
                     if !self.seen_running.contains(&vmid) {
                         self.seen_running.push(vmid);
@@ -331,23 +394,9 @@ impl Settling {
     }
 
     /// The VMs whose newest create the latest look at the cluster's recent tasks listed as
-    /// started after `since` (PVE's clock, in seconds): such a VM's `ctime` is later than
-    /// `since` (qemu-server sets it in the create's worker), so it cannot win a name race
-    /// against a VM of that `ctime`.
-    pub fn created_after(&self, since: u64) -> Vec<Vmid> {
-        let mut newest: BTreeMap<(String, Vmid), u64> = BTreeMap::new();
-        for task in &self.recent {
-            let Ok(vmid) = task.upid.id.parse::<Vmid>() else {
-                continue;
-            };
-            let start = newest.entry((task.upid.node.clone(), vmid)).or_default();
-            *start = (*start).max(task.upid.starttime);
-        }
-        newest
-            .into_iter()
-            .filter(|(_, start)| *start > since)
-            .map(|((_, vmid), _)| vmid)
-            .collect()
+    /// losing the name to `own` ([`outrun_by`]): a name of theirs does not matter.
+    pub fn created_after(&self, own: OwnVm) -> Vec<Vmid> {
+        outrun_by(&self.recent, own)
     }
 
     /// The VMs whose name is to be read now that their creates have ended (or were not
@@ -481,7 +530,12 @@ mod tests {
     #[test]
     fn only_creates_that_started_by_a_ctime_are_waited_for() {
         let in_flight = [(130, "pve1".to_string()), (131, "pve1".to_string())];
-        let mut settling = Settling::new(&in_flight, Some(1_005));
+        // The run's own VM has a higher vmid than both: only the second decides.
+        let own = OwnVm {
+            ctime: 1_005,
+            vmid: 999,
+        };
+        let mut settling = Settling::new(&in_flight, Some(own));
         settling.observe(
             "pve1",
             &[upid("pve1", 130, 1_005), upid("pve1", 131, 1_006)],
@@ -571,7 +625,11 @@ mod tests {
     #[test]
     fn creates_the_clusters_list_shows_started_after_a_ctime_are_told() {
         let in_flight = [(160, "pve1".to_string()), (161, "pve2".to_string())];
-        let mut settling = Settling::new(&in_flight, Some(1_005));
+        let own = OwnVm {
+            ctime: 1_005,
+            vmid: 999,
+        };
+        let mut settling = Settling::new(&in_flight, Some(own));
         settling.observe_cluster(&[
             recent("pve1", 160, 1_006, true),
             recent("pve2", 161, 1_005, false),
@@ -584,11 +642,73 @@ mod tests {
             "160 started later and is not waited for"
         );
         assert_eq!(
-            settling.created_after(1_005),
+            settling.created_after(own),
             [160, 162],
-            "the same second is not later"
+            "the same second is not later for a lower vmid"
         );
         let (to_confirm, _) = settling.ended();
         assert_eq!(to_confirm, [(161, "pve2".to_string())]);
+    }
+
+    #[test]
+    fn in_one_second_a_create_for_a_higher_vmid_loses_to_the_runs_own_vm() {
+        let own = OwnVm {
+            ctime: 2_000,
+            vmid: 500,
+        };
+        assert!(
+            own.outruns(2_001, 100),
+            "a later second loses, whatever its vmid"
+        );
+        assert!(own.outruns(2_000, 501), "the same second, a higher vmid");
+        assert!(
+            !own.outruns(2_000, 499),
+            "the same second, a lower vmid may win"
+        );
+        assert!(!own.outruns(1_999, 900), "an earlier second may win");
+        let listed = [
+            recent("pve1", 600, 2_000, true),
+            recent("pve2", 400, 2_000, true),
+            recent("pve3", 700, 1_999, false),
+            // An older create of 401 ended; its newest one started later.
+            recent("pve1", 401, 1_990, false),
+            recent("pve1", 401, 2_003, true),
+            recent("pve2", 500, 2_000, false),
+        ];
+        assert_eq!(
+            outrun_by(&listed, own),
+            [401, 600],
+            "the newest create counts; the run's own VM is never listed"
+        );
+        let mut settling = Settling::new(
+            &[(400, "pve2".to_string()), (600, "pve1".to_string())],
+            Some(own),
+        );
+        settling.observe_cluster(&listed);
+        assert_eq!(
+            settling.waited_nodes(),
+            ["pve2"],
+            "only 400's create may still win: 600's is not waited for"
+        );
+    }
+
+    #[test]
+    fn only_nodes_with_a_vm_of_unknown_name_whose_create_ended_are_listed() {
+        let mut building = listed(172, "pve3", "");
+        building.creating = true;
+        let cluster = [
+            listed(170, "pve1", ""),
+            listed(171, "pve2", "VM 171"),
+            building,
+            listed(173, "pve2", "web"),
+            listed(174, "pve1", ""),
+        ];
+        let known: BTreeMap<Vmid, String> = [(171, "db".to_string())].into();
+        assert_eq!(
+            nodes_to_confirm(&cluster, &known),
+            ["pve1"],
+            "171's name is known, 172 is still being created, 173 is named"
+        );
+        assert!(nodes_to_confirm(&cluster[1..4], &known).is_empty());
     }
 }

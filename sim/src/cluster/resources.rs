@@ -69,7 +69,8 @@ pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
     json!(out)
 }
 
-/// `GET /cluster/nextid`: the lowest free id as a string; no reservation, as in PVE.
+/// `GET /cluster/nextid`: the lowest free id of datacenter.cfg's `next-id` range, as a
+/// string; no reservation, as in PVE. An id asked for is checked only for being free.
 pub fn next_id(sim: &Sim, asked: Option<&String>) -> ApiResult {
     let st = sim.lock();
     if let Some(v) = asked {
@@ -79,8 +80,14 @@ pub fn next_id(sim: &Sim, asked: Option<&String>) -> ApiResult {
         }
         return Ok(json!(id.to_string()));
     }
-    let id = (100u32..).find(|i| !st.vms.contains_key(i)).unwrap_or(100);
-    Ok(json!(id.to_string()))
+    let range = sim.opts.next_id.range();
+    let (lower, upper) = (range.start, range.end);
+    match range.into_iter().find(|i| !st.vms.contains_key(i)) {
+        Some(id) => Ok(json!(id.to_string())),
+        None => Err(ApiErr::die(format!(
+            "unable to get any free VMID in range [{lower}, {upper}]"
+        ))),
+    }
 }
 
 /// `GET /nodes` (pve-manager API2/Nodes.pm, index): every node online.

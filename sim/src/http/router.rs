@@ -389,6 +389,13 @@ impl Api {
                 Ok(tasks::cluster_tasks(sim, &auth))
             }
             ["access", "permissions"] if m == "GET" => identity::permissions(&checker, params),
+            ["cluster", "options"] if m == "GET" => {
+                schema::check(&[], params)?;
+                Ok(crate::cluster::datacenter::options(
+                    &sim.opts.next_id,
+                    &sim.opts.registered_tags,
+                ))
+            }
             ["cluster", "nextid"] if m == "GET" => {
                 schema::check(&schema::next_id(), params)?;
                 resources::next_id(sim, params.get("vmid"))

@@ -68,6 +68,13 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ),
     endpoint(
         "GET",
+        "/cluster/options",
+        "pve-manager PVE/API2/Cluster.pm",
+        "get_options",
+        false,
+    ),
+    endpoint(
+        "GET",
         "/cluster/nextid",
         "pve-manager PVE/API2/Cluster.pm",
         "nextid",
