@@ -36,11 +36,21 @@ fn vm(s: &Session, vmid: &str, extra: &[(&str, &str)]) {
 }
 
 fn start(s: &Session, vmid: &str) {
-    task_ok(s, "POST", &format!("/nodes/pve1/qemu/{vmid}/status/start"), &[]);
+    task_ok(
+        s,
+        "POST",
+        &format!("/nodes/pve1/qemu/{vmid}/status/start"),
+        &[],
+    );
 }
 
 fn stop(s: &Session, vmid: &str) {
-    task_ok(s, "POST", &format!("/nodes/pve1/qemu/{vmid}/status/stop"), &[]);
+    task_ok(
+        s,
+        "POST",
+        &format!("/nodes/pve1/qemu/{vmid}/status/stop"),
+        &[],
+    );
 }
 
 fn mv(vmid: &str) -> String {
@@ -100,7 +110,11 @@ fn move_disk_refuses_before_forking() {
             "you can't move to the same storage with same format",
         ),
         (
-            &[("disk", "scsi0"), ("storage", "local-lvm"), ("format", "raw")],
+            &[
+                ("disk", "scsi0"),
+                ("storage", "local-lvm"),
+                ("format", "raw"),
+            ],
             "you can't move to the same storage with same format",
         ),
         (
@@ -121,7 +135,11 @@ fn move_disk_refuses_before_forking() {
         ),
     ];
     for (params, reason) in refusals {
-        assert_eq!(fails(&s, 500, "POST", &mv("100"), params), *reason, "{params:?}");
+        assert_eq!(
+            fails(&s, 500, "POST", &mv("100"), params),
+            *reason,
+            "{params:?}"
+        );
     }
     // check_lock: a config lock (a backup's) refuses the move.
     sim.admin(
@@ -141,7 +159,11 @@ fn move_disk_refuses_before_forking() {
     );
     let tasks = sim.admin("GET", "/tasks", Value::Null)["data"].clone();
     assert!(
-        tasks.as_array().unwrap().iter().all(|t| t["type"] != "qmmove"),
+        tasks
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["type"] != "qmmove"),
         "{tasks}"
     );
 }
@@ -185,7 +207,9 @@ fn a_stopped_vms_disk_is_copied_offline() {
             .unwrap_or_else(|| panic!("{line:?} not in {log:?}"))
     };
     let order = [
-        at("copying volume 'local-lvm:vm-100-disk-0' from current storage 'local-lvm' to target storage 'local'"),
+        at(
+            "copying volume 'local-lvm:vm-100-disk-0' from current storage 'local-lvm' to target storage 'local'",
+        ),
         at("create full clone of drive scsi0 (local-lvm:vm-100-disk-0)"),
         at("allocated target volume 'local:100/vm-100-disk-0.qcow2'"),
         at("transferred 512.0 MiB of 1.0 GiB (50.00%)"),
@@ -253,7 +277,11 @@ fn a_running_vms_disk_is_mirrored() {
         .data(
             "POST",
             &mv("100"),
-            &[("disk", "scsi0"), ("storage", "local"), ("bwlimit", "409600")],
+            &[
+                ("disk", "scsi0"),
+                ("storage", "local"),
+                ("bwlimit", "409600"),
+            ],
         )
         .as_str()
         .unwrap()
@@ -374,12 +402,7 @@ fn a_disk_with_snapshots_moves_without_them() {
     assert_eq!(config(&s, "100")["unused0"], "local-lvm:vm-100-disk-0");
     assert_eq!(volumes(&s, "local-lvm", "100"), ["local-lvm:vm-100-disk-0"]);
     // Once the snapshot is gone, it is freed.
-    task_ok(
-        &s,
-        "DELETE",
-        "/nodes/pve1/qemu/100/snapshot/before",
-        &[],
-    );
+    task_ok(&s, "DELETE", "/nodes/pve1/qemu/100/snapshot/before", &[]);
     s.data(
         "PUT",
         "/nodes/pve1/qemu/100/unlink",
@@ -405,7 +428,10 @@ fn a_templates_moved_disk_becomes_a_base() {
     let c = config(&s, "100");
     assert_eq!(c["scsi0"], "local:100/base-100-disk-0.qcow2,size=1G");
     assert_eq!(c["unused0"], "local-lvm:base-100-disk-0");
-    assert_eq!(volumes(&s, "local", "100"), ["local:100/base-100-disk-0.qcow2"]);
+    assert_eq!(
+        volumes(&s, "local", "100"),
+        ["local:100/base-100-disk-0.qcow2"]
+    );
 }
 
 /// Qemu.pm unlink is update_vm with `delete` = `idlist`: a drive detached to `unusedN`, with
@@ -421,11 +447,7 @@ fn unlink_detaches_or_frees_as_update_vm_does() {
         "100",
         &[("sata1", "local-lvm:1"), ("virtio1", "local-lvm:1")],
     );
-    s.data(
-        "PUT",
-        "/nodes/pve1/qemu/100/config",
-        &[("protection", "1")],
-    );
+    s.data("PUT", "/nodes/pve1/qemu/100/config", &[("protection", "1")]);
     assert_eq!(
         fails(
             &s,
@@ -443,7 +465,15 @@ fn unlink_detaches_or_frees_as_update_vm_does() {
     );
     start(&s, "100");
     let before = current(&s, "100");
-    let volume = |key: &str| before[key].as_str().unwrap().split(',').next().unwrap().to_string();
+    let volume = |key: &str| {
+        before[key]
+            .as_str()
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .to_string()
+    };
     let (scsi0, sata1) = (volume("scsi0"), volume("sata1"));
     s.data(
         "PUT",
@@ -461,7 +491,10 @@ fn unlink_detaches_or_frees_as_update_vm_does() {
     stop(&s, "100");
     start(&s, "100");
     let c = config(&s, "100");
-    assert!(c.get("sata1").is_none() && c.get("unused0").is_none(), "{c}");
+    assert!(
+        c.get("sata1").is_none() && c.get("unused0").is_none(),
+        "{c}"
+    );
     assert_eq!(volumes(&s, "local-lvm", "100"), [scsi0]);
 }
 
@@ -478,14 +511,20 @@ fn a_running_vms_cdrom_media_change_at_once() {
     start(&s, "100");
     let put = |params: &[(&str, &str)]| s.data("PUT", "/nodes/pve1/qemu/100/config", params);
     put(&[("ide2", "local:iso/two.iso,media=cdrom")]);
-    assert_eq!(current(&s, "100")["ide2"], "local:iso/two.iso,media=cdrom,size=4K");
+    assert_eq!(
+        current(&s, "100")["ide2"],
+        "local:iso/two.iso,media=cdrom,size=4K"
+    );
     assert_eq!(pending(&s, "100", "ide2").get("pending"), None);
     put(&[("ide2", "none,media=cdrom")]);
     let c = current(&s, "100");
     assert_eq!(c["ide2"], "none,media=cdrom");
     assert!(c.get("unused0").is_none(), "{c}");
     put(&[("ide2", "local:iso/one.iso,media=cdrom")]);
-    assert_eq!(current(&s, "100")["ide2"], "local:iso/one.iso,media=cdrom,size=4K");
+    assert_eq!(
+        current(&s, "100")["ide2"],
+        "local:iso/one.iso,media=cdrom,size=4K"
+    );
     // A new drive on ide does not hotplug.
     put(&[("ide0", "local:iso/two.iso,media=cdrom")]);
     assert!(current(&s, "100").get("ide0").is_none());
@@ -505,7 +544,10 @@ fn a_running_vms_cdrom_media_change_at_once() {
     );
     stop(&s, "100");
     start(&s, "100");
-    assert_eq!(current(&s, "100")["ide0"], "local:iso/two.iso,media=cdrom,size=4K");
+    assert_eq!(
+        current(&s, "100")["ide0"],
+        "local:iso/two.iso,media=cdrom,size=4K"
+    );
 }
 
 /// An EFI disk and a TPM state added later: update_vm_api's create_disks allocates them at
@@ -529,7 +571,10 @@ fn efi_and_tpm_added_later_wait_for_a_running_vm() {
     );
     let c = config(&s, "100");
     assert_eq!(c["efidisk0"], "local-lvm:vm-100-disk-1,efitype=4m,size=4M");
-    assert_eq!(c["tpmstate0"], "local-lvm:vm-100-disk-2,size=4M,version=v2.0");
+    assert_eq!(
+        c["tpmstate0"],
+        "local-lvm:vm-100-disk-2,size=4M,version=v2.0"
+    );
     assert_eq!(current(&s, "100")["efidisk0"], c["efidisk0"]);
     assert_eq!(pending(&s, "100", "efidisk0").get("pending"), None);
 
@@ -542,7 +587,10 @@ fn efi_and_tpm_added_later_wait_for_a_running_vm() {
         ],
     );
     let now = current(&s, "101");
-    assert!(now.get("efidisk0").is_none() && now.get("tpmstate0").is_none(), "{now}");
+    assert!(
+        now.get("efidisk0").is_none() && now.get("tpmstate0").is_none(),
+        "{now}"
+    );
     // Without `current`, GET config shows the pending values applied.
     assert_eq!(
         config(&s, "101")["efidisk0"],
@@ -561,5 +609,8 @@ fn efi_and_tpm_added_later_wait_for_a_running_vm() {
     start(&s, "101");
     let c = config(&s, "101");
     assert_eq!(c["efidisk0"], "local-lvm:vm-101-disk-1,efitype=4m,size=4M");
-    assert_eq!(c["tpmstate0"], "local-lvm:vm-101-disk-2,size=4M,version=v2.0");
+    assert_eq!(
+        c["tpmstate0"],
+        "local-lvm:vm-101-disk-2,size=4M,version=v2.0"
+    );
 }

@@ -118,7 +118,10 @@ mod unit {
     fn job_ids_follow_the_machine_version() {
         assert_eq!(job_id(None, "scsi0"), "drive-scsi0");
         assert_eq!(job_id(Some("q35"), "scsi0"), "drive-scsi0");
-        assert_eq!(job_id(Some("pc-i440fx-9.2+pve1"), "virtio0"), "drive-virtio0");
+        assert_eq!(
+            job_id(Some("pc-i440fx-9.2+pve1"), "virtio0"),
+            "drive-virtio0"
+        );
         assert_eq!(job_id(Some("pc-q35-10.0"), "scsi1"), "mirror-scsi1");
         assert_eq!(
             job_id(Some("type=pc-q35-10.1+pve1,viommu=intel"), "scsi0"),

@@ -292,7 +292,9 @@ impl Move {
         let unused = self.disk.starts_with("unused");
         let use_drive_mirror = running && !unused;
         if use_drive_mirror && self.disk == "tpmstate0" {
-            return Err("storage migration failed: cannot move TPM state while VM is running".into());
+            return Err(
+                "storage migration failed: cannot move TPM state while VM is running".into(),
+            );
         }
         let data = &sim.opts.data_dir;
         let src = volumes::parse_volume(data, &self.node, &old_volid)?;

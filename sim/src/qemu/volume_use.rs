@@ -51,14 +51,39 @@ mod unit {
             ("unused0", "local-lvm:vm-100-disk-1"),
         ]);
         let mut snaps = Snapshots::new();
-        assert!(!is_volume_in_use(&conf, &snaps, Some("scsi0"), "local-lvm:vm-100-disk-0"));
-        assert!(is_volume_in_use(&conf, &snaps, None, "local-lvm:vm-100-disk-0"));
-        assert!(!is_volume_in_use(&conf, &snaps, None, "local:iso/debian.iso"));
-        assert!(!is_volume_in_use(&conf, &snaps, None, "local-lvm:vm-100-disk-1"));
+        assert!(!is_volume_in_use(
+            &conf,
+            &snaps,
+            Some("scsi0"),
+            "local-lvm:vm-100-disk-0"
+        ));
+        assert!(is_volume_in_use(
+            &conf,
+            &snaps,
+            None,
+            "local-lvm:vm-100-disk-0"
+        ));
+        assert!(!is_volume_in_use(
+            &conf,
+            &snaps,
+            None,
+            "local:iso/debian.iso"
+        ));
+        assert!(!is_volume_in_use(
+            &conf,
+            &snaps,
+            None,
+            "local-lvm:vm-100-disk-1"
+        ));
         snaps.insert(
             "before".into(),
             section(&[("scsi0", "local-lvm:vm-100-disk-0,size=1G")]),
         );
-        assert!(is_volume_in_use(&conf, &snaps, Some("scsi0"), "local-lvm:vm-100-disk-0"));
+        assert!(is_volume_in_use(
+            &conf,
+            &snaps,
+            Some("scsi0"),
+            "local-lvm:vm-100-disk-0"
+        ));
     }
 }
