@@ -390,6 +390,18 @@ fn a_disk_with_snapshots_moves_without_them() {
             .contains(&"moving disk with snapshots, snapshots will not be moved!".to_string())
     );
     assert_eq!(config(&s, "100")["unused0"], "local-lvm:vm-100-disk-0");
+    // A reassign to another VM refuses it as well ($load_and_check_reassign_configs).
+    vm(&s, "101", &[]);
+    assert_eq!(
+        fails(
+            &s,
+            500,
+            "POST",
+            &mv("100"),
+            &[("disk", "unused0"), ("target-vmid", "101")]
+        ),
+        "Can't move disk used by a snapshot to another VM"
+    );
     assert_eq!(
         fails(
             &s,

@@ -451,6 +451,15 @@ impl Reassign {
         if !file.contains(':') {
             return Err(format!("Volume '{file}' not managed by PVE"));
         }
+        let snapshots = sim
+            .lock()
+            .vms
+            .get(&self.vmid)
+            .map(|v| v.snapshots.clone())
+            .unwrap_or_default();
+        if is_volume_in_use(&source, &snapshots, Some(&self.disk), &file) {
+            return Err("Can't move disk used by a snapshot to another VM".into());
+        }
         if running && !self.disk.starts_with("unused") {
             return Err(
                 "Cannot move disk to another VM while the source VM is running - detach first"
