@@ -354,6 +354,44 @@ fn a_running_vms_disk_is_mirrored() {
     );
 }
 
+/// clone_disk_copy_data's `efidisk0` branch: only the OVMF vars (get_efivars_size, 540672
+/// bytes for `efitype=4m`) are copied, so the new volume is 528K on a directory storage and
+/// 4M (one extent) on LVM-thin.
+#[test]
+fn an_efi_disk_moves_its_vars() {
+    let sim = Sim::plain(&["--task-duration", "qmcreate=50ms"], &[]);
+    let s = Session::login(&sim);
+    vm(
+        &s,
+        "100",
+        &[("bios", "ovmf"), ("efidisk0", "local-lvm:1,efitype=4m")],
+    );
+    task_ok(
+        &s,
+        "POST",
+        &mv("100"),
+        &[("disk", "efidisk0"), ("storage", "local")],
+    );
+    let c = config(&s, "100");
+    assert_eq!(
+        c["efidisk0"],
+        "local:100/vm-100-disk-0.raw,efitype=4m,size=528K"
+    );
+    task_ok(
+        &s,
+        "POST",
+        &mv("100"),
+        &[
+            ("disk", "efidisk0"),
+            ("storage", "local-lvm"),
+            ("delete", "1"),
+        ],
+    );
+    let efidisk = config(&s, "100")["efidisk0"].as_str().unwrap().to_string();
+    assert!(efidisk.ends_with(",efitype=4m,size=4M"), "{efidisk}");
+    assert!(volumes(&s, "local", "100").is_empty());
+}
+
 /// is_volume_in_use with the disk skipped: a snapshot's. The move warns that snapshots stay
 /// behind and keeps the source as `unusedN` (a delete is refused before the fork), and
 /// try_deallocate_drive will not free that `unusedN` while the snapshot names it.

@@ -1,8 +1,9 @@
-//! A running VM's disk moved by a drive mirror, as qemu-server's `clone_disk` does it for
-//! `move_vm_disk` (`QemuServer/BlockJob.pm`: `mirror`, then `qemu_drive_mirror` before
-//! machine version 10.0 and `blockdev_mirror` from it, each watched by `monitor` with the
-//! `complete` completion). Kept apart from `disks.rs` because the copy, its pacing and the
-//! lines the block-job monitor prints are one concern, whichever handler asks for them.
+//! The copies `clone_disk` makes for `move_vm_disk` other than a plain `qemu-img convert`: a
+//! running VM's disk by a drive mirror (`QemuServer/BlockJob.pm`: `mirror`, then
+//! `qemu_drive_mirror` before machine version 10.0 and `blockdev_mirror` from it, each watched
+//! by `monitor` with the `complete` completion), and an EFI disk's vars by `qemu-img dd`
+//! (`clone_disk_copy_data`). Kept apart from `disks.rs` because the copies, their pacing and
+//! the lines the block-job monitor prints are one concern, whichever handler asks for them.
 
 use std::process::Command;
 use std::time::Duration;
@@ -108,6 +109,43 @@ pub fn mirror(
     ctx.log(format!("{job}: Completed successfully."));
     ctx.log(format!("{job}: mirror-job finished"));
     Ok(size)
+}
+
+/// An EFI disk copied offline (`clone_disk_copy_data`'s `efidisk0` branch): only the OVMF
+/// vars, `efisize` bytes (`get_efivars_size`), by `qemu-img dd … osize=…`, onto a volume of
+/// that size as the target storage allocates it (4 MiB extents on LVM-thin). Returns that size.
+pub fn copy_efivars(src: &Volume, dst: &Volume, efisize: u64) -> Result<u64, String> {
+    let src_fmt = volumes::detect_format(&src.path)?;
+    if let Some(dir) = dst.path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let out = Command::new("qemu-img")
+        .args(["dd", "-f", &src_fmt, "-O", &dst.format, "count=1"])
+        .arg(format!("bs={efisize}"))
+        .arg(format!("if={}", src.path.display()))
+        .arg(format!("of={}", dst.path.display()))
+        .output()
+        .map_err(|e| format!("unable to run qemu-img: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "command 'qemu-img dd' failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let size = volumes::allocated_size(&dst.storage, efisize);
+    if size != efisize {
+        volumes::resize_image(&dst.path, &dst.format, size)?;
+    }
+    Ok(size)
+}
+
+/// `get_efivars_size` of an EFI disk: the OVMF vars template's size, 540672 bytes for
+/// `efitype=4m`, 131072 for the 2m default.
+pub fn efivars_size(efidisk: &std::collections::BTreeMap<String, String>) -> u64 {
+    match efidisk.get("efitype").map(String::as_str) {
+        Some("4m") => 540672,
+        _ => 131072,
+    }
 }
 
 #[cfg(test)]

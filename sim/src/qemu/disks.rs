@@ -320,6 +320,8 @@ impl Move {
         let copied = if use_drive_mirror {
             let job = disk_mirror::job_id(conf.get("machine").map(String::as_str), &self.disk);
             disk_mirror::mirror(ctx, &src, &dst, &job, &self.disk, self.bwlimit)
+        } else if self.disk == "efidisk0" {
+            disk_mirror::copy_efivars(&src, &dst, disk_mirror::efivars_size(&kv))
         } else {
             volumes::import(
                 ctx,
