@@ -69,6 +69,11 @@ pub fn mirror(
     let total = volumes::virtual_size(&src.path, &src_fmt)?;
     let (dst_fmt, size) = (&dst.format, volumes::allocated_size(&dst.storage, total));
     volumes::create_image(&dst.path, dst_fmt, size)?;
+    // What the allocation printed, as before an offline copy (`storage::volumes::import`).
+    ctx.log(format!(
+        "Formatting '{}', fmt={dst_fmt} size={size} preallocation=off",
+        dst.path.display()
+    ));
     match bwlimit {
         Some(limit) => ctx.log(format!(
             "drive mirror is starting for drive-{drive} with bandwidth limit: {limit} KiB/s"
