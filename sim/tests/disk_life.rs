@@ -485,6 +485,66 @@ fn a_templates_moved_disk_becomes_a_base() {
     );
 }
 
+/// A linked clone's disk moves by a full copy out of its base (clone_disk is a full clone),
+/// and with `delete` the thin volume goes. A template's base its linked clones use is not
+/// freed by a move with `delete`: vdisk_free's refusal is a `warn` (a log line, the task OK),
+/// the config names the new volume and the old base stays on the storage for the clones.
+#[test]
+fn linked_clones_and_their_base_move() {
+    let sim = Sim::plain(&["--task-duration", "qmcreate=50ms"], &[]);
+    let s = Session::login(&sim);
+    vm(&s, "100", &[]);
+    task_ok(&s, "POST", "/nodes/pve1/qemu/100/template", &[]);
+    task_ok(
+        &s,
+        "POST",
+        "/nodes/pve1/qemu/100/clone",
+        &[("newid", "101"), ("full", "0")],
+    );
+    task_ok(
+        &s,
+        "POST",
+        "/nodes/pve1/qemu/100/clone",
+        &[("newid", "102"), ("full", "0")],
+    );
+    let linked = config(&s, "101")["scsi0"].as_str().unwrap().to_string();
+    assert!(
+        linked.starts_with("local-lvm:base-100-disk-0/vm-101-disk-"),
+        "{linked}"
+    );
+    task_ok(
+        &s,
+        "POST",
+        &mv("101"),
+        &[("disk", "scsi0"), ("storage", "local"), ("delete", "1")],
+    );
+    assert_eq!(
+        config(&s, "101")["scsi0"],
+        "local:101/vm-101-disk-0.raw,size=1G"
+    );
+    assert!(volumes(&s, "local-lvm", "101").is_empty());
+
+    let upid = task_ok(
+        &s,
+        "POST",
+        &mv("100"),
+        &[("disk", "scsi0"), ("storage", "local"), ("delete", "1")],
+    );
+    assert!(
+        s.log(&upid).contains(
+            &"base volume 'local-lvm:base-100-disk-0' is still in use by linked cloned".to_string()
+        ),
+        "{:?}",
+        s.log(&upid)
+    );
+    let c = config(&s, "100");
+    assert_eq!(c["scsi0"], "local:100/base-100-disk-0.raw,size=1G");
+    assert!(c.get("unused0").is_none(), "{c}");
+    assert!(volumes(&s, "local-lvm", "100").contains(&"local-lvm:base-100-disk-0".to_string()));
+    // The clone left on the old base still starts.
+    start(&s, "102");
+}
+
 /// Qemu.pm unlink is update_vm with `delete` = `idlist`: a drive detached to `unusedN`, with
 /// `force` its volume freed; on a running VM a drive that cannot be unplugged (`sata`) waits
 /// as a forced pending delete (`!sata1`, GET pending `delete: 2`), freed at the next start;
