@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Session, Sim, config, is_upid};
+use crate::support::{Session, Sim, config, is_upid, scratch};
 
 fn fails(s: &Session, status: u16, method: &str, path: &str, params: &[(&str, &str)]) -> String {
     let (code, reason, body) = s.call(method, path, params);
@@ -165,6 +165,64 @@ fn move_disk_refuses_before_forking() {
             .iter()
             .all(|t| t["type"] != "qmmove"),
         "{tasks}"
+    );
+}
+
+/// move_vm_disk's own checks past the endpoint's `VM.Config.Disk`: `Datastore.AllocateSpace`
+/// on the target storage (a move) or on the volume's storage (a reassign), and, for a user
+/// other than root@pam, `VM.Config.Disk` on the target VM (check_vm_perm), each a 403.
+#[test]
+fn move_disk_checks_the_storage_and_the_target_vm() {
+    let cfg = scratch("user-cfg").join("user.cfg");
+    std::fs::write(
+        &cfg,
+        "user:root@pam:1:0::::::\nuser:ci@pve:1:0::::::\n\
+         acl:1:/vms/100:ci@pve:PVEVMAdmin:\n\
+         acl:1:/storage/local-lvm:ci@pve:PVEDatastoreUser:\n",
+    )
+    .unwrap();
+    let sim = Sim::plain(
+        &[
+            "--task-duration",
+            "qmcreate=50ms",
+            "--user-cfg",
+            cfg.to_str().unwrap(),
+            "--user",
+            "ci@pve:cipw",
+        ],
+        &[],
+    );
+    let root = Session::login(&sim);
+    vm(&root, "100", &[("scsi1", "local:1")]);
+    vm(&root, "101", &[]);
+    let ci = Session::login_as(&sim, "ci@pve", "cipw");
+    let (code, reason, _) = ci.call(
+        "POST",
+        &mv("100"),
+        &[("disk", "scsi0"), ("storage", "local")],
+    );
+    assert_eq!(
+        (code, reason.as_str()),
+        (
+            403,
+            "Permission check failed (/storage/local, Datastore.AllocateSpace)"
+        )
+    );
+    let (code, reason, _) = ci.call(
+        "POST",
+        &mv("100"),
+        &[("disk", "scsi0"), ("target-vmid", "101")],
+    );
+    assert_eq!(
+        (code, reason.as_str()),
+        (403, "Permission check failed (/vms/101, VM.Config.Disk)")
+    );
+    // Onto a storage it may allocate on, the move runs.
+    task_ok(
+        &ci,
+        "POST",
+        &mv("100"),
+        &[("disk", "scsi1"), ("storage", "local-lvm"), ("delete", "1")],
     );
 }
 

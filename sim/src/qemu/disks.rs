@@ -6,6 +6,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::access::check::Checker;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::qemu::config_file::{self, check_lock, config_of};
 use crate::qemu::disk_mirror;
@@ -112,6 +113,7 @@ pub fn move_disk(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &
         .unwrap_or_else(|| disk.clone());
     let target_vmid: Option<u32> = params.get("target-vmid").and_then(|v| v.parse().ok());
     let storeid = params.get("storage").cloned();
+    let checker = Checker::new(sim, auth);
     match (target_vmid, storeid) {
         (Some(_), Some(_)) => Err(param_pair(
             "target-vmid",
@@ -119,6 +121,10 @@ pub fn move_disk(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &
             "either set 'storage' or 'target-vmid', but not both",
         )),
         (Some(target), None) => {
+            // `check_vm_perm` on the target, unless the user is root@pam.
+            if checker.user != "root@pam" {
+                checker.check_vm_perm(target, None, &["VM.Config.Disk"], false)?;
+            }
             if target == vmid {
                 return Err(ApiErr::param(
                     "target-vmid",
@@ -133,7 +139,9 @@ pub fn move_disk(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &
                 digest: params.get("digest").cloned(),
                 target_digest: params.get("target-digest").cloned(),
             };
-            check.load_and_check(sim).map_err(ApiErr::die)?;
+            let (.., volid) = check.load_and_check(sim).map_err(ApiErr::die)?;
+            let (storage, _) = crate::tools::volume_parts(&volid).unwrap_or_default();
+            checker.check(&format!("/storage/{storage}"), &["Datastore.AllocateSpace"])?;
             let s2 = sim.clone();
             let id = format!("{vmid}-{disk}>{target}-{target_disk}");
             Ok(json!(tasks::spawn(
@@ -146,6 +154,7 @@ pub fn move_disk(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &
             )))
         }
         (None, Some(sid)) => {
+            checker.check(&format!("/storage/{sid}"), &["Datastore.AllocateSpace"])?;
             let mv = Move {
                 node: node.to_string(),
                 vmid,
