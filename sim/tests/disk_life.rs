@@ -450,6 +450,55 @@ fn an_efi_disk_moves_its_vars() {
     assert!(volumes(&s, "local", "100").is_empty());
 }
 
+/// A move stopped (`DELETE …/tasks/{upid}`): `$move_updatefn`'s signal handler dies
+/// "interrupted by signal" in the copy (qemu-img's run_command, which names the command) or in
+/// the block-job monitor;
+/// the new volume is freed and the config stays as it was.
+#[test]
+fn a_stopped_move_frees_its_copy() {
+    let sim = Sim::plain(
+        &["--task-duration", "qmcreate=50ms", "--import-rate", "100M"],
+        &[],
+    );
+    let s = Session::login(&sim);
+    vm(&s, "100", &[]);
+    let before = config(&s, "100");
+    for (running, exit) in [
+        (
+            false,
+            "storage migration failed: copy failed: command '/usr/bin/qemu-img convert -p -n -f raw -O raw ",
+        ),
+        (
+            true,
+            "storage migration failed: block job (mirror) error: interrupted by signal",
+        ),
+    ] {
+        if running {
+            start(&s, "100");
+        }
+        let upid = s
+            .data(
+                "POST",
+                &mv("100"),
+                &[("disk", "scsi0"), ("storage", "local")],
+            )
+            .as_str()
+            .unwrap()
+            .to_string();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        s.data("DELETE", &format!("/nodes/pve1/tasks/{upid}"), &[]);
+        let end = s.wait(&upid)["exitstatus"].as_str().unwrap().to_string();
+        assert!(
+            end.starts_with(exit) && end.ends_with("interrupted by signal"),
+            "{end} {:?}",
+            s.log(&upid)
+        );
+        assert_eq!(config(&s, "100")["scsi0"], before["scsi0"]);
+        assert!(config(&s, "100").get("unused0").is_none());
+        assert!(volumes(&s, "local", "100").is_empty());
+    }
+}
+
 /// is_volume_in_use with the disk skipped: a snapshot's. The move warns that snapshots stay
 /// behind and keeps the source as `unusedN` (a delete is refused before the fork), and
 /// try_deallocate_drive will not free that `unusedN` while the snapshot names it.

@@ -344,10 +344,24 @@ impl Move {
         let size = match copied {
             Ok(size) => size,
             Err(e) => {
-                // `vdisk_free` of the new volumes, then "storage migration failed: …".
+                // `vdisk_free` of the new volumes, then "storage migration failed: …". A stop
+                // meets `$move_updatefn`'s own signal handler ("interrupted by signal"), in
+                // qemu-img's run_command (which names the command) or in the block-job monitor.
                 if !ctx.killed() {
                     let _ = std::fs::remove_file(&dst.path);
                 }
+                let e = match ctx.cancelled() {
+                    true if use_drive_mirror => {
+                        "block job (mirror) error: interrupted by signal".to_string()
+                    }
+                    true => format!(
+                        "copy failed: command '/usr/bin/qemu-img convert -p -n -f {} -O {fmt} {} {}' failed: interrupted by signal",
+                        src.format,
+                        src.path.display(),
+                        dst.path.display()
+                    ),
+                    false => e,
+                };
                 return Err(format!("storage migration failed: {e}"));
             }
         };
