@@ -9,6 +9,7 @@ mod agent;
 mod api;
 mod body_handling;
 mod daemons;
+mod disk_life;
 mod ha;
 mod migrate;
 mod oracle_found;

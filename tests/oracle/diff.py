@@ -6,7 +6,9 @@ what each stores compared: GET config, GET pending, the config file's text, and 
     python3 tests/oracle/diff.py [--oracle DIR] [--sim BIN] [--only SUBSTRING] [--json OUT] [-v]
 
 The scenarios are data, tests/oracle/scenarios.json: `api` entries (create, update, update_method,
-volumes as the oracle takes them) and `set` entries (one key, several values, each through a
+volumes as the oracle takes them; an update with `call` is another API call of the VM instead,
+`move_disk` or `unlink` with the update's other keys as its parameters, run on the oracle's side
+under the harness's calls.pl, which hands it to PVE's move_vm_disk or unlink; a stopped VM only) and `set` entries (one key, several values, each through a
 create and an update). `running` makes the VM running between the create and the updates:
 pve-sim starts it; the oracle's VM never runs, so the harness runs the oracle's own oracle.pl
 under its running_vm.pl, which fakes a running VM and a QEMU that accepts the hotplug commands
@@ -125,6 +127,14 @@ def expand(spec):
 # ------------------------------------------------------------------------------- the oracle
 
 RUNNING_VM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "running_vm.pl")
+CALLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.pl")
+
+# An update's `call`: PVE's API method (calls.pl) and pve-sim's request for it.
+CALL_METHODS = {"move_disk": ("move_vm_disk", "POST"), "unlink": ("unlink", "PUT")}
+
+
+def has_calls(scenario):
+    return any("call" in u for u in scenario.get("update") or [] if isinstance(u, dict))
 
 # What the running-VM scenarios rest on: the oracle's VM never runs, so the harness runs its
 # oracle.pl under running_vm.pl (the harness's own Perl, nothing of PVE's), which makes
@@ -138,31 +148,44 @@ def run_oracle(oracle_dir, scenarios):
     """The stopped-VM scenarios through one oracle process, the running-VM ones through another
     run under the harness's running_vm.pl; the answers in the scenarios' order."""
     answers = [None] * len(scenarios)
-    for running in (False, True):
-        picked = [i for i, s in enumerate(scenarios) if bool(s.get("running")) == running]
+    for running, calls in ((False, False), (True, False), (False, True)):
+        picked = [i for i, s in enumerate(scenarios)
+                  if bool(s.get("running")) == running and has_calls(s) == calls]
         if not picked:
             continue
-        for i, answer in zip(picked, run_oracle_process(oracle_dir, [scenarios[i] for i in picked], running)):
+        preamble = CALLS if calls else RUNNING_VM if running else None
+        for i, answer in zip(picked, run_oracle_process(oracle_dir, [scenarios[i] for i in picked], preamble)):
             answers[i] = answer
     return answers
 
 
-def run_oracle_process(oracle_dir, scenarios, running):
-    """Scenarios through one oracle process; its answers in order."""
+def oracle_update(update):
+    """An update as the oracle takes it: a `call` named by `harness-call` for calls.pl."""
+    if not isinstance(update, dict) or "call" not in update:
+        return update
+    params = {k: v for k, v in update.items() if k != "call"}
+    params["harness-call"] = CALL_METHODS[update["call"]][0]
+    return params
+
+
+def run_oracle_process(oracle_dir, scenarios, preamble):
+    """Scenarios through one oracle process (its run.sh, or its oracle.pl under one of the
+    harness's preambles); its answers in order."""
     lines = []
     for i, s in enumerate(scenarios):
-        req = {"fn": "api", "id": i, "vmid": VMID, "create": s.get("create", {}), "update": s.get("update", [])}
+        req = {"fn": "api", "id": i, "vmid": VMID, "create": s.get("create", {}),
+               "update": [oracle_update(u) for u in s.get("update", [])]}
         if s.get("update_method"):
             req["update_method"] = s["update_method"]
         if s.get("volumes"):
             req["volumes"] = s["volumes"]
         lines.append(json.dumps(req))
     env = dict(os.environ, ORACLE_NO_MASK="1")
-    if running:
+    if preamble:
         # run.sh's environment (the oracle's inc.sh, Perl's hash order fixed), then the harness's
         # preamble running the oracle's own oracle.pl.
         command = ["bash", "-c", '. "$1/inc.sh"; export PERL_HASH_SEED=0 PERL_PERTURB_KEYS=0; '
-                   'exec nice perl "$2" "$1/oracle.pl"', "running-vm", oracle_dir, RUNNING_VM]
+                   'exec nice perl "$2" "$1/oracle.pl"', "preamble", oracle_dir, preamble]
     else:
         command = [os.path.join(oracle_dir, "run.sh")]
     proc = subprocess.run(command, input="\n".join(lines) + "\n", capture_output=True, text=True, env=env)
@@ -286,6 +309,12 @@ class Sim:
                 res["start"] = started
         method = s.get("update_method", "PUT")
         for u in s.get("update", []):
+            if isinstance(u, dict) and "call" in u:
+                call_method = CALL_METHODS[u["call"]][1]
+                params = {k: v for k, v in u.items() if k != "call"}
+                res["update"].append(self.outcome(*self.request(
+                    call_method, f"/nodes/{NODE}/qemu/{VMID}/{u['call']}", form(params))))
+                continue
             res["update"].append(self.outcome(*self.request(method, f"/nodes/{NODE}/qemu/{VMID}/config", form(u))))
         status, _, conf = self.request("GET", f"/nodes/{NODE}/qemu/{VMID}/config")
         if status == 200:

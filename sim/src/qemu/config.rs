@@ -369,6 +369,17 @@ pub fn update(
                 ));
             }
         }
+        // try_deallocate_drive: an `unusedN` a snapshot still names is not freed.
+        for d in deletes.iter().filter(|d| d.starts_with("unused")) {
+            if let Some(volid) = vm.config.get(d)
+                && registers_unused(vmid, volid)
+                && crate::qemu::volume_use::is_volume_in_use(&vm.config, &vm.snapshots, None, volid)
+            {
+                return Err(format!(
+                    "unable to delete '{volid}' - volume is still in use (snapshot?)"
+                ));
+            }
+        }
         let mut freed = Vec::new();
         let mut warnings = Vec::new();
         let mut boot_order = write_path::boot_devices(vm.config.get("boot").map_or("", |b| b));

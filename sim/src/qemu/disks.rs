@@ -6,8 +6,11 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::access::check::Checker;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params, Undefined};
 use crate::qemu::config_file::{self, check_lock, config_of};
+use crate::qemu::disk_mirror;
+use crate::qemu::volume_use::is_volume_in_use;
 use crate::schema;
 use crate::state::Sim;
 use crate::storage::volumes;
@@ -80,14 +83,21 @@ fn is_cdrom(file: &str, kv: &Conf) -> bool {
     kv.get("media").is_some_and(|m| m == "cdrom") || file == "cdrom" || file.contains("cloudinit")
 }
 
-/// The first free `unusedN` (PVE::AbstractConfig add_unused_volume).
-fn add_unused(conf: &mut Conf, volid: &str) -> String {
+/// The first free `unusedN` (PVE::AbstractConfig add_unused_volume), none where an `unusedN`
+/// already names the volume ("do not add duplicates").
+fn add_unused(conf: &mut Conf, volid: &str) -> Option<String> {
+    if conf
+        .iter()
+        .any(|(k, v)| k.starts_with("unused") && v == volid)
+    {
+        return None;
+    }
     let key = (0..256)
         .map(|i| format!("unused{i}"))
         .find(|k| !conf.contains_key(k))
         .unwrap_or_else(|| "unused255".into());
     conf.insert(key.clone(), volid.to_string());
-    key
+    Some(key)
 }
 
 /// `POST /nodes/{node}/qemu/{vmid}/move_disk` (Qemu.pm, move_vm_disk).
@@ -103,6 +113,7 @@ pub fn move_disk(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &
         .unwrap_or_else(|| disk.clone());
     let target_vmid: Option<u32> = params.get("target-vmid").and_then(|v| v.parse().ok());
     let storeid = params.get("storage").cloned();
+    let checker = Checker::new(sim, auth);
     match (target_vmid, storeid) {
         (Some(_), Some(_)) => Err(param_pair(
             "target-vmid",
@@ -110,6 +121,10 @@ pub fn move_disk(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &
             "either set 'storage' or 'target-vmid', but not both",
         )),
         (Some(target), None) => {
+            // `check_vm_perm` on the target, unless the user is root@pam.
+            if checker.user != "root@pam" {
+                checker.check_vm_perm(target, None, &["VM.Config.Disk"], false)?;
+            }
             if target == vmid {
                 return Err(ApiErr::param(
                     "target-vmid",
@@ -124,7 +139,9 @@ pub fn move_disk(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &
                 digest: params.get("digest").cloned(),
                 target_digest: params.get("target-digest").cloned(),
             };
-            check.load_and_check(sim).map_err(ApiErr::die)?;
+            let (.., volid) = check.load_and_check(sim).map_err(ApiErr::die)?;
+            let (storage, _) = crate::tools::volume_parts(&volid).unwrap_or_default();
+            checker.check(&format!("/storage/{storage}"), &["Datastore.AllocateSpace"])?;
             let s2 = sim.clone();
             let id = format!("{vmid}-{disk}>{target}-{target_disk}");
             Ok(json!(tasks::spawn(
@@ -137,6 +154,7 @@ pub fn move_disk(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &
             )))
         }
         (None, Some(sid)) => {
+            checker.check(&format!("/storage/{sid}"), &["Datastore.AllocateSpace"])?;
             let mv = Move {
                 node: node.to_string(),
                 vmid,
@@ -145,6 +163,10 @@ pub fn move_disk(sim: &Arc<Sim>, node: &str, vmid: u32, params: &Params, auth: &
                 format: params.get("format").cloned(),
                 delete: params.get("delete").is_some_and(|v| v == "1"),
                 digest: params.get("digest").cloned(),
+                bwlimit: params
+                    .get("bwlimit")
+                    .and_then(|b| b.parse().ok())
+                    .filter(|b| *b > 0),
             };
             // "early checks before forking/locking"
             mv.load_and_check(sim).map_err(|e| match e {
@@ -189,10 +211,20 @@ struct Move {
     format: Option<String>,
     delete: bool,
     digest: Option<String>,
+    bwlimit: Option<u64>,
+}
+
+/// What `$load_and_check_move` hands the worker: the config, the drive's volume and options,
+/// and whether the volume is in use elsewhere (a snapshot names it).
+struct Checked {
+    conf: Conf,
+    volid: String,
+    drive: Conf,
+    snapshotted: bool,
 }
 
 impl Move {
-    fn load_and_check(&self, sim: &Sim) -> Result<(Conf, String, Conf), MoveErr> {
+    fn load_and_check(&self, sim: &Sim) -> Result<Checked, MoveErr> {
         let conf = config_of(sim, &self.node, self.vmid).map_err(|e| MoveErr::Die(e.msg))?;
         check_lock(&conf)?;
         assert_if_modified(sim, self.vmid, &conf, self.digest.as_ref())?;
@@ -216,14 +248,39 @@ impl Move {
                 format!("storage '{}' does not support vm images", self.storage),
             )));
         }
-        Ok((conf, file, kv))
+        // "this only checks snapshots because $disk is passed!"
+        let snapshots = sim
+            .lock()
+            .vms
+            .get(&self.vmid)
+            .map(|v| v.snapshots.clone())
+            .unwrap_or_default();
+        let snapshotted = is_volume_in_use(&conf, &snapshots, Some(&self.disk), &file);
+        if snapshotted && self.delete {
+            return Err("you can't move a disk with snapshots and delete the source"
+                .to_string()
+                .into());
+        }
+        Ok(Checked {
+            conf,
+            volid: file,
+            drive: kv,
+            snapshotted,
+        })
     }
 
-    /// clone_disk (a full copy with `qemu-img convert`; a running VM's drive-mirror lands
-    /// on the same volume), then the config: the new drive, the old volume as `unusedN`
-    /// unless `delete`, which frees it after the copy.
+    /// `$move_updatefn` under the VM's file lock: clone_disk (an offline `qemu-img convert`,
+    /// or a running VM's drive mirror), the config with the new drive and the old volume as
+    /// `unusedN` unless `delete`, a template's new volume made a base, then with `delete` the
+    /// source freed. Its `warn`s are log lines only: a plain `warn` is not
+    /// `$rpcenv->warn`, so the task still ends `OK`.
     fn run(&self, sim: &Sim, ctx: &tasks::TaskCtx) -> Result<(), String> {
-        let (mut conf, old_volid, mut kv) = self.load_and_check(sim).map_err(|e| match e {
+        let Checked {
+            mut conf,
+            volid: old_volid,
+            drive: mut kv,
+            snapshotted,
+        } = self.load_and_check(sim).map_err(|e| match e {
             MoveErr::Param(e) => e
                 .errors
                 .and_then(|e| e.into_values().next())
@@ -235,54 +292,107 @@ impl Move {
             "copying volume '{old_volid}' from current storage '{oldstore}' to target storage '{}'",
             self.storage
         ));
+        let running = sim.lock().vms.get(&self.vmid).is_some_and(|v| v.running);
+        if snapshotted {
+            ctx.log("moving disk with snapshots, snapshots will not be moved!");
+        }
+        // clone_disk: a full clone, by drive mirror for a running VM's attached drive.
+        let unused = self.disk.starts_with("unused");
+        let use_drive_mirror = running && !unused;
+        if use_drive_mirror && self.disk == "tpmstate0" {
+            return Err(
+                "storage migration failed: cannot move TPM state while VM is running".into(),
+            );
+        }
         let data = &sim.opts.data_dir;
         let src = volumes::parse_volume(data, &self.node, &old_volid)?;
         let def = volumes::storage(&self.storage).ok_or("storage vanished")?;
-        // resolve_dst_disk_format: the format asked for where the storage has it, else the
-        // storage's default (raw on block storages, the source's format on file storages).
-        let fmt = if def.file_based() {
-            self.format.clone().unwrap_or_else(|| src.format.clone())
-        } else {
-            "raw".to_string()
-        };
         ctx.log(format!(
             "create full clone of drive {} ({old_volid})",
             self.disk
         ));
+        // resolve_dst_disk_format: the format asked for (else the source's) where the
+        // storage has it, else the storage's default, with a warning for one asked for.
+        let fmt = def
+            .resolve_format_hint(Some(self.format.as_deref().unwrap_or(&src.format)))
+            .to_string();
+        if let Some(asked) = self.format.as_ref().filter(|f| **f != fmt) {
+            ctx.log(format!(
+                "format '{asked}' is not supported by the target storage '{}' - using '{fmt}' instead",
+                self.storage
+            ));
+        }
         let name = volumes::alloc_name(data, &self.node, &self.storage, self.vmid, &fmt, &[])?;
         let new_volid = format!("{}:{name}", self.storage);
         let dst = volumes::parse_volume(data, &self.node, &new_volid)?;
         ctx.log(format!("allocated target volume '{new_volid}'"));
-        let size = match volumes::import(
-            ctx,
-            &src,
-            &dst.path,
-            &fmt,
-            sim.opts.import_rate,
-            &self.storage,
-        ) {
+        let copied = if use_drive_mirror {
+            let job = disk_mirror::job_id(conf.get("machine").map(String::as_str), &self.disk);
+            disk_mirror::mirror(ctx, &src, &dst, &job, &self.disk, self.bwlimit)
+        } else if self.disk == "efidisk0" {
+            disk_mirror::copy_efivars(&src, &dst, disk_mirror::efivars_size(&kv))
+        } else {
+            volumes::import(
+                ctx,
+                &src,
+                &dst.path,
+                &fmt,
+                sim.opts.import_rate,
+                &self.storage,
+            )
+        };
+        let size = match copied {
             Ok(size) => size,
             Err(e) => {
-                // `vdisk_free` of the new volumes, then "storage migration failed: …".
+                // `vdisk_free` of the new volumes, then "storage migration failed: …". A stop
+                // meets `$move_updatefn`'s own signal handler ("interrupted by signal"), in
+                // qemu-img's run_command (which names the command) or in the block-job monitor.
                 if !ctx.killed() {
                     let _ = std::fs::remove_file(&dst.path);
                 }
+                let e = match ctx.cancelled() {
+                    true if use_drive_mirror => {
+                        "block job (mirror) error: interrupted by signal".to_string()
+                    }
+                    true => format!(
+                        "copy failed: command '/usr/bin/qemu-img convert -p -n -f {} -O {fmt} {} {}' failed: interrupted by signal",
+                        src.format,
+                        src.path.display(),
+                        dst.path.display()
+                    ),
+                    false => e,
+                };
                 return Err(format!("storage migration failed: {e}"));
             }
         };
-        // clone_disk: `delete $disk->{format}; $disk->{file} = $newvolid; $disk->{size} = …`.
+        // clone_disk: `delete $disk->{format}; $disk->{file} = $newvolid`, and the new
+        // volume's size (not for an `unusedN`, whose value is the bare volume).
         kv.remove("format");
         kv.insert("file".into(), new_volid.clone());
-        kv.insert("size".into(), volumes::format_size(size));
+        if !unused {
+            kv.insert("size".into(), volumes::format_size(size));
+        }
         conf.insert(
             self.disk.clone(),
             schema::print_property_string("file", &kv),
         );
-        if !self.delete {
-            let key = add_unused(&mut conf, &old_volid);
+        if !self.delete
+            && let Some(key) = add_unused(&mut conf, &old_volid)
+        {
             ctx.log(format!(
                 "adding source volume '{old_volid}' as '{key}' to config"
             ));
+        }
+        // "convert moved disk to base if part of template" (template_create of the disk).
+        if conf.get("template").is_some_and(|t| t == "1") {
+            let base = crate::qemu::templates::base_name(&name)
+                .map(|b| format!("{}:{b}", self.storage))
+                .ok_or(format!("unable to create base volume of '{new_volid}'"))?;
+            let to = volumes::parse_volume(data, &self.node, &base)?;
+            std::fs::rename(&dst.path, &to.path)
+                .map_err(|e| format!("rename volume '{new_volid}' failed: {e}"))?;
+            let value = conf[&self.disk].replacen(&new_volid, &base, 1);
+            conf.insert(self.disk.clone(), value);
         }
         if let Some(vm) = sim.lock().vms.get_mut(&self.vmid) {
             vm.config = conf;
@@ -291,7 +401,15 @@ impl Move {
             ctx.log(format!(
                 "removing source volume '{old_volid}' after successful copy"
             ));
-            let _ = std::fs::remove_file(&src.path);
+            // vdisk_free's refusal is a `warn`: the source stays.
+            match crate::qemu::templates::base_in_use(sim, &self.node, &old_volid) {
+                Some(refusal) => {
+                    ctx.log(refusal);
+                }
+                None => {
+                    let _ = std::fs::remove_file(&src.path);
+                }
+            }
         }
         Ok(())
     }
@@ -357,6 +475,15 @@ impl Reassign {
         }
         if !file.contains(':') {
             return Err(format!("Volume '{file}' not managed by PVE"));
+        }
+        let snapshots = sim
+            .lock()
+            .vms
+            .get(&self.vmid)
+            .map(|v| v.snapshots.clone())
+            .unwrap_or_default();
+        if is_volume_in_use(&source, &snapshots, Some(&self.disk), &file) {
+            return Err("Can't move disk used by a snapshot to another VM".into());
         }
         if running && !self.disk.starts_with("unused") {
             return Err(
@@ -442,9 +569,11 @@ impl Reassign {
 
 /// `PUT /nodes/{node}/qemu/{vmid}/unlink` (Qemu.pm, unlink): update_vm (the synchronous
 /// config update) with `delete` set to `idlist`, and `force`. As update_vm_api's delete loop
-/// does, an `unusedN` is always freed (`try_deallocate_drive`), and with `force` a drive's
-/// volume is freed instead of kept as `unusedN` (`add_to_pending_delete` with `$force`, applied
-/// by vmconfig_delete_or_detach_drive) once the delete is applied.
+/// does, an `unusedN` is freed at once (`try_deallocate_drive`: the VM's own volume, unless a
+/// snapshot still names it; another VM's is only dropped), and a drive is detached to
+/// `unusedN`, or with `force` its volume freed (`add_to_pending_delete` with `$force`,
+/// applied by vmconfig_delete_or_detach_drive; pending as `!key` where a running VM cannot
+/// unplug it).
 pub fn unlink(
     sim: &Arc<Sim>,
     node: &str,
@@ -453,46 +582,9 @@ pub fn unlink(
     undef: &Undefined,
     auth: &Auth,
 ) -> ApiResult {
-    let mut p = params.clone();
-    let ids: Vec<String> = p
-        .remove("idlist")
-        .map(|ids| crate::tools::split_list(&ids))
-        .unwrap_or_default();
-    p.insert("delete".into(), ids.join(","));
-    let force = p.remove("force").is_some_and(|f| f == "1");
-    // The volumes behind the keys to delete, as the config has them now.
-    let volumes: Vec<(String, String)> = config_of(sim, node, vmid)?
-        .iter()
-        .filter(|(k, _)| ids.contains(k))
-        .filter(|(k, v)| k.starts_with("unused") || (force && !v.contains("media=cdrom")))
-        .filter_map(|(k, v)| {
-            let file = v.split(',').next().unwrap_or("");
-            file.contains(':').then(|| (k.clone(), file.to_string()))
-        })
-        .collect();
-    let res = crate::qemu::config::update(sim, node, vmid, &p, undef, auth, false)?;
-    for (_, volid) in volumes {
-        let mut st = sim.lock();
-        let Some(vm) = st.vms.get_mut(&vmid) else {
-            break;
-        };
-        // Freed only once the delete was applied: the volume no longer referenced but by
-        // the `unusedN` the detach left.
-        let referenced = vm
-            .config
-            .iter()
-            .any(|(k, v)| !k.starts_with("unused") && v.split(',').next() == Some(volid.as_str()));
-        if referenced || vm.pending.delete.iter().any(|d| ids.contains(d)) {
-            continue;
-        }
-        vm.config
-            .retain(|k, v| !(k.starts_with("unused") && *v == volid));
-        drop(st);
-        if crate::qemu::templates::base_in_use(sim, node, &volid).is_none()
-            && let Ok(vol) = volumes::parse_volume(&sim.opts.data_dir, node, &volid)
-        {
-            let _ = std::fs::remove_file(&vol.path);
-        }
+    let mut update = params.clone();
+    if let Some(ids) = update.remove("idlist") {
+        update.insert("delete".into(), ids);
     }
-    Ok(res)
+    crate::qemu::config::update(sim, node, vmid, &update, undef, auth, false)
 }

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod config_file;
+pub mod disk_mirror;
 pub mod disks;
 pub mod drives;
 pub mod migrate;
@@ -15,4 +16,5 @@ pub mod snapshot_sections;
 pub mod snapshots;
 pub mod templates;
 pub mod vms;
+pub mod volume_use;
 pub mod write_path;

@@ -55,7 +55,7 @@ fn disks(conf: &BTreeMap<String, String>) -> Vec<(String, String, bool)> {
 }
 
 /// `base-N-disk-K` for `vm-N-disk-K` (pve-storage: the volume renamed in place).
-fn base_name(name: &str) -> Option<String> {
+pub(crate) fn base_name(name: &str) -> Option<String> {
     match name.split_once('/') {
         // A directory volume: `N/vm-N-disk-K.qcow2`.
         Some((dir, file)) if !dir.starts_with("base-") => {

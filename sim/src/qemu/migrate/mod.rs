@@ -39,7 +39,7 @@ mod phases;
 /// The migration lock, which a snapshot rollback and delete take too (`qemu/snapshots.rs`).
 pub(crate) use phases::migration_locked;
 mod prepare;
-mod pve_format;
+pub(crate) mod pve_format;
 
 pub use ha_lrm::ha_round;
 pub use handlers::{migrate, migrate_spec, precondition, precondition_spec};

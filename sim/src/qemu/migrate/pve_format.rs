@@ -80,7 +80,7 @@ pub(super) fn dd_line(bytes: u64, secs: f64, last: bool) -> String {
 }
 
 /// PVE::Format's `render_duration` (`2m 1s`, `0s`).
-pub(super) fn render_duration(secs: u64) -> String {
+pub(crate) fn render_duration(secs: u64) -> String {
     if secs == 0 {
         return "0s".into();
     }
