@@ -236,7 +236,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         let outcome = runner.converge_ha(wanted, c, false)?;
         if let Some(done) = &outcome.done {
             done_steps.push(done.clone());
-            cur = runner.read(c.vmid, &c.node)?;
+            cur = runner.read(c.vmid, outcome.node.as_deref().unwrap_or(&c.node))?;
         }
         ha = Some(outcome);
     }

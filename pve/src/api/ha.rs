@@ -152,6 +152,7 @@ mod tests {
         let both = HaOptions {
             state: Some("started".into()),
             group: Some("fast".into()),
+            ..Default::default()
         };
         assert_eq!(both.given(), [("state", "started"), ("group", "fast")]);
         assert_eq!(
