@@ -331,7 +331,7 @@ fn assert_feasibility(
 fn given<'a>(params: &'a Params, extracted: &[&str]) -> BTreeMap<&'a str, &'a str> {
     params
         .iter()
-        .filter(|(k, v)| !extracted.contains(&k.as_str()) && !(*k == "disable" && !boolean(v)))
+        .filter(|(k, v)| !extracted.contains(&k.as_str()) && (*k != "disable" || boolean(v)))
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect()
 }
