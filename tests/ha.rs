@@ -476,6 +476,11 @@ fn ha_rules_place_and_separate_vms_on_pve_9() {
 
     let again = ok(run(args(100, json!({"state": "started", "ha": ha}))));
     assert_eq!(again["changed"], false, "{again}");
+    // Where its rule placed it: no warning that it is not on `node`.
+    assert!(
+        !again["warnings"].to_string().contains("not pve1"),
+        "{again}"
+    );
 
     // Dropped: the rules the module named are removed; the resource stays.
     let r = ok(run(args(100, json!({"state": "started", "ha": {}}))));

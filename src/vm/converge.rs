@@ -33,6 +33,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         && c.node != *n
         && desired.state != State::Absent
         && !desired.migrate
+        && !desired.ha.as_ref().is_some_and(|ha| ha.placed_on(&c.node))
     {
         runner.session.log.warnings.push(format!(
             "VM {} is on node {}, not {n}; it was left there and converged where it is (give migrate: true to move it to {n})",

@@ -51,6 +51,14 @@ pub struct ResourceAffinity {
 }
 
 impl HaWanted {
+    /// Whether `node` is one of the nodes its node affinity names: where the HA stack may
+    /// have placed the VM, so that a VM found there, not on `node`, is where it should be.
+    pub fn placed_on(&self, node: &str) -> bool {
+        self.node_affinity
+            .as_ref()
+            .is_some_and(|na| na.nodes.contains_key(node))
+    }
+
     /// Whether the option asks for what only PVE 9 has (HA rules, `failback`), by name.
     pub fn needs_rules(&self) -> Option<&'static str> {
         if self.node_affinity.is_some() {
