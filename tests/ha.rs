@@ -253,6 +253,13 @@ fn the_ha_option_makes_the_vm_an_ha_resource_and_converges_it() {
     let sim = Sim::start(&[], &["--pve-version", "8.4", "--time-scale", "0.1"]);
     let args = |extra: Value| vm_args(&sim, "pve1", 100, extra);
     let resource = || sim.get("/cluster/ha/resources/vm:100")["data"].clone();
+    // PVE 8 (pve-ha-manager 4.x) sets only a group that exists.
+    let group = sim.write(
+        "POST",
+        "/cluster/ha/groups",
+        &[("group", "fast"), ("nodes", "pve1")],
+    );
+    assert_eq!(group["__status"], 200, "{group}");
 
     let r = ok(run(args(json!({"state": "stopped", "ha": {}}))));
     assert_eq!(r["ha"], json!({"sid": "vm:100", "state": "stopped"}), "{r}");
@@ -378,4 +385,149 @@ fn failures_that_acted_are_read_again_and_reported_with_their_cause() {
         warnings.contains("failed: got timeout") && warnings.contains("outlasted PVE's 10 s"),
         "{r}"
     );
+}
+
+/// PVE 9's HA rules through the `ha` option (pve-ha-manager API2/HA/Rules.pm): the VM's
+/// node affinity becomes the rule `sankofa-vm-<vmid>`, its resource affinity
+/// `sankofa-vm-<vmid>-negative`, `failback`/`max_restart`/`max_relocate` the resource's options;
+/// check and diff mode show them and write nothing; the CRM then moves the running VM to the
+/// rule's highest-priority node (Manager.pm select_service_node), and the run waits until it
+/// runs there (bpg#2417); a re-run changes nothing; dropping the options removes the rules
+/// the module named; another rule holding the VM is refused before any write.
+#[test]
+fn ha_rules_place_and_separate_vms_on_pve_9() {
+    let sim = Sim::start(&[], &["--nodes", "pve1,pve2,pve3", "--time-scale", "0.1"]);
+    let args = |vmid: u32, extra: Value| vm_args(&sim, "pve1", vmid, extra);
+    ok(run(args(101, json!({"state": "started", "ha": {}}))));
+    ok(run(args(100, json!({"state": "started"}))));
+    // PVE refuses resource affinity beside a node affinity of several priorities: so is the
+    // option, before any request.
+    let r = failed(run(args(
+        100,
+        json!({"state": "started", "ha": {
+            "node_affinity": {"nodes": {"pve2": 2, "pve3": 1}},
+            "resource_affinity": [{"affinity": "negative", "vms": [101]}]
+        }}),
+    )));
+    assert!(
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .contains("more than one priority"),
+        "{r}"
+    );
+    let ha = json!({
+        "node_affinity": {"nodes": {"pve2": 1, "pve3": 1}, "strict": true},
+        "resource_affinity": [{"affinity": "negative", "vms": [101]}],
+        "max_restart": 2, "failback": true
+    });
+
+    let writes = sim.writes().len();
+    let r = ok(run(args(
+        100,
+        json!({
+            "state": "started", "ha": ha,
+            "_ansible_check_mode": true, "_ansible_diff": true
+        }),
+    )));
+    assert_eq!(r["changed"], true, "{r}");
+    assert_eq!(sim.writes().len(), writes, "check mode wrote");
+    let after = &r["diff"]["after"]["ha"];
+    assert_eq!(after["rules"][0]["rule"], "sankofa-vm-100", "{r}");
+    assert_eq!(
+        after["rules"][0]["nodes"],
+        json!({"pve2": 1, "pve3": 1}),
+        "{r}"
+    );
+    assert_eq!(after["rules"][1]["rule"], "sankofa-vm-100-negative", "{r}");
+    assert_eq!(after["max_restart"], 2, "{r}");
+
+    let r = ok(run(args(100, json!({"state": "started", "ha": ha}))));
+    assert_eq!(r["changed"], true, "{r}");
+    let rule = sim.get("/cluster/ha/rules/sankofa-vm-100")["data"].clone();
+    assert_eq!(
+        (
+            rule["nodes"].clone(),
+            rule["strict"].clone(),
+            rule["resources"].clone()
+        ),
+        (json!("pve2:1,pve3:1"), json!(1), json!("vm:100")),
+        "{rule}"
+    );
+    let apart = sim.get("/cluster/ha/rules/sankofa-vm-100-negative")["data"].clone();
+    assert_eq!(
+        (apart["affinity"].clone(), apart["resources"].clone()),
+        (json!("negative"), json!("vm:100,vm:101")),
+        "{apart}"
+    );
+    assert_eq!(
+        sim.get("/cluster/ha/resources/vm:100")["data"]["max_restart"],
+        2
+    );
+    // Followed to its end: the run returned with the VM running on pve2.
+    assert_eq!(status(&sim, "pve2", 100), "running");
+    assert!(
+        r["ha_carried_out"]
+            .to_string()
+            .contains("moved VM 100 from pve1 to pve2"),
+        "{r}"
+    );
+    assert_eq!(r["node"], "pve2", "{r}");
+
+    let again = ok(run(args(100, json!({"state": "started", "ha": ha}))));
+    assert_eq!(again["changed"], false, "{again}");
+    // Where its rule placed it: no warning that it is not on `node`.
+    assert!(
+        !again["warnings"].to_string().contains("not pve1"),
+        "{again}"
+    );
+
+    // Dropped: the rules the module named are removed; the resource stays.
+    let r = ok(run(args(100, json!({"state": "started", "ha": {}}))));
+    assert_eq!(r["changed"], true, "{r}");
+    assert_eq!(sim.get("/cluster/ha/rules")["data"], json!([]));
+
+    // An admin's node-affinity rule holds the VM: refused, naming it, before any write.
+    let made = sim.write(
+        "POST",
+        "/cluster/ha/rules",
+        &[
+            ("rule", "web"),
+            ("type", "node-affinity"),
+            ("resources", "vm:100"),
+            ("nodes", "pve3"),
+        ],
+    );
+    assert_eq!(made["__status"], 200, "{made}");
+    let writes = sim.writes().len();
+    let r = failed(run(args(100, json!({"state": "started", "ha": ha}))));
+    assert!(
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .contains("node-affinity rule 'web'"),
+        "{r}"
+    );
+    assert_eq!(sim.writes().len(), writes);
+}
+
+/// On PVE 8 (no `/cluster/ha/rules`: 501) the options only PVE 9 has are refused before any
+/// write, naming the version and the alternative (`ha.group`).
+#[test]
+fn ha_rules_are_refused_on_pve_8_with_the_alternative() {
+    let sim = Sim::start(&[], &["--pve-version", "8.4", "--time-scale", "0.1"]);
+    ok(run(vm_args(&sim, "pve1", 100, json!({"state": "stopped"}))));
+    let writes = sim.writes().len();
+    let r = failed(run(vm_args(
+        &sim,
+        "pve1",
+        100,
+        json!({"state": "stopped", "ha": {"node_affinity": {"nodes": {"pve1": 1}}}}),
+    )));
+    let msg = r["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("ha.node_affinity needs PVE 9") && msg.contains("ha.group"),
+        "{msg}"
+    );
+    assert_eq!(sim.writes().len(), writes);
 }

@@ -33,6 +33,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         && c.node != *n
         && desired.state != State::Absent
         && !desired.migrate
+        && !desired.ha.as_ref().is_some_and(|ha| ha.placed_on(&c.node))
     {
         runner.session.log.warnings.push(format!(
             "VM {} is on node {}, not {n}; it was left there and converged where it is (give migrate: true to move it to {n})",
@@ -259,7 +260,7 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         let outcome = runner.converge_ha(wanted, c, false)?;
         if let Some(done) = &outcome.done {
             done_steps.push(done.clone());
-            cur = runner.read(c.vmid, &c.node)?;
+            cur = runner.read(c.vmid, outcome.node.as_deref().unwrap_or(&c.node))?;
         }
         ha = Some(outcome);
     }

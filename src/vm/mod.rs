@@ -27,6 +27,7 @@ mod followup;
 pub mod guest;
 pub mod ha;
 mod ha_converge;
+pub mod ha_rules;
 mod limits;
 mod locks;
 mod migrate;

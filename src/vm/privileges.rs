@@ -519,11 +519,13 @@ pub fn needs(run: &Run) -> Vec<Need> {
         ));
     }
     if desired.ha.is_some() && desired.state != State::Absent {
-        // GET /cluster/ha/resources: Sys.Audit on /; its writes: Sys.Console on /.
+        // GET /cluster/ha/resources and /cluster/ha/rules: Sys.Audit on /; their writes
+        // (Resources.pm create/update, Rules.pm create_rule/update_rule/delete_rule):
+        // Sys.Console on /.
         needs.push(Need::one(
             "Sys.Audit",
             ROOT,
-            "ha (reading the HA resources)",
+            "ha (reading the HA resources and rules)",
         ));
         needs.push(Need::one("Sys.Console", ROOT, "ha"));
     }

@@ -184,6 +184,45 @@ pub fn argument_spec() -> Spec {
                 Opt::new("state", Kind::Str)
                     .choices(&["started", "stopped", "disabled", "ignored"]),
                 Opt::new("group", Kind::Str),
+                Opt::new("rule", Kind::Str),
+                Opt::new(
+                    "node_affinity",
+                    Kind::Dict(vec![
+                        Opt::new("nodes", Kind::RawDict).required(),
+                        Opt::new("strict", Kind::Bool).default(json!(false)),
+                    ]),
+                ),
+                Opt::new(
+                    "resource_affinity",
+                    Kind::ListOfDicts(vec![
+                        Opt::new("affinity", Kind::Str)
+                            .choices(&["positive", "negative"])
+                            .required(),
+                        Opt::new(
+                            "vms",
+                            Kind::List(Box::new(Kind::Int {
+                                min: Some(100),
+                                max: Some(999_999_999),
+                            })),
+                        )
+                        .required(),
+                    ]),
+                ),
+                Opt::new("failback", Kind::Bool),
+                Opt::new(
+                    "max_restart",
+                    Kind::Int {
+                        min: Some(0),
+                        max: None,
+                    },
+                ),
+                Opt::new(
+                    "max_relocate",
+                    Kind::Int {
+                        min: Some(0),
+                        max: None,
+                    },
+                ),
             ]),
         ),
         Opt::new(

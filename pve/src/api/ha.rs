@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use crate::answers::{Vmid, lenient};
+use crate::answers::{Vmid, lenient, optional_number};
 use crate::client::{Client, Method, Params};
 use crate::error::ApiError;
 use crate::ops;
@@ -25,6 +25,16 @@ pub struct HaResource {
     /// The digest of `resources.cfg`, for an update that must not overwrite another's.
     #[serde(default)]
     pub digest: Option<String>,
+    /// Whether the CRM moves the resource back to a node of higher priority (PVE 9; 1 when
+    /// not set).
+    #[serde(default, deserialize_with = "optional_number")]
+    pub failback: Option<u64>,
+    /// How often the LRM tries to restart the resource on its node (1 when not set).
+    #[serde(default, deserialize_with = "optional_number")]
+    pub max_restart: Option<u64>,
+    /// How often the CRM tries to relocate it after failed starts (1 when not set).
+    #[serde(default, deserialize_with = "optional_number")]
+    pub max_relocate: Option<u64>,
 }
 
 impl HaResource {
@@ -56,20 +66,32 @@ pub struct HaOptions {
     /// The HA group (PVE 8; PVE 9 refuses it, see
     /// [`crate::error::ApiError::is_ha_groups_migrated`]).
     pub group: Option<String>,
+    /// `failback` (`0`/`1`; PVE 9, pve-ha-manager 5.0).
+    pub failback: Option<String>,
+    /// `max_restart`.
+    pub max_restart: Option<String>,
+    /// `max_relocate`.
+    pub max_relocate: Option<String>,
 }
 
 impl HaOptions {
     /// Whether no option is to be set.
     pub fn is_empty(&self) -> bool {
-        self.state.is_none() && self.group.is_none()
+        self.given().is_empty()
     }
 
     /// The options given, as the API names them, in the order they are sent.
     pub fn given(&self) -> Vec<(&'static str, &str)> {
-        [("state", &self.state), ("group", &self.group)]
-            .into_iter()
-            .filter_map(|(key, value)| Some((key, value.as_deref()?)))
-            .collect()
+        [
+            ("state", &self.state),
+            ("group", &self.group),
+            ("failback", &self.failback),
+            ("max_restart", &self.max_restart),
+            ("max_relocate", &self.max_relocate),
+        ]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value.as_deref()?)))
+        .collect()
     }
 
     fn params(&self) -> Params {
@@ -130,6 +152,7 @@ mod tests {
         let both = HaOptions {
             state: Some("started".into()),
             group: Some("fast".into()),
+            ..Default::default()
         };
         assert_eq!(both.given(), [("state", "started"), ("group", "fast")]);
         assert_eq!(

@@ -14,6 +14,7 @@
 pub mod access;
 pub mod cluster;
 pub mod ha;
+pub mod ha_rules;
 pub mod made;
 pub mod named;
 pub mod qemu;

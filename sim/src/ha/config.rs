@@ -52,4 +52,57 @@ pub struct HaState {
     /// The CRM/LRM daemons work in rounds (`ha/rounds.rs`), set once there is something to
     /// manage ([`crate::ha::manager::ensure_loop`]).
     pub running: bool,
+    /// `rules.cfg` (PVE 9): the HA rules by id, each with its place in the file's order.
+    pub rules: BTreeMap<String, Rule>,
+    /// `groups.cfg` (PVE 8): the HA groups by id.
+    pub groups: BTreeMap<String, Group>,
+}
+
+/// One section of `rules.cfg` (pve-ha-manager PVE/HA/Rules.pm and its plugins), decoded as
+/// `decode_value` decodes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rule {
+    /// What the rule constrains, with the options of its type.
+    pub kind: RuleKind,
+    /// `resources`: the HA resource ids (`vm:100`).
+    pub resources: std::collections::BTreeSet<String>,
+    /// `disable`: kept, but not applied (`foreach_rule` with `exclude_disabled_rules`).
+    pub disable: bool,
+    pub comment: Option<String>,
+    /// `$rules->{order}`: where the rule stands in the file (`get_next_ordinal`).
+    pub order: u64,
+}
+
+/// A rule's type and the options only that type takes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RuleKind {
+    /// `node-affinity` (Rules/NodeAffinity.pm): `nodes` with their priorities (0 when not
+    /// given, parse_node_priority), `strict`.
+    NodeAffinity {
+        nodes: BTreeMap<String, u64>,
+        strict: bool,
+    },
+    /// `resource-affinity` (Rules/ResourceAffinity.pm): `affinity` positive (together) or
+    /// negative (apart).
+    ResourceAffinity { positive: bool },
+}
+
+impl RuleKind {
+    /// The section type as `rules.cfg` and the API name it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            RuleKind::NodeAffinity { .. } => "node-affinity",
+            RuleKind::ResourceAffinity { .. } => "resource-affinity",
+        }
+    }
+}
+
+/// One section of `groups.cfg` (pve-ha-manager PVE/HA/Groups.pm): `nodes` as given
+/// (`node[:priority]`), `restricted`, `nofailback`, `comment`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Group {
+    pub nodes: Vec<String>,
+    pub restricted: bool,
+    pub nofailback: bool,
+    pub comment: Option<String>,
 }

@@ -13,6 +13,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::ha::config::{HaState, Resource, Service};
+use crate::ha::rules::forget_resource;
+use crate::ha::version_gate::has_rules;
 use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::qemu::config_file::config_of;
 use crate::state::Sim;
@@ -91,15 +93,23 @@ pub fn read(sim: &Sim, sid: &str) -> ApiResult {
     copy_config(&sim.lock().ha, &sid)
 }
 
-/// The options a VM resource takes (Resources/PVEVM.pm, options), checked as the schema does.
-fn check_opts(params: &Params, version_9: bool) -> Result<BTreeMap<String, String>, ApiErr> {
+/// The options a VM resource takes (Resources/PVEVM.pm, options), checked as the schema does:
+/// PVE 9 refuses `group` (migrated to rules); PVE 8 (pve-ha-manager 4.x) has no `failback`
+/// (it came with 5.0, from the groups' `nofailback`).
+fn check_opts(params: &Params, has_rules: bool) -> Result<BTreeMap<String, String>, ApiErr> {
     let mut opts = BTreeMap::new();
     for (k, v) in params {
         match k.as_str() {
-            "sid" | "type" | "digest" | "delete" => continue,
-            "group" if version_9 => {
+            "sid" | "type" | "digest" | "delete" | "purge" => continue,
+            "group" if has_rules => {
                 return Err(ApiErr::die(
                     "invalid parameter 'group': ha groups have been migrated to rules",
+                ));
+            }
+            "failback" if !has_rules => {
+                return Err(ApiErr::param(
+                    "failback",
+                    "property is not defined in schema and the schema does not allow additional properties",
                 ));
             }
             _ => {}
@@ -107,6 +117,17 @@ fn check_opts(params: &Params, version_9: bool) -> Result<BTreeMap<String, Strin
         opts.insert(k.clone(), v.clone());
     }
     Ok(opts)
+}
+
+/// Resources.pm update on PVE 8 (stable-4): a `group` must exist (`HA group 'x' does not
+/// exist`).
+fn check_group(sim: &Sim, params: &Params) -> Result<(), ApiErr> {
+    match params.get("group") {
+        Some(g) if !has_rules(&sim.opts.version) && !sim.lock().ha.groups.contains_key(g) => {
+            Err(ApiErr::die(format!("HA group '{g}' does not exist")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `POST /cluster/ha/resources` (Resources.pm, create): the sid parsed, the type matched, the
@@ -127,7 +148,7 @@ pub fn create(sim: &Arc<Sim>, params: &Params) -> ApiResult {
             "resource 'vm:{name}' does not exist in cluster"
         )));
     }
-    let opts = check_opts(params, sim.opts.version.starts_with('9'))?;
+    let opts = check_opts(params, has_rules(&sim.opts.version))?;
     {
         let mut st = sim.lock();
         if st.ha.resources.contains_key(&sid) {
@@ -148,7 +169,8 @@ pub fn update(sim: &Sim, sid: &str, params: &Params) -> ApiResult {
     if params.get("type").is_some_and(|t| *t != kind) {
         return Err(ApiErr::die("types does not match"));
     }
-    let opts = check_opts(params, sim.opts.version.starts_with('9'))?;
+    let opts = check_opts(params, has_rules(&sim.opts.version))?;
+    check_group(sim, params)?;
     let what = "update resources config failed";
     let mut st = sim.lock();
     if let Some(d) = params.get("digest")
@@ -184,8 +206,8 @@ pub fn update(sim: &Sim, sid: &str, params: &Params) -> ApiResult {
 }
 
 /// `DELETE /cluster/ha/resources/{sid}` (Resources.pm, delete; Config.pm
-/// delete_service_from_config).
-pub fn delete(sim: &Sim, sid: &str) -> ApiResult {
+/// delete_service_from_config, which with `purge` takes it out of the rules too).
+pub fn delete(sim: &Sim, sid: &str, purge: bool) -> ApiResult {
     let (sid, _, _) = parse_sid(sim, sid)?;
     let mut st = sim.lock();
     if st.ha.resources.remove(&sid).is_none() {
@@ -194,6 +216,9 @@ pub fn delete(sim: &Sim, sid: &str) -> ApiResult {
         )));
     }
     st.ha.services.remove(&sid);
+    if purge {
+        forget_resource(&mut st.ha, &sid);
+    }
     Ok(Value::Null)
 }
 
@@ -222,12 +247,14 @@ pub fn service_is_configured(sim: &Sim, vmid: u32) -> bool {
     sim.lock().ha.resources.contains_key(&format!("vm:{vmid}"))
 }
 
-/// Config.pm delete_service_from_config (destroy_vm with `purge`).
+/// Config.pm delete_service_from_config (destroy_vm passes its `purge`, which also takes
+/// the VM out of the HA rules).
 pub fn remove_service(sim: &Sim, vmid: u32) {
     let sid = format!("vm:{vmid}");
     let mut st = sim.lock();
     st.ha.resources.remove(&sid);
     st.ha.services.remove(&sid);
+    forget_resource(&mut st.ha, &sid);
 }
 
 /// pve-manager API2/Cluster.pm resources: a VM's `hastate` (the CRM's service state, else

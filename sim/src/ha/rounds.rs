@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ha::config::Service;
+use crate::ha::config::{HaState, Service};
+use crate::ha::placement::{Compiled, select_node};
 use crate::http::handler::{Auth, Params};
 use crate::state::{Sim, epoch};
 
@@ -109,6 +110,12 @@ fn round(sim: &Arc<Sim>) {
             next.insert(sid.clone(), s);
         }
         st.ha.services = next;
+        let placement = crate::ha::placement::compile(
+            &st.ha,
+            crate::ha::version_gate::has_rules(&sim.opts.version),
+            &sim.opts.nodes,
+        );
+        relocate(&mut st.ha, &placement, &sim.opts.nodes);
     }
     let root = Auth {
         id: "root@pam".into(),
@@ -133,4 +140,33 @@ fn round(sim: &Arc<Sim>) {
             s.upid = Some(u.to_string());
         }
     }
+}
+
+/// Manager.pm next_state_started: a started service that runs, with no task of its LRM
+/// under way and no migration asked, is moved where `select_service_node` wants it (node
+/// affinity, resource affinity, `failback`): a `migrate SID NODE` for this round's
+/// migrations. Each decision counts for the next service's, as the CRM's `$ss` does.
+fn relocate(ha: &mut HaState, placement: &Compiled, online: &[String]) {
+    let mut placed: BTreeMap<String, String> = ha
+        .services
+        .iter()
+        .map(|(sid, s)| (sid.clone(), s.node.clone()))
+        .collect();
+    for (sid, target) in &ha.migrations {
+        placed.insert(sid.clone(), target.clone());
+    }
+    let mut moves = Vec::new();
+    for (sid, s) in &ha.services {
+        let settled = s.state == "started" && s.running && s.upid.is_none();
+        if !settled || ha.migrations.iter().any(|(m, _)| m == sid) {
+            continue;
+        }
+        if let Some(node) = select_node(placement, sid, online, &placed)
+            && node != s.node
+        {
+            placed.insert(sid.clone(), node.clone());
+            moves.push((sid.clone(), node));
+        }
+    }
+    ha.migrations.extend(moves);
 }

@@ -423,10 +423,14 @@ impl Api {
                     }
                     "DELETE" => {
                         schema::check(&schema::ha_sid(true), params)?;
-                        manager::delete(sim, sid)
+                        manager::delete(sim, sid, params.get("purge").is_some_and(|p| p == "1"))
                     }
                     _ => Err(ApiErr::not_implemented(m, &server::rel_uri(&req.path))),
                 }
+            }
+            ["cluster", "ha", kind @ ("rules" | "groups"), rest @ ..] => {
+                let uri = server::rel_uri(&req.path);
+                crate::ha::routes::route(sim, m, kind, rest, params, &uri)
             }
             ["cluster", "ha", "status", "current"] if m == "GET" => {
                 schema::check(&[], params)?;
