@@ -285,6 +285,7 @@ impl Runner<'_> {
                     let made = VmStatus {
                         status: "stopped".into(),
                         ha: Default::default(),
+                        uptime: None,
                     };
                     return Ok(Some(Current::from_api(vmid, node, &config, &made)));
                 }
