@@ -57,6 +57,8 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         })?;
         disk_formats::check(&formatted, &storages, node).map_err(anyhow::Error::msg)?;
     }
+    // A moved disk whose volume a snapshot holds is refused before any write.
+    runner.check_disk_moves(&first, cur.as_ref())?;
     // After the first round, "restarted" means "running", and cipassword has been sent.
     let mut effective = desired.clone();
     // A clone asked on another node than its source's: made there directly, or made on the

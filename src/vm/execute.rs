@@ -93,6 +93,7 @@ impl Runner<'_> {
                 Some(cur),
             ) => return self.migrate_to(cur, target, target_storage.as_deref()),
             (Step::Seed(seed), Some(cur)) => return self.attach_seed(cur, seed),
+            (Step::Disk(disk), Some(cur)) => return self.disk_step(cur, disk),
             (_, Some(cur)) => cur,
             (_, None) => {
                 return Err(anyhow!(
@@ -105,7 +106,11 @@ impl Runner<'_> {
         let vm = Vm::new(&cur.node, cur.vmid);
         let client = &self.session.client;
         let (dispatched, what) = match &step {
-            Step::Create { .. } | Step::Clone { .. } | Step::Migrate { .. } | Step::Seed(_) => {
+            Step::Create { .. }
+            | Step::Clone { .. }
+            | Step::Migrate { .. }
+            | Step::Seed(_)
+            | Step::Disk(_) => {
                 unreachable!("handled above")
             }
             Step::Template => (

@@ -101,6 +101,9 @@ pub enum Step {
     /// in place of PVE's cloud-init drive and older seeds (`POST …/upload`, `imgcopy`; then
     /// `POST …/config`); old seeds no VM names are removed.
     Seed(Box<super::nocloud::plan::SeedStep>),
+    /// A disk moved to another storage, or drives and unused volumes deleted (see
+    /// [`super::disk_life`]).
+    Disk(super::disk_life::DiskStep),
 }
 
 impl Step {
@@ -160,6 +163,7 @@ impl Step {
             Step::Reboot => "reboot".into(),
             Step::Destroy { .. } => "destroy".into(),
             Step::Seed(seed) => seed.describe(),
+            Step::Disk(disk) => disk.describe(),
         }
     }
 }
@@ -467,6 +471,12 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
             }
         }
     }
+    // Disks moved, detached, deleted; unused volumes removed.
+    let life = super::disk_life::plan(desired, cur.vmid, &cur.config, cur.is_template())?;
+    delete.extend(life.detach.iter().cloned());
+    planned.before.extend(life.before.clone());
+    planned.after.extend(life.after.clone());
+    planned.notes.extend(life.notes.iter().cloned());
     let mut resizes = Vec::new();
     for disk in &desired.disks {
         let Some(have) = cur.config.get(&disk.slot) else {
@@ -503,6 +513,7 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         // is reported, never "changed" (PVE converts a disk only by moving it).
         if let (Some(want), Some(have_format)) = (&disk.format, volume_format(drive.file()))
             && want != have_format
+            && !life.moves(&disk.slot)
         {
             planned.notes.push(format!(
                 "VM {} has {} as a {have_format} volume ({}), not {want}: PVE keeps a disk's format (it makes the storage's own where that cannot hold {want}), so it was left (move the disk with a target format to convert it)",
@@ -582,6 +593,7 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         planned.steps.push(Step::Update { set });
     }
     planned.steps.extend(resizes);
+    planned.steps.extend(life.steps.into_iter().map(Step::Disk));
     if let Some(seed) = seed {
         planned.steps.push(Step::Seed(Box::new(seed)));
     }
@@ -710,3 +722,6 @@ fn plan_migration(plan: &mut Plan, cur: &Current, target: &str, target_storage: 
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod disk_life_tests;

@@ -13,6 +13,7 @@
 
 pub mod access;
 pub mod cluster;
+pub mod disks;
 pub mod ha;
 pub mod made;
 pub mod named;
