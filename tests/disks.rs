@@ -387,3 +387,65 @@ fn check_mode_shows_each_move_detach_and_delete() {
     assert_eq!(r["diff"]["after"]["scsi2.volume"], "");
     assert_eq!(sim.writes().len(), writes, "check mode wrote");
 }
+
+/// The vm module's EXAMPLES of a disk's life (`plugins/modules/vm.yml`), run as written on
+/// pve-sim: only the connection is the test's, and the example's `ceph-vm` is pve-sim's
+/// directory storage `local`.
+#[test]
+fn the_docs_examples_move_detach_delete_and_remove_unused() {
+    let docs: Value = serde_yaml_ng::from_str(include_str!("../plugins/modules/vm.yml")).unwrap();
+    let examples: Value = serde_yaml_ng::from_str(docs["EXAMPLES"].as_str().unwrap()).unwrap();
+    let example = |name: &str| -> Value {
+        let task = examples
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|task| task["name"].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("no example {name:?}"));
+        let mut options = task["sankofa.proxmox.vm"].clone();
+        let options = options.as_object_mut().unwrap();
+        for key in ["api_host", "api_token_id", "api_token_secret"] {
+            options.remove(key);
+        }
+        let text = Value::Object(options.clone()).to_string();
+        serde_json::from_str(&text.replace("\"ceph-vm\"", "\"local\"")).unwrap()
+    };
+    let img = small_image();
+    let sim = Sim::start(&[&img], &[]);
+    ok(run(args(
+        &sim,
+        "started",
+        json!([
+            {"slot": "scsi0", "storage": "local-lvm", "import_from": "local:import/small.qcow2", "size": "2G"},
+            {"slot": "scsi1", "storage": "local-lvm", "size": "1G"},
+            {"slot": "scsi2", "storage": "local-lvm", "size": "1G"}
+        ]),
+        json!({}),
+    )));
+    let moving = merge(&[sim.conn(), example("Move the disk to another storage")]);
+    let r = ok(run(moving.clone()));
+    assert_eq!(
+        task_types(&r),
+        ["qmconfig", "resize", "qmmove"],
+        "{}",
+        r["msg"]
+    );
+    assert!(
+        volume(&r["config"]["scsi0"]).starts_with("local:100/"),
+        "{}",
+        r["config"]
+    );
+    assert!(r["config"]["scsi0"].as_str().unwrap().contains("size=40G"));
+    assert!(r["config"].get("scsi1").is_none() && r["config"].get("scsi2").is_none());
+    assert_eq!(r["config"]["unused0"], "local-lvm:vm-100-disk-1");
+    assert!(!sim.lvm_file("pve1", "vm-100-disk-2").exists());
+    assert_eq!(r["status"], "running");
+    assert_eq!(ok(run(moving))["changed"], false);
+
+    let removing = merge(&[sim.conn(), example("Remove the unused volumes")]);
+    let r = ok(run(removing.clone()));
+    assert_eq!(r["changed"], true);
+    assert_eq!(r["unused_disks"], json!([]));
+    assert!(!sim.lvm_file("pve1", "vm-100-disk-1").exists());
+    assert_eq!(ok(run(removing))["changed"], false);
+}
