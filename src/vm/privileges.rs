@@ -568,3 +568,6 @@ pub fn needs(run: &Run) -> Vec<Need> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod disk_life_tests;
