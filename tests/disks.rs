@@ -449,3 +449,26 @@ fn the_docs_examples_move_detach_delete_and_remove_unused() {
     assert!(!sim.lvm_file("pve1", "vm-100-disk-1").exists());
     assert_eq!(ok(run(removing))["changed"], false);
 }
+
+/// A long move is followed by the wait as an import is: its `qmmove` log's progress lines
+/// become the task's `progress`, rising to its end.
+#[test]
+fn a_long_move_reports_its_progress() {
+    let img = image("move-200.qcow2", 1024, 200);
+    let sim = Sim::start(&[&img], &["--import-rate", "128M"]);
+    let disk = |storage: &str| json!([{"slot": "scsi0", "storage": storage, "import_from": "local:import/move-200.qcow2"}]);
+    ok(run(args(&sim, "stopped", disk("local-lvm"), json!({}))));
+    let r = ok(run(args(&sim, "stopped", disk("local"), json!({}))));
+    let moved = &r["tasks"][0];
+    assert_eq!(moved["type"], "qmmove");
+    assert!(
+        moved["upid"].as_str().unwrap().contains(":qmmove:100:"),
+        "{moved}"
+    );
+    let history = moved["progress"]["history"].as_array().unwrap();
+    assert!(history.len() >= 3, "{moved}");
+    let percents: Vec<f64> = history.iter().map(|p| p[1].as_f64().unwrap()).collect();
+    assert!(percents.windows(2).all(|w| w[0] <= w[1]), "{moved}");
+    // The task may end between two looks at its log: the last one seen is near the end.
+    assert!(*percents.last().unwrap() >= 90.0, "{moved}");
+}

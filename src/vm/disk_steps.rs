@@ -5,7 +5,7 @@
 
 use anyhow::{Context, anyhow};
 
-use super::disk_life::{DiskMove, DiskStep};
+use super::disk_life::{DiskMove, DiskStep, drive_file};
 use super::plan::{Current, Plan, Step};
 use super::shell::{Done, Runner};
 use crate::pve::api::disks::{self, DiskMove as MoveRequest};
@@ -98,11 +98,12 @@ impl Runner<'_> {
         match step {
             DiskStep::Move(moved) => {
                 // Earlier steps of the round changed the config (and its digest): the move
-                // is sent against the config as it is now, if the disk is still as planned.
+                // is sent against the config as it is now, if the disk is still on the volume
+                // planned on (its options may have changed in the round's update).
                 let Some(now) = self.read(cur.vmid, &cur.node)? else {
                     return Err(anyhow!("{id} disappeared before moving {}", moved.slot));
                 };
-                if now.config.get(&moved.slot) != Some(&moved.value) {
+                if drive_file(now.config.get(&moved.slot)) != drive_file(Some(&moved.value)) {
                     return Ok(Done::Stale);
                 }
                 let request = MoveRequest {
