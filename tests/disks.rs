@@ -372,7 +372,7 @@ fn check_mode_shows_each_move_detach_and_delete() {
     assert_eq!(
         r["planned"],
         json!([
-            "delete scsi1",
+            "detach scsi1",
             "move scsi0 from local-lvm to local",
             "delete scsi2 with its volume"
         ])

@@ -70,6 +70,21 @@ impl DiskStep {
     }
 }
 
+/// A config update's `delete` in words: its drives detached (they become `unusedN`), its
+/// other keys deleted (`detach scsi1, delete tags`).
+pub fn describe_deleted(keys: &str) -> String {
+    let (drives, others): (Vec<&str>, Vec<&str>) = keys
+        .split(',')
+        .filter(|key| !key.is_empty())
+        .partition(|key| crate::pve::values::drive::is_drive_key(key));
+    [("detach", drives), ("delete", others)]
+        .into_iter()
+        .filter(|(_, keys)| !keys.is_empty())
+        .map(|(verb, keys)| format!("{verb} {}", keys.join(",")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// What the disks' life asks of an existing VM: the keys to detach (sent as `delete` in the
 /// plan's config update), the steps after it, what changes (for diff mode) and notes.
 #[derive(Debug, Default)]
@@ -339,6 +354,16 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deleted_drive_is_told_as_detached() {
+        assert_eq!(
+            describe_deleted("tags,description"),
+            "delete tags,description"
+        );
+        assert_eq!(describe_deleted("scsi1"), "detach scsi1");
+        assert_eq!(describe_deleted("scsi1,tags"), "detach scsi1, delete tags");
+    }
 
     #[test]
     fn volumes_are_owned_by_their_names() {

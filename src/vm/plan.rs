@@ -144,15 +144,16 @@ impl Step {
                     .filter(|(key, _)| key != "delete")
                     .map(|(key, _)| key.as_str())
                     .collect();
+                // A drive deleted from the config is detached (it becomes unusedN).
                 let deleted = set
                     .iter()
                     .find(|(key, _)| key == "delete")
-                    .map(|(_, value)| value);
+                    .map(|(_, value)| super::disk_life::describe_deleted(value));
                 match (keys.is_empty(), deleted) {
                     (_, None) => format!("update {}", keys.join(", ")),
-                    (true, Some(deleted)) => format!("delete {deleted}"),
+                    (true, Some(deleted)) => deleted,
                     (false, Some(deleted)) => {
-                        format!("update {}, delete {deleted}", keys.join(", "))
+                        format!("update {}, {deleted}", keys.join(", "))
                     }
                 }
             }
