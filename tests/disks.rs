@@ -116,6 +116,15 @@ fn a_disk_moves_to_another_storage_stopped_and_running() {
             .filter(|w| w["path"].as_str().unwrap().ends_with("/move_disk"))
             .collect();
         assert_eq!(sent.len(), 1, "{sent:?}");
+        // The disk exists: its import_from is not sent again, as a warning says.
+        assert!(
+            r["warnings"].as_array().unwrap().iter().any(|w| w
+                .as_str()
+                .unwrap()
+                .contains("not imported again from local:import/small.qcow2")),
+            "{}",
+            r["warnings"]
+        );
         let again = ok(run(moved));
         assert_eq!(again["changed"], false, "{state}: {}", again["msg"]);
         assert_eq!(sim.task_count("qmcreate"), 1, "never imported again");

@@ -229,6 +229,11 @@ fn planned_move(
             "refusing to move {slot} of VM {vmid} from {from} to {to}: its volume {file} is a base volume that linked clones read: move the linked clones' own disks instead, or give disks[].storage: {from}"
         ));
     }
+    if let Some(source) = &disk.import_from {
+        notes.push(format!(
+            "VM {vmid}'s {slot} exists, so it is moved to {to} as it is, not imported again from {source} (import_from counts only when a disk is created)"
+        ));
+    }
     if let Some(base) = linked_to_base(file) {
         notes.push(format!(
             "VM {vmid}'s {slot} is a linked clone of {base}: moving it to {to} makes it a full copy of its own"
