@@ -291,6 +291,20 @@ fn refusals_come_before_any_write_and_name_the_way_out() {
     assert!(sim.lvm_file("pve1", "vm-100-disk-0").exists());
     assert_eq!(sim.task_count("qmcreate"), 1);
 
+    // snapshot_before_change would give the disk a snapshot before the move.
+    let r = failed(run(args(
+        &sim,
+        "stopped",
+        two_disks("local", second(json!({}))),
+        json!({"snapshot_before_change": "pre"}),
+    )));
+    let msg = r["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("snapshot_before_change (pre…) takes a snapshot first"),
+        "{msg}"
+    );
+    assert_eq!(sim.writes().len(), writes, "a refusal wrote");
+
     // A disk with snapshots: PVE moves no snapshot and keeps no source it would delete.
     ok(run_snapshot(merge(&[
         sim.conn(),

@@ -41,6 +41,19 @@ impl Runner<'_> {
         cur: Option<&Current>,
     ) -> anyhow::Result<()> {
         let Some(cur) = cur else { return Ok(()) };
+        // snapshot_before_change's snapshot would hold every disk's volume before the move.
+        if let (Some(prefix), Some(moved)) = (
+            &self.desired.snapshot_before_change,
+            moves(plan).find(|moved| !moved.keep_source),
+        ) {
+            return Err(anyhow!(
+                "refusing to move {} of VM {} on {} to {}: snapshot_before_change ({prefix}…) takes a snapshot first, which holds its volume, and PVE refuses to delete the source of a disk with snapshots: give disks[].keep_source: true (the source stays as unusedN), or leave snapshot_before_change out for this run",
+                moved.slot,
+                cur.vmid,
+                cur.node,
+                moved.to
+            ));
+        }
         if moves(plan).next().is_none() || !cur.config.contains_key("parent") {
             return Ok(());
         }
