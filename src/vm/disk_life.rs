@@ -329,6 +329,10 @@ pub fn plan(
             }
             continue;
         }
+        // target_storage says where a migration puts the disks: disks[].storage moves none.
+        if desired.target_storage.is_some() {
+            continue;
+        }
         if let Some(moved) = planned_move(disk, &drive, value, vmid, template, &mut life.notes)? {
             life.before
                 .insert(format!("{}.storage", disk.slot), moved.from.clone());

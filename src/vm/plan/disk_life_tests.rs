@@ -312,3 +312,11 @@ fn moves_and_deletes_come_after_the_update_and_resizes() {
         ]
     );
 }
+
+#[test]
+fn target_storage_decides_where_a_migrations_disks_go() {
+    let mut asked = on_local(desired());
+    asked.migrate = true;
+    asked.target_storage = Some("local-lvm".into());
+    assert_eq!(plan(&asked, Some(&matching())).unwrap().steps, vec![]);
+}
