@@ -9,6 +9,7 @@ mod support;
 
 mod bad_input;
 mod canonical;
+mod disks;
 mod docs;
 mod fault_matrix;
 mod fleet;

@@ -106,6 +106,16 @@ impl Vm {
         format!("{}/resize", self.0)
     }
 
+    /// `…/move_disk` (`qmmove`): a disk to another storage.
+    pub fn move_disk(&self) -> String {
+        format!("{}/move_disk", self.0)
+    }
+
+    /// `…/unlink`: drives taken off the VM and their volumes freed.
+    pub fn unlink(&self) -> String {
+        format!("{}/unlink", self.0)
+    }
+
     /// `…/template` (`qmtemplate`).
     pub fn template(&self) -> String {
         format!("{}/template", self.0)

@@ -80,6 +80,8 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         })?;
         super::cdroms::check_iso_storages(&isos, &storages, node).map_err(anyhow::Error::msg)?;
     }
+    // A moved disk whose volume a snapshot holds is refused before any write.
+    runner.check_disk_moves(&first, cur.as_ref())?;
     // A clone asked on another node than its source's: made there directly, or made on the
     // source's node and migrated (the move is planned once the clone exists); a linked clone
     // that cannot get there is refused here, before anything is written.
@@ -201,10 +203,11 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
         for step in pending.steps.clone() {
             cloned |= matches!(step, Step::Clone { .. });
             // After a step that makes the VM or moves it, the rest is planned again on the VM
-            // as it is then, where it is then.
+            // as it is then, where it is then; so after a recreated EFI disk or TPM state
+            // (two config writes of its own, which leave the round's digest stale).
             let relocates = matches!(
                 step,
-                Step::Create { .. } | Step::Clone { .. } | Step::Migrate { .. }
+                Step::Create { .. } | Step::Clone { .. } | Step::Migrate { .. } | Step::Recreate(_)
             );
             let label = step.describe();
             match runner.execute(step, cur.as_ref())? {

@@ -67,6 +67,9 @@ pub struct Desired {
     pub snapshot_retention: u32,
     /// `nocloud`: the NoCloud seed the module builds and attaches (see [`super::nocloud`]).
     pub nocloud: Option<super::nocloud::wanted::Nocloud>,
+    /// The disks given `state: absent`, and `unused_disks` (see [`super::disk_life`]).
+    pub absent_disks: Vec<Disk>,
+    pub unused_disks: super::disk_life_options::UnusedDisks,
 }
 
 /// Where a clone comes from, and how it is made (the `clone` option).
@@ -518,6 +521,8 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         // The seed takes the place of PVE's cloud-init drive: none is created.
         disks.retain(|disk| !disk.cloudinit);
     }
+    let (absent_disks, disks): (Vec<Disk>, Vec<Disk>) =
+        disks.into_iter().partition(|disk| disk.absent);
     let template = given(inv.bool("template"), "template")?;
     if template && matches!(state, State::Started | State::Restarted) {
         return Err(format!(
@@ -540,6 +545,7 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
     let cdroms = super::cdroms::wanted(inv, &disks)?;
     if disks
         .iter()
+        .chain(&absent_disks)
         .any(|disk| disk.slot == "efidisk0" || disk.slot == "tpmstate0")
     {
         return Err(
@@ -635,6 +641,8 @@ pub fn desired(inv: &Invocation) -> Result<Desired, String> {
         snapshot_before_change: snapshot_prefix(inv)?,
         snapshot_retention: given(inv.int("snapshot_retention"), "snapshot_retention")? as u32,
         nocloud,
+        absent_disks,
+        unused_disks: super::disk_life_options::unused_disks(inv),
     })
 }
 

@@ -13,7 +13,7 @@ use crate::ansible::text::quote;
 use crate::ids::storage_id;
 
 /// One disk of the desired VM.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Disk {
     /// `scsi0`, `virtio1`, `efidisk0`, …
     pub slot: String,
@@ -27,6 +27,12 @@ pub struct Disk {
     pub opts: BTreeMap<String, String>,
     /// A cloud-init drive (`storage:cloudinit`).
     pub cloudinit: bool,
+    /// `state: absent`: an existing disk is detached (see [`super::disk_life`]).
+    pub absent: bool,
+    /// `purge`: a detached disk's volume is deleted too.
+    pub purge: bool,
+    /// `keep_source`: a moved disk's source volume is kept as `unusedN`.
+    pub keep_source: bool,
 }
 
 const DRIVE_OPTS: &[&str] = &[
@@ -54,6 +60,7 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
         let disk = disk.as_object().ok_or("disks items must be dicts")?;
         let option = |key: &str| format!("disks[{i}].{key}");
         let slot = disk["slot"].as_str().unwrap_or_default().to_string();
+        let life = super::disk_life_options::options(inv, disk, i)?;
         if !is_drive_slot(&slot) {
             return Err(format!(
                 "{} must be a drive slot such as scsi0, virtio0, sata0, ide0 or efidisk0, got {slot}",
@@ -64,10 +71,11 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
         if disks.iter().any(|x: &Disk| x.slot == slot) {
             return Err(format!("{}: slot {slot} is used twice", option("slot")));
         }
-        // A clone's disks come from its source: a disk listed to be grown needs no storage.
+        // A clone's disks come from its source: a disk listed to be grown needs no storage;
+        // a disk to detach needs none either.
         let storage = match disk["storage"].as_str() {
             Some(text) => storage_id(&option("storage"), text)?,
-            None if cloning => String::new(),
+            None if cloning || life.absent => String::new(),
             None => {
                 return Err(format!(
                     "{} is required to create a disk",
@@ -83,7 +91,7 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
             .as_str()
             .map(|text| parse_size(&option("size"), text))
             .transpose()?;
-        if import_from.is_none() && size.is_none() {
+        if import_from.is_none() && size.is_none() && !life.absent {
             return Err(format!(
                 "{}: give import_from (a cloud image) or size (a new empty disk)",
                 option("slot")
@@ -124,6 +132,9 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
             format: disk["format"].as_str().map(str::to_string),
             opts,
             cloudinit: false,
+            absent: life.absent,
+            purge: life.purge,
+            keep_source: life.keep_source,
         });
     }
     let wants_ci = [
@@ -152,7 +163,8 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
             wants_ci
                 .then(|| {
                     disks
-                        .first()
+                        .iter()
+                        .find(|disk| !disk.absent)
                         .map(|disk| disk.storage.clone())
                         .filter(|text| !text.is_empty())
                 })
@@ -177,6 +189,9 @@ pub(super) fn disks(inv: &Invocation, cloning: bool) -> Result<Vec<Disk>, String
             format: None,
             opts: BTreeMap::new(),
             cloudinit: true,
+            absent: false,
+            purge: false,
+            keep_source: false,
         });
     } else if wants_ci && !cloning {
         // (A clone takes its source's cloud-init drive.)

@@ -94,6 +94,7 @@ impl Runner<'_> {
             ) => return self.migrate_to(cur, target, target_storage.as_deref()),
             (Step::Seed(seed), Some(cur)) => return self.attach_seed(cur, seed),
             (Step::Recreate(step), Some(cur)) => return self.recreate_firmware_disk(cur, step),
+            (Step::Disk(disk), Some(cur)) => return self.disk_step(cur, disk),
             (_, Some(cur)) => cur,
             (_, None) => {
                 return Err(anyhow!(
@@ -110,7 +111,8 @@ impl Runner<'_> {
             | Step::Clone { .. }
             | Step::Migrate { .. }
             | Step::Seed(_)
-            | Step::Recreate(_) => {
+            | Step::Recreate(_)
+            | Step::Disk(_) => {
                 unreachable!("handled above")
             }
             Step::Template => (

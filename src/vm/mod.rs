@@ -3,11 +3,13 @@
 //!
 //! Pure parts: [`spec`] (the argument spec), [`desired`] (options → the desired VM, its disks
 //! in `disks`, through [`validate`], [`encode`], `config_keys` and `limits`, PVE's schema
-//! limits, `disk_formats`, a new disk's format against its storage's type, and [`ha`], the `ha` option checked and its changes decided in plain data), [`plan`]
+//! limits, `disk_formats`, a new disk's format against its storage's type,
+//! [`disk_life`], an existing disk moved, detached or deleted and `unused_disks`, and [`ha`], the `ha` option checked and its changes decided in plain data), [`plan`]
 //! (steps from the VM as it is to the VM as asked), [`predict`] (check mode), [`guest`] (what
 //! the guest has not taken), [`report`] (the result). The shell: [`apply`] (the entry),
 //! `converge` (the loop), and the concerns of one run, each an `impl` of the shared runner:
-//! `find`, `locks`, `create`, `execute`, `migrate` (moving a VM, placing a clone), `followup`
+//! `find`, `locks`, `create`, `execute`, `disk_steps` (a disk move's and an unlink's
+//! requests), `migrate` (moving a VM, placing a clone), `followup`
 //! and `ha_converge` (the VM as an HA resource). No pure part uses the shell.
 
 pub mod apply;
@@ -17,6 +19,9 @@ mod converge;
 mod create;
 pub mod desired;
 mod disk_formats;
+pub mod disk_life;
+mod disk_life_options;
+mod disk_steps;
 mod disks;
 pub mod encode;
 mod execute;

@@ -104,6 +104,9 @@ pub enum Step {
     /// `efidisk0` or `tpmstate0` recreated (`force: true`): `POST …/config` deleting it (PVE
     /// keeps the volume as `unusedN`), then another adding the new one.
     Recreate(Box<super::firmware_disks::Recreate>),
+    /// A disk moved to another storage, or drives and unused volumes deleted (see
+    /// [`super::disk_life`]).
+    Disk(super::disk_life::DiskStep),
 }
 
 impl Step {
@@ -144,15 +147,16 @@ impl Step {
                     .filter(|(key, _)| key != "delete")
                     .map(|(key, _)| key.as_str())
                     .collect();
+                // A drive deleted from the config is detached (it becomes unusedN).
                 let deleted = set
                     .iter()
                     .find(|(key, _)| key == "delete")
-                    .map(|(_, value)| value);
+                    .map(|(_, value)| super::disk_life::describe_deleted(value));
                 match (keys.is_empty(), deleted) {
                     (_, None) => format!("update {}", keys.join(", ")),
-                    (true, Some(deleted)) => format!("delete {deleted}"),
+                    (true, Some(deleted)) => deleted,
                     (false, Some(deleted)) => {
-                        format!("update {}, delete {deleted}", keys.join(", "))
+                        format!("update {}, {deleted}", keys.join(", "))
                     }
                 }
             }
@@ -164,6 +168,7 @@ impl Step {
             Step::Destroy { .. } => "destroy".into(),
             Step::Seed(seed) => seed.describe(),
             Step::Recreate(recreate) => recreate.describe(),
+            Step::Disk(disk) => disk.describe(),
         }
     }
 }
@@ -463,6 +468,12 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         &mut planned.before,
         &mut planned.after,
     )?;
+    // Disks moved, detached, deleted; unused volumes removed.
+    let life = super::disk_life::plan(desired, cur.vmid, &cur.config, cur.is_template())?;
+    delete.extend(life.detach.iter().cloned());
+    planned.before.extend(life.before.clone());
+    planned.after.extend(life.after.clone());
+    planned.notes.extend(life.notes.iter().cloned());
     let mut resizes = Vec::new();
     for disk in &desired.disks {
         let Some(have) = cur.config.get(&disk.slot) else {
@@ -499,6 +510,7 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         // is reported, never "changed" (PVE converts a disk only by moving it).
         if let (Some(want), Some(have_format)) = (&disk.format, volume_format(drive.file()))
             && want != have_format
+            && !life.moves(&disk.slot)
         {
             planned.notes.push(format!(
                 "VM {} has {} as a {have_format} volume ({}), not {want}: PVE keeps a disk's format (it makes the storage's own where that cannot hold {want}), so it was left (move the disk with a target format to convert it)",
@@ -581,6 +593,7 @@ pub fn plan(desired: &Desired, cur: Option<&Current>) -> Result<Plan, String> {
         planned.steps.push(Step::Update { set });
     }
     planned.steps.extend(resizes);
+    planned.steps.extend(life.steps.into_iter().map(Step::Disk));
     if let Some(seed) = seed {
         planned.steps.push(Step::Seed(Box::new(seed)));
     }
@@ -709,3 +722,6 @@ fn plan_migration(plan: &mut Plan, cur: &Current, target: &str, target_storage: 
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod disk_life_tests;

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::desired::{Desired, State};
+use super::disk_life::DiskStep;
 use super::plan::{Current, Plan, Step};
 use super::validate::is_drive_slot;
 use crate::privileges::{
@@ -355,9 +356,44 @@ fn step_needs(run: &Run, step: &Step, needs: &mut Vec<Need>) {
                 ));
             }
         }
+        Step::Disk(disk) => disk_step_needs(run, disk, &paths, needs),
         // The power endpoints' schema: VM.PowerMgmt.
         Step::Start | Step::Shutdown { .. } | Step::Stop | Step::Reboot => {
             needs.push(Need::any(&["VM.PowerMgmt"], &paths, &step.describe()))
+        }
+    }
+}
+
+/// What a disk step needs. A move (API2/Qemu.pm move_vm_disk): `VM.Config.Disk` on the VM
+/// (its schema) and `Datastore.AllocateSpace` on the target storage (its description; the
+/// new volume is allocated there). An unlink (API2/Qemu.pm unlink, update_vm's delete):
+/// `VM.Config.Disk` (its schema, and `$check_drive_perms` / the `unusedN` branch), and for
+/// each volume it frees `Datastore.AllocateSpace` on its storage (QemuServer.pm
+/// `try_deallocate_drive`).
+fn disk_step_needs(run: &Run, step: &DiskStep, paths: &[String], needs: &mut Vec<Need>) {
+    let because = step.describe();
+    needs.push(Need::any(&["VM.Config.Disk"], paths, &because));
+    match step {
+        DiskStep::Move(moved) => needs.push(Need::one(
+            "Datastore.AllocateSpace",
+            &storage_path(&moved.to),
+            &because,
+        )),
+        DiskStep::Unlink { keys } => {
+            for key in keys {
+                let file = run
+                    .cur
+                    .and_then(|c| c.config.get(key))
+                    .map(|value| drive_parts(value).0)
+                    .unwrap_or_default();
+                if let Some(storage) = volume_storage(file) {
+                    needs.push(Need::one(
+                        "Datastore.AllocateSpace",
+                        &storage_path(storage),
+                        &format!("deleting {key} ({file})"),
+                    ));
+                }
+            }
         }
     }
 }
@@ -540,3 +576,6 @@ pub fn needs(run: &Run) -> Vec<Need> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod disk_life_tests;

@@ -83,6 +83,12 @@ fn observed(cur: Option<&Current>, key: &str) -> String {
     if key == "node" {
         return vm.node.clone();
     }
+    if let Some(slot) = key.strip_suffix(".storage") {
+        return super::disk_life::drive_storage(vm.config.get(slot));
+    }
+    if let Some(slot) = key.strip_suffix(".volume") {
+        return super::disk_life::drive_file(vm.config.get(slot));
+    }
     if let Some(slot) = key.strip_suffix(".size") {
         return vm
             .config
@@ -136,6 +142,10 @@ pub fn predicted(
     if let Some(vm) = cur {
         outcome.data.insert("vmid".into(), json!(vm.vmid));
         outcome.data.insert("node".into(), json!(vm.node));
+        outcome.data.insert(
+            "unused_disks".into(),
+            super::disk_life::unused_report(vm.vmid, &vm.config),
+        );
         outcome.data.insert("pending".into(), json!(restart_keys));
         outcome.data.insert(
             "restart_needed".into(),
@@ -216,6 +226,10 @@ pub fn converged(desired: &Desired, changes: &Changes, end: Converged) -> Outcom
                 json!(if vm.running { "running" } else { "stopped" }),
             );
             outcome.data.insert("config".into(), vm.raw.clone());
+            outcome.data.insert(
+                "unused_disks".into(),
+                super::disk_life::unused_report(vm.vmid, &vm.config),
+            );
             outcome.data.insert("pending".into(), json!(untaken_keys));
             outcome
                 .data

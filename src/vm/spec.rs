@@ -29,6 +29,11 @@ fn disk_options() -> Vec<Opt> {
         Opt::new("backup", Kind::Bool),
         Opt::new("replicate", Kind::Bool),
         Opt::new("aio", Kind::Str).choices(&["native", "threads", "io_uring"]),
+        Opt::new("state", Kind::Str)
+            .default(json!("present"))
+            .choices(&["present", "absent"]),
+        Opt::new("purge", Kind::Bool).default(json!(false)),
+        Opt::new("keep_source", Kind::Bool).default(json!(false)),
     ]
 }
 
@@ -106,6 +111,9 @@ pub fn argument_spec() -> Spec {
         Opt::new("snapshot_retention", int(0, Some(10_000))).default(json!(0)),
         Opt::new("pool", Kind::Str),
         Opt::new("disks", Kind::ListOfDicts(disk_options())),
+        Opt::new("unused_disks", Kind::Str)
+            .default(json!("keep"))
+            .choices(&["keep", "remove"]),
         Opt::new("cloudinit_storage", Kind::Str),
         Opt::new(
             "nocloud",

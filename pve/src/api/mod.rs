@@ -13,6 +13,7 @@
 
 pub mod access;
 pub mod cluster;
+pub mod disks;
 pub mod ha;
 pub mod ha_rules;
 pub mod made;

@@ -4,7 +4,7 @@
 
 use super::qemu::Vm;
 use super::{Dispatched, Recover, TaskType, dispatch, flag};
-use crate::answers::{SnapshotListed, lenient_list};
+use crate::answers::{SnapshotListed, VmConfig, lenient, lenient_list};
 use crate::client::{Client, Method, Params};
 use crate::error::ApiError;
 use crate::ops;
@@ -16,6 +16,13 @@ pub fn list(client: &Client, vm: &Vm) -> Result<Vec<SnapshotListed>, ApiError> {
         .into_iter()
         .filter(SnapshotListed::is_snapshot)
         .collect())
+}
+
+/// `GET …/snapshot/{snapname}/config`: the config the snapshot holds, its disks' volumes
+/// among it (a read).
+pub fn config(client: &Client, vm: &Vm, snapname: &str) -> Result<VmConfig, ApiError> {
+    let path = format!("{}/config", vm.path().snapshot(snapname));
+    ops::read(client, &path, &Vec::new()).map(lenient)
 }
 
 /// `POST …/snapshot` (`qmsnapshot`): takes `snapname`, with the guest's RAM when `vmstate`

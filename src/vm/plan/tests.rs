@@ -6,7 +6,7 @@ use crate::pve::values::drive::exact_gib;
 /// A real public key (tests/keys, made with ssh-keygen).
 const TEST_KEY: &str = include_str!("../../../tests/keys/test_ed25519.pub").trim_ascii_end();
 
-fn desired() -> Desired {
+pub(super) fn desired() -> Desired {
     let mut config = BTreeMap::new();
     config.insert("name".into(), "web".into());
     config.insert("cores".into(), "2".into());
@@ -32,6 +32,7 @@ fn desired() -> Desired {
                 format: None,
                 opts: BTreeMap::from([("discard".to_string(), "on".to_string())]),
                 cloudinit: false,
+                ..Default::default()
             },
             Disk {
                 slot: "ide2".into(),
@@ -41,6 +42,7 @@ fn desired() -> Desired {
                 format: None,
                 opts: BTreeMap::new(),
                 cloudinit: true,
+                ..Default::default()
             },
         ],
         pool: None,
@@ -60,6 +62,8 @@ fn desired() -> Desired {
         snapshot_before_change: None,
         snapshot_retention: 0,
         nocloud: None,
+        absent_disks: Vec::new(),
+        unused_disks: Default::default(),
     }
 }
 
@@ -76,7 +80,7 @@ fn current(pairs: &[(&str, &str)], running: bool) -> Current {
     }
 }
 
-fn matching() -> Current {
+pub(super) fn matching() -> Current {
     current(
         &[
             ("name", "web"),

@@ -22,7 +22,7 @@ impl Env for NoEnv {
 }
 
 /// The desired VM the module makes of these options (connection options added).
-fn from_options(options: Value) -> Desired {
+pub(super) fn from_options(options: Value) -> Desired {
     let mut raw: Map<String, Value> = options.as_object().cloned().unwrap();
     raw.insert("api_host".into(), json!("pve.example"));
     raw.insert("api_user".into(), json!("automation@pve"));
@@ -35,7 +35,7 @@ fn from_options(options: Value) -> Desired {
     .unwrap()
 }
 
-fn existing(vmid: u32, node: &str, config: &[(&str, &str)], running: bool) -> Current {
+pub(super) fn existing(vmid: u32, node: &str, config: &[(&str, &str)], running: bool) -> Current {
     Current {
         vmid,
         node: node.into(),
@@ -58,7 +58,7 @@ fn use_role(name: &str) -> BTreeSet<(&'static str, Scope)> {
     usage.privileges.iter().copied().collect()
 }
 
-fn needs_of(
+pub(super) fn needs_of(
     desired: &Desired,
     cur: Option<&Current>,
     source: Option<CloneSourceConfig>,
