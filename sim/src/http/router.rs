@@ -36,6 +36,7 @@ use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::storage::status;
 use crate::storage::volumes;
+use crate::versions::{self, Endpoint};
 
 pub struct Api {
     pub sim: Arc<Sim>,
@@ -579,12 +580,26 @@ impl Api {
                         status::volume_delete(sim, node, sid, volume, auth)
                     }
                     ("POST", ["upload"]) => {
-                        schema::check(&schema::upload(), params)?;
+                        schema::check(
+                            &versions::schema_of(
+                                &sim.opts.version,
+                                Endpoint::StorageTransfer,
+                                schema::upload(),
+                            ),
+                            params,
+                        )?;
                         check_node()?;
                         crate::storage::upload::upload(sim, node, sid, params, auth)
                     }
                     ("POST", ["download-url"]) => {
-                        schema::check(&schema::download_url(), params)?;
+                        schema::check(
+                            &versions::schema_of(
+                                &sim.opts.version,
+                                Endpoint::StorageTransfer,
+                                schema::download_url(),
+                            ),
+                            params,
+                        )?;
                         check_node()?;
                         crate::storage::download::download_url(sim, node, sid, params, auth)
                     }
@@ -605,7 +620,15 @@ impl Api {
                 Ok(json!([]))
             }
             ("POST", ["qemu"]) => {
-                schema::check_with_undefined(&schema::create_vm(), params, undef)?;
+                schema::check_with_undefined(
+                    &versions::schema_of(
+                        &sim.opts.version,
+                        Endpoint::CreateVm,
+                        schema::create_vm(),
+                    ),
+                    params,
+                    undef,
+                )?;
                 check_node()?;
                 vms::create(sim, node, params, undef, auth)
             }
