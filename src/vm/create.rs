@@ -46,7 +46,14 @@ impl Runner<'_> {
         config: &[(String, String)],
         pool: Option<&str>,
     ) -> anyhow::Result<Done> {
-        self.make(node, &Making::Create { config, pool })
+        let config = self.config_with_ha(config)?;
+        self.make(
+            node,
+            &Making::Create {
+                config: &config,
+                pool,
+            },
+        )
     }
 
     /// Clones the source into a new VM on `node` (a `qmclone` task; without `node`, on the

@@ -36,3 +36,4 @@ mod shell;
 mod snapshot_before;
 pub mod spec;
 pub mod validate;
+mod version_gates;
