@@ -47,13 +47,12 @@ impl Runner<'_> {
         pool: Option<&str>,
     ) -> anyhow::Result<Done> {
         let config = self.config_with_ha(config)?;
-        self.make(
-            node,
-            &Making::Create {
-                config: &config,
-                pool,
-            },
-        )
+        let making = Making::Create {
+            config: &config,
+            pool,
+        };
+        self.make(node, &making)
+            .map_err(|e| self.explain_beyond_version(e))
     }
 
     /// Clones the source into a new VM on `node` (a `qmclone` task; without `node`, on the

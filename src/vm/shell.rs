@@ -103,7 +103,6 @@ impl Runner<'_> {
     /// ([`crate::privileges::preflight`]); a clone's source config is read for its disks'
     /// storages and its bridges.
     pub(super) fn preflight(&self, plan: &Plan, cur: Option<&Current>) -> anyhow::Result<()> {
-        self.refuse_beyond_version(plan)?;
         let mut source = None;
         if let Some(Step::Clone { source: from, .. }) =
             plan.steps.iter().find(|s| matches!(s, Step::Clone { .. }))

@@ -1,14 +1,12 @@
 //! Where the `vm` module adapts to the cluster's PVE version (`crate::pve_version`): a new
 //! VM's HA resource made by the create itself where PVE has `ha-managed` (9.0.12 and later),
-//! and, before any write, the refusal of what the version cannot do. Apart from `create` and
-//! `shell` so that both keep a one-line hook.
+//! and a create PVE refused for what its version cannot do told with the version it needs and
+//! the alternative. Apart from `create` so that it keeps a one-line hook.
 
 use std::borrow::Cow;
 
-use anyhow::anyhow;
-
-use super::plan::{Plan, Step};
 use super::shell::Runner;
+use crate::pve::error::ApiError;
 use crate::pve_version;
 
 impl Runner<'_> {
@@ -35,32 +33,34 @@ impl Runner<'_> {
         Ok(Cow::Owned(with))
     }
 
-    /// Before the first write: what the plan asks that the cluster's PVE version cannot do
-    /// (an `import_from` of an `import` volume before PVE 8.3), naming the version needed and
-    /// the alternative. Reads the version only when a create imports from such a volume.
-    pub(super) fn refuse_beyond_version(&self, plan: &Plan) -> anyhow::Result<()> {
-        if !plan.steps.iter().any(|s| matches!(s, Step::Create { .. })) {
-            return Ok(());
+    /// A create PVE refused for what its version cannot do, told with the version needed and
+    /// the alternative: an `import_from` of an `import` volume before PVE 8.3, which PVE
+    /// refuses in its parameter check, before it writes anything. The version is read only
+    /// then, so a create that PVE takes costs no request more.
+    pub(super) fn explain_beyond_version(&self, error: anyhow::Error) -> anyhow::Error {
+        let refused = error
+            .chain()
+            .filter_map(|cause| cause.downcast_ref::<ApiError>())
+            .any(ApiError::is_import_volume_refused);
+        if !refused {
+            return error;
         }
-        let imports: Vec<_> = self
+        let Ok(caps) = pve_version::capabilities(&self.session.client) else {
+            return error;
+        };
+        let refusals: Vec<String> = self
             .desired
             .disks
             .iter()
-            .filter_map(|d| d.import_from.as_deref().map(|src| (d.slot.as_str(), src)))
-            .filter(|(_, src)| src.contains(":import/"))
-            .collect();
-        if imports.is_empty() {
-            return Ok(());
-        }
-        let caps = pve_version::capabilities(&self.session.client)?;
-        let refusals: Vec<String> = imports
-            .iter()
-            .filter_map(|(slot, src)| pve_version::import_from_refusal(&caps, slot, src))
+            .filter_map(|disk| {
+                let source = disk.import_from.as_deref()?;
+                pve_version::import_from_refusal(&caps, &disk.slot, source)
+            })
             .collect();
         if refusals.is_empty() {
-            Ok(())
+            error
         } else {
-            Err(anyhow!("{}", refusals.join("; ")))
+            error.context(refusals.join("; "))
         }
     }
 }
