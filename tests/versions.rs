@@ -132,11 +132,11 @@ fn demo_clone_and_ha_scenarios_on_each_release_of_the_matrix() {
 }
 
 /// pve-sim refuses what a release lacks, on both sides of the rows the module meets: the
-/// create's `ha-managed` (from 9.0.12) and download-url's `content=import` (from 8.3).
+/// create's `ha-managed` (from 9.0.12) and download-url's `content=import` (from 8.2).
 #[test]
 fn the_simulator_refuses_what_each_release_lacks() {
     for (release, ha_managed, import) in [
-        ("8.2", false, false),
+        ("8.1", false, false),
         ("8.3", false, true),
         ("9.0", true, true),
     ] {

@@ -7,10 +7,11 @@
 //! change, and cites it: the package's `debian/changelog` entry and, where one is known, the
 //! commit. Handlers ask [`has`] (or the row's own function) instead of comparing versions.
 //!
-//! API schemas: only the official `apidoc.js` of 8.4 and 9.1 were available when this table
-//! was written; every release is checked against the nearest of the two ([`Release::schema`])
-//! with this table's differences applied ([`schema_of`]). The 8.4 schema's disk sub-keys
-//! `cyls`, `heads`, `secs` and `trans` (dropped in 9.x) are not played.
+//! API schemas: pve-sim transcribes one schema (9.1's, `sim/src/schema/`); each release takes
+//! from it what its own official schema lacks ([`schema_of`]), as computed from the
+//! `api-viewer/apidata.js` of pve-docs' last point release of each minor ([`Release::apidoc`])
+//! for the endpoints the modules use. No pve-docs of 9.2 was found: 9.2 is checked against
+//! 9.1's. The 8.x disk sub-keys `cyls`, `heads`, `secs` and `trans` are not played.
 
 use crate::schema::{Param, Ty};
 
@@ -30,15 +31,6 @@ const fn version(major: u8, minor: u8, patch: u8) -> Version {
     }
 }
 
-/// Which official API schema a release is checked against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Schema {
-    /// pve-docs 8.4.2 (bookworm), `api-viewer/apidata.js`.
-    Pve84,
-    /// pve-docs 9.1.3 (trixie), `api-viewer/apidata.js`.
-    Pve91,
-}
-
 /// A release pve-sim plays.
 pub struct Release {
     /// `major.minor`, as `--pve-version` takes it and `/version` answers it as `release`.
@@ -48,8 +40,8 @@ pub struct Release {
     /// `/version`'s `repoid`: the first 16 hex digits of pve-manager's "bump version to"
     /// commit of that point release.
     pub repoid: &'static str,
-    /// The schema it is checked against.
-    pub schema: Schema,
+    /// The pve-docs whose `api-viewer/apidata.js` the release's schema differences come from.
+    pub apidoc: &'static str,
 }
 
 /// Every release `--pve-version` takes, oldest first.
@@ -58,49 +50,49 @@ pub const RELEASES: &[Release] = &[
         name: "8.0",
         version: version(8, 0, 9),
         repoid: "fd1a0ae1b385cdcd",
-        schema: Schema::Pve84,
+        apidoc: "pve-docs 8.0.5 (ba2a819)",
     },
     Release {
         name: "8.1",
         version: version(8, 1, 11),
         repoid: "cb1653fdade58a8b",
-        schema: Schema::Pve84,
+        apidoc: "pve-docs 8.1.5 (093bd98)",
     },
     Release {
         name: "8.2",
         version: version(8, 2, 10),
         repoid: "536023790079895f",
-        schema: Schema::Pve84,
+        apidoc: "pve-docs 8.2.5 (3734b4f)",
     },
     Release {
         name: "8.3",
         version: version(8, 3, 7),
         repoid: "9fb05d2f3a99619d",
-        schema: Schema::Pve84,
+        apidoc: "pve-docs 8.3.2 (1aaa3ec)",
     },
     Release {
         name: "8.4",
         version: version(8, 4, 14),
         repoid: "b502d23c55afcba1",
-        schema: Schema::Pve84,
+        apidoc: "pve-docs 8.4.2 (fa0b4f6)",
     },
     Release {
         name: "9.0",
         version: version(9, 0, 18),
         repoid: "5cacb35d7ee87217",
-        schema: Schema::Pve91,
+        apidoc: "pve-docs 9.0.9 (eb93dad)",
     },
     Release {
         name: "9.1",
         version: version(9, 1, 19),
         repoid: "076d7c3c108f0346",
-        schema: Schema::Pve91,
+        apidoc: "pve-docs 9.1.3 (e5010dc)",
     },
     Release {
         name: "9.2",
         version: version(9, 2, 11),
         repoid: "f6997e698c7933ea",
-        schema: Schema::Pve91,
+        apidoc: "pve-docs 9.1.3 (e5010dc), the newest found",
     },
 ];
 
@@ -121,9 +113,11 @@ pub fn release(name: &str) -> &'static Release {
 pub enum Change {
     /// `import-from` takes volumes of the `import` content type (before: `images` only).
     ImportFromImportVolumes,
-    /// Directory storages hold the `import` content type; upload and download-url take
-    /// `content=import`.
-    ImportContent,
+    /// The `import` content type: upload and download-url take `content=import` (only an
+    /// ESXi storage holds it).
+    ImportContentType,
+    /// Directory storages hold the `import` content type.
+    ImportOnDirStorages,
     /// download-url and upload into `import` take `.qcow2`, `.raw` and `.vmdk` (before:
     /// `.ova` only).
     ImportDiskImages,
@@ -163,13 +157,20 @@ pub const CHANGES: &[Row] = &[
                  when needed for import-from\"; pve-manager 8.3.0 depends on qemu-server >= 8.2.7",
     },
     Row {
-        change: Change::ImportContent,
+        change: Change::ImportContentType,
+        starts: version(8, 2, 0),
+        what: "the `import` content type; upload and download-url take `content=import`",
+        source: "libpve-storage-perl 8.1.1 \"storage plugins: add 'import' content type\" (ESXi \
+                 import); pve-manager 8.2.0 depends on libpve-storage-perl >= 8.1.5; the enum \
+                 in pve-docs 8.2.5's schema, not in 8.1.5's",
+    },
+    Row {
+        change: Change::ImportOnDirStorages,
         starts: version(8, 3, 0),
-        what: "the `import` content type on directory storages, upload and download-url \
-               `content=import`",
-        source: "libpve-storage-perl 8.1.1 (content type, ESXi only) and 8.2.8 (directory \
-                 storages, OVA upload and download); pve-manager 8.3.0 depends on \
-                 libpve-storage-perl >= 8.2.8",
+        what: "directory storages hold `import` content (before: \"storage 'local' is not \
+               configured for content-type 'import'\")",
+        source: "libpve-storage-perl 8.2.8 (OVA upload and download); pve-manager 8.3.0 \
+                 depends on libpve-storage-perl >= 8.2.8",
     },
     Row {
         change: Change::ImportDiskImages,
@@ -269,7 +270,7 @@ pub fn played(name: &str) -> serde_json::Value {
     serde_json::json!({
         "release": played.name,
         "version": shown(played.version),
-        "schema": format!("{:?}", played.schema),
+        "apidoc": played.apidoc,
         "ha_groups_are_rules": ha_groups_are_rules(name),
         "bulk_task_types": bulk_task_types(name),
         "changes": CHANGES.iter().map(|row| serde_json::json!({
@@ -282,8 +283,14 @@ pub fn played(name: &str) -> serde_json::Value {
     })
 }
 
-/// `POST /nodes/{node}/qemu`'s parameters that the 9.1 schema has and the 8.4 schema lacks.
-const CREATE_9_ONLY: &[&str] = &["ha-managed", "allow-ksm", "intel-tdx"];
+/// `POST /nodes/{node}/qemu`'s parameters of pve-sim's schema that came later than 8.0, with
+/// the version each came in: the first pve-docs schema that has it (`api-viewer/apidata.js`
+/// of 8.2.5 and 9.0.9), the create's `ha-managed` by its row.
+const CREATE_PARAMS_SINCE: &[(&str, Version)] = &[
+    ("import-working-storage", version(8, 2, 0)),
+    ("allow-ksm", version(9, 0, 0)),
+    ("intel-tdx", version(9, 0, 0)),
+];
 
 /// An endpoint whose schema differs between the releases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -297,16 +304,18 @@ pub enum Endpoint {
 /// The schema `endpoint` has in the release named `name`: pve-sim's (9.1's) with what the
 /// release lacks taken out.
 pub fn schema_of(name: &str, endpoint: Endpoint, params: Vec<Param>) -> Vec<Param> {
+    let played = release(name).version;
     match endpoint {
         Endpoint::CreateVm => {
-            let lacks = |p: &Param| {
-                CREATE_9_ONLY.contains(&p.name)
-                    && !(p.name == "ha-managed" && has(name, Change::CreateHaManaged))
-                    && !(p.name != "ha-managed" && release(name).schema == Schema::Pve91)
+            let lacks = |p: &Param| match p.name {
+                "ha-managed" => !has(name, Change::CreateHaManaged),
+                other => CREATE_PARAMS_SINCE
+                    .iter()
+                    .any(|(param, since)| *param == other && played < *since),
             };
             params.into_iter().filter(|p| !lacks(p)).collect()
         }
-        Endpoint::StorageTransfer if !has(name, Change::ImportContent) => params
+        Endpoint::StorageTransfer if !has(name, Change::ImportContentType) => params
             .into_iter()
             .map(|p| match p.name {
                 "content" => Param {
@@ -318,6 +327,12 @@ pub fn schema_of(name: &str, endpoint: Endpoint, params: Vec<Param>) -> Vec<Para
             .collect(),
         Endpoint::StorageTransfer => params,
     }
+}
+
+/// Whether a storage of the release named `name` may hold `content` as configured (pve-sim's
+/// storages are directory-based ones; before 8.3 no such plugin held `import`).
+pub fn holds_content(name: &str, content: &str) -> bool {
+    content != "import" || has(name, Change::ImportOnDirStorages)
 }
 
 /// The refusal of an `import-from` source whose volume type is not `vtype` allowed
@@ -373,19 +388,16 @@ mod tests {
             let Version { major, minor, .. } = r.version;
             assert_eq!(format!("{major}.{minor}"), r.name);
             assert_eq!(r.repoid.len(), 16);
-            let schema = if major == 8 {
-                Schema::Pve84
-            } else {
-                Schema::Pve91
-            };
-            assert_eq!(r.schema, schema, "{}", r.name);
+            assert!(r.apidoc.starts_with("pve-docs "), "{}", r.name);
         }
     }
 
     #[test]
     fn the_import_rows_by_release() {
-        assert!(!has("8.2", Change::ImportContent));
-        assert!(has("8.3", Change::ImportContent));
+        assert!(!has("8.1", Change::ImportContentType));
+        assert!(has("8.2", Change::ImportContentType));
+        assert!(!holds_content("8.2", "import") && holds_content("8.2", "iso"));
+        assert!(holds_content("8.3", "import"));
         assert!(!has("8.3", Change::ImportDiskImages));
         assert!(has("8.4", Change::ImportDiskImages));
         assert_eq!(
@@ -425,6 +437,7 @@ mod tests {
             vec![
                 opt("ha-managed", Ty::Bool),
                 opt("allow-ksm", Ty::Bool),
+                opt("import-working-storage", Ty::Str),
                 opt("name", Ty::Str),
             ]
         };
@@ -434,9 +447,11 @@ mod tests {
                 .map(|p| p.name)
                 .collect()
         };
-        assert_eq!(names("8.4"), ["name"]);
-        assert_eq!(names("9.0"), ["ha-managed", "allow-ksm", "name"]);
-        assert_eq!(names("9.2"), ["ha-managed", "allow-ksm", "name"]);
+        assert_eq!(names("8.1"), ["name"]);
+        assert_eq!(names("8.4"), ["import-working-storage", "name"]);
+        let all = ["ha-managed", "allow-ksm", "import-working-storage", "name"];
+        assert_eq!(names("9.0"), all);
+        assert_eq!(names("9.2"), all);
         let content = |name: &str| {
             schema_of(
                 name,
@@ -446,8 +461,8 @@ mod tests {
             .remove(0)
             .ty
         };
-        assert!(matches!(content("8.2"), Ty::Enum(e) if e == ["iso", "vztmpl"]));
-        assert!(matches!(content("8.3"), Ty::Enum(e) if e.contains(&"import")));
+        assert!(matches!(content("8.1"), Ty::Enum(e) if e == ["iso", "vztmpl"]));
+        assert!(matches!(content("8.2"), Ty::Enum(e) if e.contains(&"import")));
     }
 
     #[test]

@@ -47,7 +47,8 @@ fn import_from_an_import_volume_from_8_3() {
     assert_eq!(s.wait(upid.as_str().unwrap())["exitstatus"], "OK");
 }
 
-/// libpve-storage-perl 8.2.8 (PVE 8.3): `content=import`; 8.3.6 (PVE 8.4): `.qcow2` names.
+/// libpve-storage-perl 8.1.1 (PVE 8.2): `content=import` in the schema; 8.2.8 (PVE 8.3): on
+/// directory storages; 8.3.6 (PVE 8.4): `.qcow2` names.
 #[test]
 fn download_into_import_by_release() {
     let port = serve_bytes(std::fs::read(image("small.qcow2", 512, 8)).unwrap());
@@ -59,10 +60,19 @@ fn download_into_import_by_release() {
             &[("content", "import"), ("filename", filename), ("url", &url)],
         )
     };
-    let (_sim, s) = at("8.2", &[], &[]);
+    let (_sim, s) = at("8.1", &[], &[]);
     let (code, _, body) = download(&s, "noble.ova");
     assert_eq!(code, 400, "{body}");
     assert!(body["errors"]["content"].is_string(), "{body}");
+    let (_sim, s) = at("8.2", &[], &[]);
+    let (code, reason, _) = download(&s, "noble.ova");
+    assert_eq!(
+        (code, reason.as_str()),
+        (
+            500,
+            "storage 'local' is not configured for content-type 'import'"
+        )
+    );
     let (_sim, s) = at("8.3", &[], &[]);
     assert_eq!(download(&s, "noble.ova").0, 200);
     let (code, _, body) = download(&s, "noble.qcow2");

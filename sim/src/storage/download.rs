@@ -15,7 +15,7 @@ use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::state::Sim;
 use crate::storage::volumes;
 use crate::tasks::{self, TaskCtx};
-use crate::versions::{Change, has};
+use crate::versions::{Change, has, holds_content};
 
 /// pve-storage API2/Storage/Status.pm, download_url: ISO and container-template extensions
 /// are matched case-insensitively (`$ISO_EXT_RE_0`, `$VZTMPL_EXT_RE_1` are `/i`), import
@@ -89,7 +89,7 @@ pub fn download_url(
         )));
     }
     let content = params["content"].clone();
-    if !def.content.contains(&content.as_str()) {
+    if !def.content.contains(&content.as_str()) || !holds_content(&sim.opts.version, &content) {
         return Err(ApiErr::die(format!(
             "storage '{sid}' is not configured for content-type '{content}'"
         )));
