@@ -1,4 +1,5 @@
-//! The version matrix: the demo (a VM from a cloud image), clone and HA scenarios against
+//! The version matrix: the demo (a cloud image downloaded with `image`, a VM imported from
+//! it), clone and HA scenarios against
 //! pve-sim playing PVE 8.0, 8.4 and 9.1 (`--pve-version`; the rest of the suite plays 9.1).
 //! Each release is asserted on what the module does differently there: an import from an
 //! `import` volume refused by PVE 8.0 before it writes anything, and told with the version it
@@ -28,6 +29,8 @@ fn since(sim: &Sim, from: usize) -> Vec<Value> {
 #[test]
 fn demo_clone_and_ha_scenarios_on_each_release_of_the_matrix() {
     let img = small_image();
+    let port = serve_file(std::fs::read(&img).unwrap(), std::time::Duration::ZERO);
+    let url = format!("http://127.0.0.1:{port}/noble-server-cloudimg-amd64.img");
     for release in MATRIX {
         let sim = Sim::start(
             &[&img],
@@ -43,19 +46,44 @@ fn demo_clone_and_ha_scenarios_on_each_release_of_the_matrix() {
         assert_eq!(sim.get("/version")["data"]["release"], *release);
         let modern = *release != "8.0";
 
-        // The demo: a VM whose disk is imported from the cloud image in local:import/.
-        let demo = vm(
-            &sim,
-            100,
-            json!({"name": "demo", "disks": [{"slot": "scsi0", "storage": "local-lvm",
-                                               "import_from": "local:import/small.qcow2"}]}),
-        );
+        // The demo: the cloud image downloaded with the image module, a VM imported from it.
+        let image = |content: &str, filename: &str| {
+            run_image(merge(&[
+                sim.conn(),
+                json!({"node": "pve1", "storage": "local", "url": url,
+                       "content": content, "filename": filename}),
+            ]))
+        };
+        let demo = |source: &str| {
+            vm(
+                &sim,
+                100,
+                json!({"name": "demo", "disks": [{"slot": "scsi0", "storage": "local-lvm",
+                                                   "import_from": source}]}),
+            )
+        };
         if modern {
-            let r = ok(run(demo.clone()));
+            let got = ok(image("import", "noble.qcow2"));
+            assert_eq!(got["volid"], "local:import/noble.qcow2", "{release}: {got}");
+            let r = ok(run(demo("local:import/noble.qcow2")));
             assert_eq!(r["changed"], true, "{release}: {r}");
-            assert_eq!(ok(run(demo))["changed"], false, "{release}");
+            assert_eq!(ok(run(demo("local:import/noble.qcow2")))["changed"], false);
         } else {
-            let r = failed(run(demo));
+            // content=import is refused before the download, naming the version and the way.
+            let r = failed(image("import", "noble.qcow2"));
+            let msg = r["msg"].as_str().unwrap_or_default();
+            assert!(
+                msg.contains("content: import needs PVE 8.3.0"),
+                "{release}: {msg}"
+            );
+            assert!(
+                msg.contains("content: iso and a .img filename"),
+                "{release}: {msg}"
+            );
+            assert_eq!(sim.task_count("download"), 0, "{release}: downloaded");
+            // An import volume (seeded by other means) is refused by PVE before it writes
+            // anything, and the module says what PVE needs.
+            let r = failed(run(demo("local:import/small.qcow2")));
             let msg = r["msg"].as_str().unwrap_or_default();
             assert!(msg.contains("needs PVE 8.3.0 or later"), "{release}: {msg}");
             assert!(msg.contains("runs PVE 8.0.9"), "{release}: {msg}");
@@ -71,6 +99,12 @@ fn demo_clone_and_ha_scenarios_on_each_release_of_the_matrix() {
             );
             let vms = sim.get("/cluster/resources?type=vm")["data"].clone();
             assert_eq!(vms, json!([]), "{release}: a refused import left a VM");
+            // The way the messages give: an ISO download with a .img name, imported by path.
+            let got = ok(image("iso", "noble.img"));
+            assert_eq!(got["volid"], "local:iso/noble.img", "{release}: {got}");
+            let path = sim.data().join("nodes/pve1/local/template/iso/noble.img");
+            let r = ok(run(demo(&path.to_string_lossy())));
+            assert_eq!(r["changed"], true, "{release}: {r}");
         }
 
         // Clone: a blank VM made a template, then a linked clone of it.
