@@ -294,7 +294,7 @@ const CREATE_PARAMS_SINCE: &[(&str, Version)] = &[
 
 /// An endpoint whose schema differs between the releases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
+enum Endpoint {
     /// `POST /nodes/{node}/qemu`.
     CreateVm,
     /// `POST …/storage/{storage}/upload` and `…/download-url`.
@@ -303,7 +303,7 @@ pub enum Endpoint {
 
 /// The schema `endpoint` has in the release named `name`: pve-sim's (9.1's) with what the
 /// release lacks taken out.
-pub fn schema_of(name: &str, endpoint: Endpoint, params: Vec<Param>) -> Vec<Param> {
+fn schema_of(name: &str, endpoint: Endpoint, params: Vec<Param>) -> Vec<Param> {
     let played = release(name).version;
     match endpoint {
         Endpoint::CreateVm => {
@@ -327,6 +327,25 @@ pub fn schema_of(name: &str, endpoint: Endpoint, params: Vec<Param>) -> Vec<Para
             .collect(),
         Endpoint::StorageTransfer => params,
     }
+}
+
+/// `POST /nodes/{node}/qemu`'s schema in the release named `name`.
+pub fn create_vm_schema(name: &str) -> Vec<Param> {
+    schema_of(name, Endpoint::CreateVm, crate::schema::create_vm())
+}
+
+/// `POST …/storage/{storage}/upload`'s schema in the release named `name`.
+pub fn upload_schema(name: &str) -> Vec<Param> {
+    schema_of(name, Endpoint::StorageTransfer, crate::schema::upload())
+}
+
+/// `POST …/storage/{storage}/download-url`'s schema in the release named `name`.
+pub fn download_url_schema(name: &str) -> Vec<Param> {
+    schema_of(
+        name,
+        Endpoint::StorageTransfer,
+        crate::schema::download_url(),
+    )
 }
 
 /// Whether a storage of the release named `name` may hold `content` as configured (pve-sim's
