@@ -15,7 +15,7 @@ export PATH := $(BIN):$(PATH)
 # `make demo PYTHON=/path/to/python3.12` picks the interpreter for the venv.
 export PYTHON
 
-.PHONY: all build binaries venv collection demo docs docs-test test fmt-check clippy cargo-test cloud-init-schema lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke awx-job changelog ee dist bench bench-full oracle-diff clean
+.PHONY: all build binaries venv collection demo docs docs-test test fmt-check clippy cargo-test versions cloud-init-schema lint sanity playbooks platforms molecule oldest-ansible galaxy-smoke awx-job changelog ee dist bench bench-full oracle-diff clean
 
 all: build
 
@@ -122,6 +122,12 @@ clippy:
 cargo-test:
 	cargo build --workspace --locked
 	cargo test --workspace --locked
+
+## versions: the version matrix alone (part of cargo-test): the demo, clone and HA scenarios at
+## PVE 8.0, 8.4 and 9.1, and pve-sim's version table through its API
+versions:
+	cargo test -p sankofa-proxmox --locked --test integration versions::
+	cargo test -p pve-sim --locked --test integration versions::
 
 ## cloud-init-schema: the nocloud user-data of the tests and docs, checked by Debian's cloud-init
 cloud-init-schema:

@@ -29,6 +29,7 @@ pub mod image;
 pub use ::pve;
 pub use pve::interrupt;
 pub mod privileges;
+pub mod pve_version;
 pub mod runner;
 pub mod snapshot;
 pub mod vm;

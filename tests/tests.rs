@@ -30,5 +30,6 @@ mod secrets;
 mod snapshot;
 mod templates;
 mod tls;
+mod versions;
 mod vm;
 mod vm_info;

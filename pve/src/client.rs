@@ -18,7 +18,7 @@ mod relief;
 mod request;
 
 pub use auth::Credentials;
-use auth::Ticket;
+use auth::{RunCache, Ticket};
 pub use hints::Hints;
 use relief::Relief;
 use request::Request;
@@ -67,6 +67,8 @@ pub struct Client {
     base: String,
     credentials: Credentials,
     ticket: RefCell<Option<Ticket>>,
+    /// What the run reads once (`/version`), kept with the ticket.
+    kept: RunCache,
     status: Arc<Mutex<StatusLine>>,
     read_only: bool,
     requests: Cell<u64>,
@@ -136,6 +138,7 @@ impl Client {
             base: format!("https://{host}:{}/api2/json", conn.port),
             credentials: conn.credentials.clone(),
             ticket: RefCell::new(None),
+            kept: RunCache::default(),
             status,
             read_only,
             requests: Cell::new(0),
@@ -180,6 +183,7 @@ impl Client {
             base: self.base.clone(),
             credentials: self.credentials.clone(),
             ticket: RefCell::new(ticket),
+            kept: self.kept.clone(),
             status: self.status.clone(),
             read_only: self.read_only,
             requests: Cell::new(0),
@@ -227,6 +231,12 @@ impl Client {
         (self.secret_sink)(&ticket.csrf);
         *self.ticket.borrow_mut() = Some(ticket);
         Ok(())
+    }
+
+    /// A read (`GET`, no parameters) made once per run: later calls, on any of the run's
+    /// threads, get the first answer's `data` (a failed read is not kept).
+    pub fn get_once(&self, path: &str) -> Result<Value, ApiError> {
+        self.kept.get_or(path, || self.get(path, &Vec::new()))
     }
 
     /// A read (`GET`); returns the whole envelope (`data`, and `total` where PVE sends it).

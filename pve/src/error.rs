@@ -309,17 +309,28 @@ impl ApiError {
     /// API2/HA/Resources.pm on PVE 9, where HA groups became node-affinity rules): a write
     /// that names an HA group is refused.
     pub fn is_ha_groups_migrated(&self) -> bool {
-        const TEXT: &str = "ha groups have been migrated to rules";
+        self.says("ha groups have been migrated to rules")
+    }
+
+    /// `<volume> has wrong type 'import' - not an image` (qemu-server API2/Qemu.pm
+    /// `$check_storage_access` before 8.2.7, i.e. PVE before 8.3): an `import-from` of an
+    /// `import` volume is refused, before PVE writes anything.
+    pub fn is_import_volume_refused(&self) -> bool {
+        self.says("has wrong type 'import' - not an image")
+    }
+
+    /// Whether PVE's message, or one of its parameter errors, contains `text`.
+    fn says(&self, text: &str) -> bool {
         match self {
             ApiError::Http {
                 message, errors, ..
             } => {
-                message.contains(TEXT)
+                message.contains(text)
                     || errors
                         .values()
-                        .any(|v| v.as_str().is_some_and(|text| text.contains(TEXT)))
+                        .any(|v| v.as_str().is_some_and(|said| said.contains(text)))
             }
-            ApiError::Unanswered { last, .. } => last.is_ha_groups_migrated(),
+            ApiError::Unanswered { last, .. } => last.says(text),
             _ => false,
         }
     }
@@ -651,6 +662,20 @@ mod tests {
         };
         assert!(in_errors.is_ha_groups_migrated());
         assert!(!http(500, "no such resource 'vm:100'").is_ha_groups_migrated());
+        let mut errors = Map::new();
+        errors.insert(
+            "scsi0".into(),
+            json!("local:import/noble.qcow2 has wrong type 'import' - not an image"),
+        );
+        let import = ApiError::Http {
+            status: 400,
+            message: "Parameter verification failed.".into(),
+            errors,
+        };
+        assert!(import.is_import_volume_refused());
+        assert!(!import.is_ha_groups_migrated());
+        let iso = "local:iso/a.img has wrong type 'iso' - needs to be 'images' or 'import'";
+        assert!(!http(400, iso).is_import_volume_refused());
         assert!(task_lacks_snapshot_feature(
             "snapshot feature is not available"
         ));

@@ -8,6 +8,8 @@ use crate::upid::Upid;
 
 /// `GET /cluster/resources`: every guest, storage and node (guest data lags, from pvestatd).
 pub const CLUSTER_RESOURCES: &str = "/cluster/resources";
+/// `GET /version` (pve-manager API2.pm, version).
+pub const VERSION: &str = "/version";
 /// `GET /cluster/nextid`: a free vmid (not reserved: a parallel client may take it first).
 pub const CLUSTER_NEXTID: &str = "/cluster/nextid";
 /// `GET /cluster/options`: datacenter.cfg, parsed (its `next-id` range among it).

@@ -35,6 +35,7 @@ impl Handler for Admin {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         match (req.method.as_str(), req.path.as_str()) {
             ("GET", "/health") => ok(json!({"ok": true})),
+            ("GET", "/version-table") => ok(crate::versions::played(&self.sim.opts.version)),
             ("GET", "/faults") => ok(json!(
                 self.sim
                     .faults

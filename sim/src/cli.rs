@@ -31,6 +31,8 @@ Admin endpoints (plain HTTP on --admin-listen):
                                 (\"set_after_ms\": hold the file lock that long before
                                 setting the config lock)
     GET    /tasks               every task with start/end instants and exit status
+    GET    /version-table       the release played and each row of sim/src/versions.rs
+                                (whether it applies, its version, its source)
     GET    /config-file/VMID    the VM's config file as PVE writes it (a cipassword in
                                 plain shown as ********)";
 
@@ -205,10 +207,11 @@ pub struct Cli {
     /// Delay before a 401, as pveproxy does
     #[arg(long, value_name = "DUR", default_value = "3s", value_parser = duration)]
     auth_failure_delay: Duration,
-    /// What /version reports and which download filename rules
-    /// apply
+    /// The PVE release played (8.0 to 9.2): what /version
+    /// reports, its privileges, schema and the behaviour
+    /// differences of sim/src/versions.rs
     #[arg(verbatim_doc_comment)]
-    #[arg(long, value_name = "VER", default_value = "9.1", value_parser = ["9.1", "8.4", "8.3"])]
+    #[arg(long, value_name = "VER", default_value = "9.1", value_parser = crate::versions::NAMES)]
     pve_version: String,
     /// A JSON array of faults to set at start (see README)
     #[arg(long, value_name = "FILE")]

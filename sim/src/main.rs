@@ -18,6 +18,7 @@ mod state;
 mod storage;
 mod tasks;
 mod tools;
+mod versions;
 
 use std::net::TcpListener;
 use std::sync::Arc;

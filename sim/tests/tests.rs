@@ -17,4 +17,5 @@ mod peer_endpoints;
 mod permissions;
 mod snapshots;
 mod values_found;
+mod versions;
 mod write_path;

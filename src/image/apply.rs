@@ -43,6 +43,14 @@ fn converge(
 ) -> anyhow::Result<Outcome> {
     let before = lookup(&session.client, desired)?;
     let steps = plan(desired, before.is_some());
+    if steps.contains(&Step::Download) {
+        let caps = crate::pve_version::capabilities(&session.client)?;
+        if let Some(refusal) =
+            crate::pve_version::image_refusal(&caps, &desired.content, &desired.filename)
+        {
+            anyhow::bail!("{refusal}");
+        }
+    }
     if !steps.is_empty() {
         preflight(
             &session.client,

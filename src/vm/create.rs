@@ -46,7 +46,13 @@ impl Runner<'_> {
         config: &[(String, String)],
         pool: Option<&str>,
     ) -> anyhow::Result<Done> {
-        self.make(node, &Making::Create { config, pool })
+        let config = self.config_with_ha(config)?;
+        let making = Making::Create {
+            config: &config,
+            pool,
+        };
+        self.make(node, &making)
+            .map_err(|e| self.explain_beyond_version(e))
     }
 
     /// Clones the source into a new VM on `node` (a `qmclone` task; without `node`, on the

@@ -45,3 +45,4 @@ mod shell;
 mod snapshot_before;
 pub mod spec;
 pub mod validate;
+mod version_gates;

@@ -23,6 +23,7 @@ pub mod snapshot;
 pub mod storage;
 mod task_type;
 pub mod tasks;
+pub mod version;
 
 pub use task_type::TaskType;
 

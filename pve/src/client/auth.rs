@@ -23,6 +23,35 @@ pub(super) struct Ticket {
     pub(super) csrf: String,
 }
 
+/// What a run reads once and keeps with its login (`GET /version`): the answers' `data` by
+/// path, shared by the run's threads ([`super::Client::worker`]).
+#[derive(Clone, Default)]
+pub(super) struct RunCache(
+    std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Value>>>,
+);
+
+impl RunCache {
+    /// The answer kept for `path`, or the one `read` gets, then kept.
+    pub(super) fn get_or(
+        &self,
+        path: &str,
+        read: impl FnOnce() -> Result<Value, ApiError>,
+    ) -> Result<Value, ApiError> {
+        if let Some(kept) = self.answers().get(path) {
+            return Ok(kept.clone());
+        }
+        let answer = read()?;
+        self.answers().insert(path.to_string(), answer.clone());
+        Ok(answer)
+    }
+
+    fn answers(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, Value>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// The headers that authenticate a request: the API token, or the ticket's cookie (and on a
 /// write its CSRF token); none before a password login has a ticket.
 pub(super) fn headers(
@@ -105,5 +134,44 @@ pub(super) fn refused(credentials: &Credentials, hints: &Hints) -> ApiError {
             Credentials::Password { user, .. } => format!("authentication failure for '{user}'"),
         },
         errors: Map::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_run_reads_a_kept_answer_once_on_every_thread() {
+        let cache = RunCache::default();
+        let worker = cache.clone();
+        let mut reads = 0;
+        for _ in 0..2 {
+            let got = cache.get_or("/version", || {
+                reads += 1;
+                Ok(json!({"release": "9.1"}))
+            });
+            assert_eq!(got.unwrap()["release"], "9.1");
+        }
+        let shared = worker.get_or("/version", || {
+            Err(ApiError::NotPve {
+                source: None,
+                detail: "read again".into(),
+            })
+        });
+        assert_eq!(shared.unwrap()["release"], "9.1");
+        assert_eq!(reads, 1);
+        let failed = cache.get_or("/other", || {
+            Err(ApiError::NotPve {
+                source: None,
+                detail: "down".into(),
+            })
+        });
+        assert!(failed.is_err());
+        assert!(
+            cache.get_or("/other", || Ok(json!(1))).is_ok(),
+            "a failed read is not kept"
+        );
     }
 }

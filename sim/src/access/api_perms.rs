@@ -580,7 +580,9 @@ pub fn check_request(
     };
     let mut all = params.clone();
     all.extend(bound);
-    let test = if row.path.ends_with("/agent/network-get-interfaces") && version.starts_with('8') {
+    let test = if row.path.ends_with("/agent/network-get-interfaces")
+        && !crate::versions::has(version, crate::versions::Change::GuestAgentPrivileges)
+    {
         &AGENT_8
     } else {
         &row.check

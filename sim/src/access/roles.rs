@@ -134,7 +134,7 @@ const PRIVGROUPS: &[PrivGroup] = &[
 
 /// `$privgroups` of a PVE version (`--pve-version`).
 fn privgroups(version: &str) -> impl Iterator<Item = &'static PrivGroup> {
-    let pre_9 = version.starts_with('8');
+    let pre_9 = !crate::versions::has(version, crate::versions::Change::GuestAgentPrivileges);
     PRIVGROUPS.iter().map(move |group| {
         if pre_9 && group.category == "VM" {
             &VM_8

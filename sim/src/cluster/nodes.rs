@@ -10,12 +10,13 @@ use crate::state::Sim;
 /// `GET /nodes/{node}/version` (Nodes.pm, version: `PVE::pvecfg::version_info`), the same
 /// as `GET /version` answers.
 pub fn version(sim: &Sim) -> Value {
-    let full = match sim.opts.version.as_str() {
-        "8.4" => "8.4.14",
-        "9.1" => "9.1.2",
-        v => v,
-    };
-    json!({"version": full, "release": sim.opts.version, "repoid": "5ac1b2e3c4d5e6f7"})
+    let played = crate::versions::release(&sim.opts.version);
+    let v = played.version;
+    json!({
+        "version": format!("{}.{}.{}", v.major, v.minor, v.patch),
+        "release": played.name,
+        "repoid": played.repoid,
+    })
 }
 
 /// The interfaces of a node (the loopback is never listed: Network.pm deletes `lo`). Each

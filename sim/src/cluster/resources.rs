@@ -31,6 +31,17 @@ pub fn cluster_resources(sim: &Sim, kind: Option<&str>) -> Value {
                 for (k, v) in stats {
                     o[k] = v.clone();
                 }
+                // 9.0's `memhost` (versions.rs): the host's view of a running VM's memory.
+                if crate::versions::has(
+                    &sim.opts.version,
+                    crate::versions::Change::ResourcesMemhost,
+                ) {
+                    o["memhost"] = json!(if vm.running {
+                        stats.get("maxmem").cloned().unwrap_or(json!(0))
+                    } else {
+                        json!(0)
+                    });
+                }
             }
             if let Some(l) = c.get("lock") {
                 o["lock"] = json!(l);

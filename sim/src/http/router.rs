@@ -36,6 +36,7 @@ use crate::state::{Sim, epoch};
 use crate::storage;
 use crate::storage::status;
 use crate::storage::volumes;
+use crate::versions;
 
 pub struct Api {
     pub sim: Arc<Sim>,
@@ -590,12 +591,12 @@ impl Api {
                         status::volume_delete(sim, node, sid, volume, auth)
                     }
                     ("POST", ["upload"]) => {
-                        schema::check(&schema::upload(), params)?;
+                        schema::check(&versions::upload_schema(&sim.opts.version), params)?;
                         check_node()?;
                         crate::storage::upload::upload(sim, node, sid, params, auth)
                     }
                     ("POST", ["download-url"]) => {
-                        schema::check(&schema::download_url(), params)?;
+                        schema::check(&versions::download_url_schema(&sim.opts.version), params)?;
                         check_node()?;
                         crate::storage::download::download_url(sim, node, sid, params, auth)
                     }
@@ -616,7 +617,8 @@ impl Api {
                 Ok(json!([]))
             }
             ("POST", ["qemu"]) => {
-                schema::check_with_undefined(&schema::create_vm(), params, undef)?;
+                let create = versions::create_vm_schema(&sim.opts.version);
+                schema::check_with_undefined(&create, params, undef)?;
                 check_node()?;
                 vms::create(sim, node, params, undef, auth)
             }

@@ -91,14 +91,10 @@ pub(crate) fn plan_drives(
             } else {
                 let vol = volumes::parse_volume(&sim.opts.data_dir, node, &src)
                     .map_err(|e| ApiErr::param(key, e))?;
-                if vol.vtype != "images" && vol.vtype != "import" {
-                    return Err(ApiErr::param(
-                        key,
-                        format!(
-                            "{src} has wrong type '{}' - needs to be 'images' or 'import'",
-                            vol.vtype
-                        ),
-                    ));
+                if let Some(refusal) =
+                    crate::versions::import_from_refusal(&sim.opts.version, &src, vol.vtype)
+                {
+                    return Err(ApiErr::param(key, refusal));
                 }
                 vol
             };

@@ -376,7 +376,12 @@ pub fn create_vm(
     if let Some(sid) = storage {
         checker.check(&format!("/storage/{sid}"), &["Datastore.AllocateSpace"])?;
     }
-    if params.get("ha-managed").is_some_and(|v| v == "1") {
+    if params.get("ha-managed").is_some_and(|v| v == "1")
+        && crate::versions::has(
+            &sim.opts.version,
+            crate::versions::Change::CreateHaNeedsConsole,
+        )
+    {
         checker.check("/", &["Sys.Console"])?;
     }
     if params.get("start").is_some_and(|v| v == "1") {

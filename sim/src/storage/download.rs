@@ -15,6 +15,7 @@ use crate::http::handler::{ApiErr, ApiResult, Auth, Params};
 use crate::state::Sim;
 use crate::storage::volumes;
 use crate::tasks::{self, TaskCtx};
+use crate::versions::{Change, has, holds_content};
 
 /// pve-storage API2/Storage/Status.pm, download_url: ISO and container-template extensions
 /// are matched case-insensitively (`$ISO_EXT_RE_0`, `$VZTMPL_EXT_RE_1` are `/i`), import
@@ -32,8 +33,8 @@ pub(crate) fn ext_ok(content: &str, name: &str, version: &str) -> bool {
     match content {
         "iso" => ends_ci(&[".iso", ".img"]),
         "vztmpl" => ends_ci(&[".tar", ".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2"]),
-        // Plain qcow2/raw/vmdk came with PVE 8.4; 8.3 took only .ova.
-        "import" if version == "8.3" => ends(&[".ova"]),
+        // Plain qcow2/raw/vmdk came with PVE 8.4; 8.3 took only .ova (versions.rs).
+        "import" if !has(version, Change::ImportDiskImages) => ends(&[".ova"]),
         "import" => ends(&[".ova", ".qcow2", ".raw", ".vmdk"]),
         _ => false,
     }
@@ -88,7 +89,7 @@ pub fn download_url(
         )));
     }
     let content = params["content"].clone();
-    if !def.content.contains(&content.as_str()) {
+    if !def.content.contains(&content.as_str()) || !holds_content(&sim.opts.version, &content) {
         return Err(ApiErr::die(format!(
             "storage '{sid}' is not configured for content-type '{content}'"
         )));
