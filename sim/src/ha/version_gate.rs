@@ -3,13 +3,10 @@
 //! has groups and no rules. The one place the HA side of pve-sim asks the version.
 
 /// Whether this version has HA rules, and has migrated (and now refuses) HA groups:
-/// pve-ha-manager 5.0.2 ("ha groups have been migrated to rules"), first shipped with PVE 9.0.
+/// pve-ha-manager 5.0.2 ("ha groups have been migrated to rules"), first shipped with PVE 9.0;
+/// the row `Change::HaRules` of the version table (`crate::versions`).
 pub fn has_rules(version: &str) -> bool {
-    version
-        .split('.')
-        .next()
-        .and_then(|major| major.parse::<u32>().ok())
-        .is_some_and(|major| major >= 9)
+    crate::versions::ha_groups_are_rules(version)
 }
 
 #[cfg(test)]
