@@ -84,6 +84,9 @@ pub struct Client {
     /// The quickest 200 answer of this run, from sending to the body read: the round trip
     /// plus the least the server spends on a request (the wait's load relief compares with it).
     quickest: Cell<Option<Duration>>,
+    /// The API node's clock as its last answer's `Date` header told it, and when that
+    /// answer came ([`Client::server_now`]).
+    server_clock: Cell<Option<(u64, Instant)>>,
     /// The run's pace while the server queues its requests ([`relief`]), shared by the
     /// threads of the run.
     relief: Arc<Mutex<Relief>>,
@@ -150,6 +153,7 @@ impl Client {
             interrupted: conn.interrupted,
             answered: Cell::new(false),
             quickest: Cell::new(None),
+            server_clock: Cell::new(None),
             relief: Arc::new(Mutex::new(Relief::new(conn.budget.seed()))),
         };
         if let Credentials::Password { .. } = client.credentials {
@@ -195,6 +199,7 @@ impl Client {
             interrupted: self.interrupted,
             answered: Cell::new(self.answered.get()),
             quickest: Cell::new(self.quickest.get()),
+            server_clock: Cell::new(self.server_clock.get()),
             relief: self.relief.clone(),
         }
     }
@@ -206,6 +211,16 @@ impl Client {
             Credentials::Password { user, .. } => user,
             Credentials::Token { id, .. } => id,
         }
+    }
+
+    /// The API node's time now, in epoch seconds, from the `Date` header of its last answer
+    /// (pve-http-server sends one with every answer); `None` before an answer had one. PVE
+    /// writes times (a volume's `ctime`, a task's start) by its own clock, which this host's
+    /// may differ from.
+    pub fn server_now(&self) -> Option<u64> {
+        self.server_clock
+            .get()
+            .map(|(seconds, at)| seconds + at.elapsed().as_secs())
     }
 
     /// The quickest successful answer of this run (see [`crate::wait::WaitState::note_baseline`]).
@@ -414,6 +429,14 @@ impl Client {
                 self.quickest.set(Some(took));
             }
         };
+        if let Some(seconds) = resp
+            .headers()
+            .get("date")
+            .and_then(|date| date.to_str().ok())
+            .and_then(crate::values::http_date::parse)
+        {
+            self.server_clock.set(Some((seconds, Instant::now())));
+        }
         let proxy = self.proxy.as_ref();
         answer::read(
             resp,

@@ -31,6 +31,26 @@ pub fn sha1_hex(text: &str) -> String {
         .collect()
 }
 
+/// `time` (epoch seconds) as HTTP's IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`, as
+/// pve-http-server's `response` writes its `Date` header (`HTTP::Date::time2str`).
+pub fn http_date(time: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = (time / 86_400) as i64;
+    let (year, month, day) = civil_from_days(days);
+    let of_day = time % 86_400;
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        DAYS[(days % 7) as usize],
+        MONTHS[(month - 1) as usize],
+        of_day / 3_600,
+        of_day / 60 % 60,
+        of_day % 60
+    )
+}
+
 /// The proleptic Gregorian `(year, month, day)` of a count of days since 1970-01-01
 /// (Howard Hinnant's `civil_from_days`).
 pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
@@ -61,6 +81,12 @@ pub fn volume_parts(volid: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn http_date_writes_an_imf_fixdate_as_http_date_does() {
+        assert_eq!(http_date(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+    }
 
     #[test]
     fn split_list_splits_as_parse_utils_does() {

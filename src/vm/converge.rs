@@ -43,13 +43,17 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     let header = |c: Option<&Current>| header(desired, c);
     // After the first round, "restarted" means "running", and cipassword has been sent.
     let mut effective = desired.clone();
-    // nocloud: a clone run without it gets a seed of its own (see nocloud::inherit).
+    // nocloud: a clone this run makes without it gets a seed of its own (see
+    // nocloud::inherit); a VM that exists already keeps the seed it holds.
     if desired.state != State::Absent {
-        effective.nocloud = match &cur {
-            Some(c) => runner.inherited_nocloud(c)?,
-            None => runner.check_clone_seed().map(|()| None)?,
+        match &cur {
+            Some(c) => {
+                if let Some(note) = runner.foreign_seed_note(c) {
+                    runner.session.log.warnings.push(note);
+                }
+            }
+            None => runner.check_clone_seed()?,
         }
-        .or(effective.nocloud);
     }
     let mut first: Plan = plan(&effective, cur.as_ref()).map_err(anyhow::Error::msg)?;
     // nocloud: the seed's storage checked before anything is written (a create included).

@@ -52,6 +52,20 @@ pub fn predict(
                 restart_keys.push("nocloud".into());
             }
             if let Step::Update { set } = step {
+                // A removed ide/sata drive, EFI disk or TPM state waits for the next start
+                // (qemu-server vmconfig_hotplug_pending skips them when it deletes).
+                restart_keys.extend(
+                    set.iter()
+                        .filter(|(k, _)| k == "delete")
+                        .flat_map(|(_, slots)| slots.split(','))
+                        .filter(|slot| {
+                            slot.starts_with("ide")
+                                || slot.starts_with("sata")
+                                || *slot == "efidisk0"
+                                || *slot == "tpmstate0"
+                        })
+                        .map(str::to_string),
+                );
                 restart_keys.extend(
                     set.iter()
                         .map(|(k, _)| k)

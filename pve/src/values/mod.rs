@@ -31,6 +31,7 @@ pub mod cpu_models;
 pub mod crypt;
 pub mod drive;
 pub mod error;
+pub mod http_date;
 pub mod ipconfig;
 pub mod keyed;
 pub mod machine;

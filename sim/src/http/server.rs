@@ -502,10 +502,17 @@ fn write_response(w: &mut Conn, resp: &Response, head: bool, keep: bool) -> std:
         .map(|ct| format!("Content-Type: {ct}\r\n"))
         .unwrap_or_default();
     let mut out = format!(
-        "HTTP/1.1 {} {}\r\nServer: pve-api-daemon/3.0\r\nCache-Control: max-age=0\r\nPragma: no-cache\r\nConnection: {}\r\n{content_type}Content-Length: {}\r\n\r\n",
+        "HTTP/1.1 {} {}\r\nServer: pve-api-daemon/3.0\r\nCache-Control: max-age=0\r\nPragma: no-cache\r\nConnection: {}\r\nDate: {}\r\n{content_type}Content-Length: {}\r\n\r\n",
         resp.status,
         resp.reason,
         if keep { "Keep-Alive" } else { "close" },
+        // pve-http-server AnyEvent.pm `response`: every answer carries the node's time.
+        crate::tools::http_date(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|since| since.as_secs())
+                .unwrap_or_default()
+        ),
         resp.body.len()
     )
     .into_bytes();

@@ -116,6 +116,21 @@ impl Runner<'_> {
         self.regenerable(&id, &volid, None).map(Some)
     }
 
+    /// For a VM that exists when the run starts: a clone's copy of another VM's seed is left
+    /// as it is (a clone made by an older release, or outside the module, may have booted with
+    /// it; a new seed would make cloud-init run its per-instance modules again), and told.
+    pub(in crate::vm) fn foreign_seed_note(&self, cur: &Current) -> Option<String> {
+        if self.desired.nocloud.is_some() || cur.is_template() {
+            return None;
+        }
+        let (_, volid) = held_seed(&cur.config)?;
+        let owner = seed_owner(&volid).filter(|owner| *owner != cur.vmid)?;
+        Some(format!(
+            "VM {} on {} holds VM {owner}'s NoCloud seed {volid} (a clone's copy), so its guest gets VM {owner}'s hostname and instance-id; it was left (give nocloud: {{}} to give it a seed of its own)",
+            cur.vmid, cur.node
+        ))
+    }
+
     /// Before a clone made without `nocloud`: the seed its source holds can be generated
     /// again for the clone, else the run is refused before the clone is made.
     pub(in crate::vm) fn check_clone_seed(&self) -> anyhow::Result<()> {

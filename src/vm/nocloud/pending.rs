@@ -2,9 +2,9 @@
 //! running VM at once (qemu-server `vmconfig_update_disk`, `change_medium`), so its pending
 //! section never shows a new seed; the guest, though, reads the seed at boot only. What PVE
 //! does show tells it: a seed volume written after the VM started (its `ctime` in the
-//! storage's content, later than now less the VM's `uptime`) has not been read by the guest,
-//! and waits for a restart, in every run until that restart, not only the run that attached
-//! it.
+//! storage's content, later than now less the VM's `uptime`, both by the node's clock) has
+//! not been read by the guest, and waits for a restart, in every run until that restart, not
+//! only the run that attached it.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -16,10 +16,11 @@ use crate::pve::api::storage;
 use crate::vm::plan::Current;
 use crate::vm::shell::Runner;
 
-/// Seconds a seed's `ctime` may pass the VM's start and still count as read at boot: both
-/// clocks count whole seconds (one second), and the node's clock may differ from this
-/// host's a little (the rest). A seed attached within this time of a start is reported as
-/// pending by the run that attached it only.
+/// Seconds a seed's `ctime` may pass the VM's start and still count as read at boot: the
+/// volume's `ctime`, the VM's `uptime` and "now" (the API node's `Date` header,
+/// `Client::server_now`) count whole seconds, and the node that holds
+/// the volume may differ from the API node a little. A seed attached within this time of a
+/// start is reported as pending by the run that attached it only.
 pub const CLOCK_SLACK: u64 = 3;
 
 /// Whether a seed written at `ctime` was written after a VM that has run `uptime` seconds
@@ -48,9 +49,27 @@ impl Runner<'_> {
         let Some(uptime) = status.filter(|s| s.running()).and_then(|s| s.uptime) else {
             return Ok(false);
         };
-        let listed = storage::content(client, &cur.node, storage_id, "iso").with_context(|| {
-            format!("reading when the NoCloud seed {volid} of {id} was written")
-        })?;
+        // The content list needs Datastore.Audit or Datastore.AllocateSpace on the storage
+        // (pve-storage API2/Storage/Content.pm index), which a role for HA or snapshots may
+        // lack: then whether the guest read the seed is not known, and said so.
+        let listed = match storage::content(client, &cur.node, storage_id, "iso") {
+            Ok(listed) => listed,
+            Err(error) if error.status() == Some(403) => {
+                let note = format!(
+                    "could not tell whether the guest of {id} has read its NoCloud seed {volid} (reading {storage_id}'s content needs Datastore.Audit on /storage/{storage_id})"
+                );
+                let mut notes = self.notes.borrow_mut();
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+                return Ok(false);
+            }
+            Err(error) => {
+                return Err(anyhow::Error::new(error).context(format!(
+                    "reading when the NoCloud seed {volid} of {id} was written"
+                )));
+            }
+        };
         let Some(ctime) = listed
             .iter()
             .find(|volume| volume.volid == volid)
@@ -58,10 +77,14 @@ impl Runner<'_> {
         else {
             return Ok(false);
         };
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|since| since.as_secs())
-            .unwrap_or_default();
+        // The node's clock, as PVE wrote the `ctime` by it; this host's only when no answer
+        // carried a `Date` header.
+        let now = client.server_now().unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|since| since.as_secs())
+                .unwrap_or_default()
+        });
         Ok(written_after_boot(ctime, now, uptime))
     }
 }
@@ -72,7 +95,7 @@ mod tests {
 
     #[test]
     fn a_seed_written_after_the_start_waits_and_one_written_before_does_not() {
-        // Started at 1000 (now 1600, up 600 s).
+        // Started at 1000 (now 1600, up 600 s), by this host's clock.
         assert!(
             !written_after_boot(990, 1600, 600),
             "uploaded before the start"
@@ -82,7 +105,7 @@ mod tests {
             "within the slack"
         );
         assert!(
-            written_after_boot(1200, 1600, 600),
+            written_after_boot(1000 + CLOCK_SLACK + 1, 1600, 600),
             "attached while running"
         );
         assert!(!written_after_boot(1200, 1600, 0), "just restarted");
