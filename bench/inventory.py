@@ -348,7 +348,7 @@ def write_report(a, rows, sweep, check, load_before, load_after):
     lines = [f"# Inventory of {a.vms} VMs on 3 nodes", "",
              f"Commit `{COMMIT}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; host load average "
              f"(1/5/15 min) {fmt_load(load_before)} before, {fmt_load(load_after)} after; {os.cpu_count()} CPUs. "
-             f"`bench/inventory.py` (pve-sim release build, 3 workers as pveproxy, TLS, {a.request_cost} per request; "
+             f"`bench/inventory.py` (pve-sim and vm_info {os.path.basename(os.path.normpath(a.bin_dir))} build, 3 workers as pveproxy, TLS, {a.request_cost} per request; "
              f"{a.vms // 4} VMs running with the guest agent answering, {a.vms // 10} with a snapshot, "
              f"{a.vms // 5} in a pool). Wall: the whole `ansible-playbook` of a play on all hosts with no task "
              "(`playbook`: what every play pays for the inventory before its first task), `ansible-inventory "
@@ -356,7 +356,7 @@ def write_report(a, rows, sweep, check, load_before, load_after):
              "runs interleaved (ours, ours with facts, …); `baseline` is the same command with `-i localhost,` "
              "(ansible-core's own start, no plugin); the host's 1-minute load average at each run's end "
              "beside it (other work shares the host).", "",
-             "| `ansible-inventory` | inventory | runs | wall s median (min–max) | requests per run | "
+             "| command | inventory | runs | wall s median (min–max) | requests per run | "
              "pve-sim ms per request, p50 / p95 | 1-min load at the runs, median (min–max) |",
              "|---|---|---|---|---|---|---|"]
     names = {"baseline": "none (`-i localhost,`)", "ours": "sankofa.proxmox.proxmox (default options)",

@@ -286,6 +286,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         # A host's merged vars are built only for the Constructable options that read them.
         constructed = bool(compose or composed_groups or keyed_groups)
         all_group = self.inventory.add_group(safe_group(prefix + 'all_qemu'))
+        # Each group made once, by the name this plugin gives it, not once per host in it.
+        made = {}
         for vm in vms:
             host = vm.get('name') or str(vm['vmid'])
             self.inventory.add_host(host, group=all_group)
@@ -313,7 +315,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             if vm.get('status') in ('running', 'stopped'):
                 groups.append(prefix + vm['status'])
             for group in groups:
-                name = self.inventory.add_group(safe_group(group))
+                name = made.get(group)
+                if name is None:
+                    name = made[group] = self.inventory.add_group(safe_group(group))
                 self.inventory.add_child(name, host)
             if constructed:
                 variables = self.inventory.get_host(host).get_vars()
