@@ -103,9 +103,13 @@ options:
     type: str
     default: 5m
   parallel:
-    description: How many VMs are read at once, when per-VM facts are read.
+    description:
+      - How many VMs are read at once, when per-VM facts are read.
+      - The default is the 3 workers of a node's pveproxy; more requests in flight wait in its
+        queue, which the client's load relief reads as load, and it then spaces its requests
+        (1,000 VMs with every fact at 10 ms a request took over a minute at 8, 12.9 s at 3).
     type: int
-    default: 8
+    default: 3
   facts:
     description:
       - Per-VM facts to read whether or not O(compose), O(groups) or O(keyed_groups) name them
