@@ -137,15 +137,29 @@ def kind(path):
     return "GET /" + "/".join(parts)
 
 
+# What a play pays for its inventory before its first task: the parse, the play's hosts matched.
+PLAYBOOK = "- hosts: all\n  gather_facts: false\n  tasks: []\n"
+
+
 def run_inventory(ansible_inventory, config, env, mode):
-    """One `ansible-inventory --list` (every host's vars printed) or `--graph` (the groups
-    only: the parse a playbook pays at its start, without the printing)."""
+    """One `ansible-inventory --list` (every host's vars printed), `--graph` (the groups only)
+    or `playbook` (`ansible-playbook` of a play on all hosts with no task: the start every
+    play pays)."""
     d = tempfile.mkdtemp(dir=WORK)
     path = os.path.join(d, "bench.proxmox.yml")
     with open(path, "w") as f:
         json.dump(config, f)
+    if config is None:
+        path = "localhost,"  # ansible-core's own start: one host, no plugin
+    if mode == "playbook":
+        play = os.path.join(d, "play.yml")
+        with open(play, "w") as f:
+            f.write(PLAYBOOK)
+        cmd = [os.path.join(os.path.dirname(ansible_inventory), "ansible-playbook"), "-i", path, play]
+    else:
+        cmd = [ansible_inventory, mode, "-i", path]
     start = time.time()
-    out = subprocess.run([ansible_inventory, mode, "-i", path], capture_output=True, text=True, env=env)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     end = time.time()
     if out.returncode != 0:
         reasons = [line for line in out.stderr.splitlines() if "Failed to parse" in line or "ERROR" in line]
@@ -156,7 +170,7 @@ def run_inventory(ansible_inventory, config, env, mode):
     load = os.getloadavg()[0]
     time.sleep(0.2)  # pve-sim's last log lines
     reqs = requests_between(start, end)
-    inventory = json.loads(out.stdout) if mode == "--list" else None
+    inventory = json.loads(out.stdout) if mode == "--list" and config is not None else None
     return {"wall_s": end - start, "inventory": inventory, "requests": len(reqs), "load": load,
             "by_kind": count_kinds(reqs), "server_ms": [r.get("ms", 0) for r in reqs],
             "errors": sum(1 for r in reqs if r.get("status", 200) >= 400)}
@@ -255,6 +269,10 @@ def main():
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "target", "release"))
     ap.add_argument("--skip-peer", action="store_true")
     ap.add_argument("--request-cost", default="10ms", help="pve-sim's time spent on each request")
+    ap.add_argument("--modes", default="playbook,--graph,--list",
+                    help="what runs the inventory: playbook (a play's start), --graph, --list")
+    ap.add_argument("--who", default="ours,ours-facts,peer",
+                    help="the inventories compared (ours: default options; ours-facts; peer)")
     ap.add_argument("--parallel-sweep", default="1,2,3,4,6,8,16",
                     help="vm_info alone at these bounds (comma-separated; empty: none)")
     ap.add_argument("--report", default=os.path.join(ROOT, "bench", "results", "inventory.md"))
@@ -296,11 +314,12 @@ def main():
         have_peer = not a.skip_peer and os.path.exists(os.path.join(PEER_BIN, "ansible-inventory"))
         last = {}
         for i in range(a.runs):
-            for mode in ("--list", "--graph"):
-                for who in ("ours", "ours-facts", "peer") if have_peer else ("ours", "ours-facts"):
+            for mode in a.modes.split(","):
+                for who in [w for w in a.who.split(",") if w != "peer" or have_peer]:
                     if who != "peer":
+                        configs = {"ours": ours_cfg, "ours-facts": ours_facts_cfg, "baseline": None}
                         r = run_inventory(os.path.join(ROOT, ".venv", "bin", "ansible-inventory"),
-                                          ours_cfg if who == "ours" else ours_facts_cfg, env, mode)
+                                          configs[who], env, mode)
                     else:
                         r = run_inventory(os.path.join(PEER_BIN, "ansible-inventory"), peer_cfg, peer_env, mode)
                     inventory = r.pop("inventory")
@@ -329,16 +348,18 @@ def write_report(a, rows, sweep, check, load_before, load_after):
     lines = [f"# Inventory of {a.vms} VMs on 3 nodes", "",
              f"Commit `{COMMIT}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; host load average "
              f"(1/5/15 min) {fmt_load(load_before)} before, {fmt_load(load_after)} after; {os.cpu_count()} CPUs. "
-             f"`bench/inventory.py` (pve-sim release build, 3 workers as pveproxy, TLS, {a.request_cost} per request; "
+             f"`bench/inventory.py` (pve-sim and vm_info {os.path.basename(os.path.normpath(a.bin_dir))} build, 3 workers as pveproxy, TLS, {a.request_cost} per request; "
              f"{a.vms // 4} VMs running with the guest agent answering, {a.vms // 10} with a snapshot, "
-             f"{a.vms // 5} in a pool). Wall: the whole `ansible-inventory --list` (every host's vars "
-             "printed) or `--graph` (the groups only: the parse a playbook pays at its start), "
-             "runs interleaved (ours, ours with facts, peer, ours, …); the host's 1-minute load average at each run's end "
+             f"{a.vms // 5} in a pool). Wall: the whole `ansible-playbook` of a play on all hosts with no task "
+             "(`playbook`: what every play pays for the inventory before its first task), `ansible-inventory "
+             "--graph` (the groups only) or `--list` (every host's vars printed: a debugging tool), "
+             "runs interleaved (ours, ours with facts, …); `baseline` is the same command with `-i localhost,` "
+             "(ansible-core's own start, no plugin); the host's 1-minute load average at each run's end "
              "beside it (other work shares the host).", "",
-             "| `ansible-inventory` | inventory | runs | wall s median (min–max) | requests per run | "
-             "pve-sim ms per request, p50 / p95 | 1-min load at the runs (min–max) |",
+             "| command | inventory | runs | wall s median (min–max) | requests per run | "
+             "pve-sim ms per request, p50 / p95 | 1-min load at the runs, median (min–max) |",
              "|---|---|---|---|---|---|---|"]
-    names = {"ours": "sankofa.proxmox.proxmox (default options)",
+    names = {"baseline": "none (`-i localhost,`)", "ours": "sankofa.proxmox.proxmox (default options)",
              "ours-facts": "sankofa.proxmox.proxmox (`facts: [config, snapshots, agent]`)",
              "peer": "community.proxmox.proxmox (`want_facts: true`)"}
     medians = {}
@@ -349,8 +370,9 @@ def write_report(a, rows, sweep, check, load_before, load_after):
         lines.append(f"| `{mode}` | {names[who]} | {len(rs)} | {statistics.median(walls):.2f} "
                      f"({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(r['requests'] for r in rs):.0f} "
                      f"| {pct(ms, 50):.2f} / {pct(ms, 95):.2f} "
-                     f"| {min(r['load'] for r in rs):.1f}–{max(r['load'] for r in rs):.1f} |")
-    for mode in ("--list", "--graph"):
+                     f"| {statistics.median(r['load'] for r in rs):.1f} "
+                     f"({min(r['load'] for r in rs):.1f}–{max(r['load'] for r in rs):.1f}) |")
+    for mode in a.modes.split(","):
         if (mode, "ours") in medians:
             lines += ["", f"`{mode}`, ours with the default options: **{medians[(mode, 'ours')]:.2f} s** "
                       "(median; target: at most 2 s)."]
@@ -363,17 +385,22 @@ def write_report(a, rows, sweep, check, load_before, load_after):
         lines += ["", f"Same hosts and data (node, status, pool group, snapshot names, agent addresses): "
                   f"{n_ours} hosts ours (with facts), {n_peer} the peer's, {len(differ)} differing"
                   + (f"; first: `{first}`" if first else "") + "."]
+    def last_run(who):
+        """The last run of `who`, in whichever mode ran last."""
+        runs = [rs[-1] for (mode, w), rs in rows.items() if w == who]
+        return runs[-1] if runs else None
+
     for who in ("ours", "ours-facts", "peer"):
-        if ("--list", who) in rows:
-            lines += ["", f"{names[who]}: {rows[('--list', who)][-1]['errors']} requests per run answered with an "
+        if last_run(who):
+            lines += ["", f"{names[who]}: {last_run(who)['errors']} requests per run answered with an "
                       "error (the peer reads the agent of every VM with `agent: 1`, stopped ones too; PVE answers "
                       "500 and, as pve-http-server does after any error, closes the connection)."
                       if who == "peer" else
-                      f"{names[who]}: {rows[('--list', who)][-1]['errors']} requests per run answered with an error."]
-    lines += ["", "Requests per run by kind (the last `--list` run of each):", "",
+                      f"{names[who]}: {last_run(who)['errors']} requests per run answered with an error."]
+    lines += ["", "Requests per run by kind (the last run of each):", "",
               "| request | ours | ours with facts | peer |", "|---|---|---|---|"]
     clients = ("ours", "ours-facts", "peer")
-    last = {who: rows[("--list", who)][-1]["by_kind"] for who in clients if ("--list", who) in rows}
+    last = {who: last_run(who)["by_kind"] for who in clients if last_run(who)}
     for k in sorted(set().union(*last.values())):
         cells = [str(last[who].get(k, 0)) if who in last else "-" for who in clients]
         lines.append(f"| `{k}` | " + " | ".join(cells) + " |")

@@ -103,9 +103,13 @@ options:
     type: str
     default: 5m
   parallel:
-    description: How many VMs are read at once, when per-VM facts are read.
+    description:
+      - How many VMs are read at once, when per-VM facts are read.
+      - The default is the 3 workers of a node's pveproxy; more requests in flight wait in its
+        queue, which the client's load relief reads as load, and it then spaces its requests
+        (1,000 VMs with every fact at 10 ms a request took over a minute at 8, 12.9 s at 3).
     type: int
-    default: 8
+    default: 3
   facts:
     description:
       - Per-VM facts to read whether or not O(compose), O(groups) or O(keyed_groups) name them
@@ -286,6 +290,8 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         # A host's merged vars are built only for the Constructable options that read them.
         constructed = bool(compose or composed_groups or keyed_groups)
         all_group = self.inventory.add_group(safe_group(prefix + 'all_qemu'))
+        # Each group made once, by the name this plugin gives it, not once per host in it.
+        made = {}
         for vm in vms:
             host = vm.get('name') or str(vm['vmid'])
             self.inventory.add_host(host, group=all_group)
@@ -313,7 +319,9 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             if vm.get('status') in ('running', 'stopped'):
                 groups.append(prefix + vm['status'])
             for group in groups:
-                name = self.inventory.add_group(safe_group(group))
+                name = made.get(group)
+                if name is None:
+                    name = made[group] = self.inventory.add_group(safe_group(group))
                 self.inventory.add_child(name, host)
             if constructed:
                 variables = self.inventory.get_host(host).get_vars()

@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright: sankofa.proxmox contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Unit tests of plugins/inventory/proxmox.py: which per-VM facts (each a request per VM) the
+inventory's compose, groups and keyed_groups options make it read.
+
+Plain functions, as pytest (and ansible-test units) collect them; also runnable without either
+(``python3 test_proxmox.py``, the collection on PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ansible_collections.sankofa.proxmox.plugins.inventory.proxmox import (
+    facts_named,
+    safe_group,
+    strings_in,
+)
+
+
+def test_the_listings_alone_need_no_fact():
+    # The listings' own vars, and any name that is no fact's, read nothing per VM.
+    options = [{'ansible_user': "'ubuntu'", 'on_pve1': "proxmox_node == 'pve1'"},
+               {'big': "'web' in proxmox_tags and proxmox_status == 'running'"},
+               [{'key': 'proxmox_pool', 'prefix': 'pool'}, {'key': 'proxmox_template'}]]
+    assert facts_named(options) == set()
+
+
+def test_each_fact_by_its_variables():
+    assert facts_named([{'cores': 'proxmox_config.cores'}]) == {'config'}
+    assert facts_named([{'changed': 'proxmox_pending | length > 0'}]) == {'config'}
+    assert facts_named([[{'key': 'proxmox_snapshots | length'}]]) == {'snapshots'}
+    assert facts_named([{'ip': 'proxmox_agent_addresses | first'}]) == {'agent'}
+
+
+def test_ansible_host_reads_the_agent():
+    # ansible_host defaults to the agent's first address: a compose reading it needs that.
+    assert facts_named([{'target': 'ansible_host'}]) == {'agent'}
+
+
+def test_a_quoted_name_counts_too():
+    assert facts_named([{'x': "'proxmox_snapshots'"}]) == {'snapshots'}
+
+
+def test_compose_keys_are_not_expressions():
+    # compose's keys name the vars it sets; setting proxmox_config reads nothing.
+    assert facts_named([{'proxmox_config': "'given'"}]) == set()
+
+
+def test_a_dynamic_look_up_reads_every_fact():
+    for expression in ("hostvars[inventory_hostname]['proxmox_config']", "vars['x']",
+                       "lookup('env', 'HOME')", "query('inventory_hostnames', 'all')"):
+        assert facts_named([{'x': expression}]) == {'config', 'snapshots', 'agent'}, expression
+
+
+def test_no_options_no_strings():
+    assert list(strings_in([None, {}, []])) == []
+    assert sorted(strings_in({'a': ['b', {'c': 'd'}], 'e': 1})) == ['b', 'd']
+
+
+def test_group_names_ansible_accepts():
+    assert safe_group('proxmox_tag_web-1.a') == 'proxmox_tag_web_1_a'
+    assert safe_group('proxmox_node_pve1') == 'proxmox_node_pve1'
+
+
+def main():
+    """Runs every test here; exits non-zero naming the first that fails."""
+    tests = [value for name, value in sorted(globals().items()) if name.startswith('test_')]
+    for test in tests:
+        test()
+    sys.stdout.write('inventory plugin: %d tests passed\n' % len(tests))
+
+
+if __name__ == '__main__':
+    main()
