@@ -518,3 +518,49 @@ fn a_clone_whose_source_has_another_efi_type_is_refused_before_it_is_made() {
         "{r}"
     );
 }
+
+#[test]
+fn a_clone_whose_cdrom_slot_holds_its_sources_disk_is_refused_before_it_is_made() {
+    let sim = Sim::start(&[], &[]);
+    put_iso(&sim, "rescue.iso");
+    let template = json!({"template": true,
+        "disks": [{"slot": "scsi0", "storage": "local-lvm", "size": "64M"},
+                  {"slot": "sata1", "storage": "local-lvm", "size": "64M"}]});
+    converges(base(&sim, template));
+    let clone = |cdroms: Value| {
+        merge(&[
+            sim.conn(),
+            json!({"node": "pve1", "vmid": 101, "name": "clone",
+                   "clone": {"vmid": 100, "full": true}, "cdroms": cdroms}),
+        ])
+    };
+    let writes = sim.writes().len();
+    let r = failed(run(clone(
+        json!([{"slot": "sata1", "iso": "local:iso/rescue.iso"}]),
+    )));
+    assert!(
+        msg(&r).contains("sata1") && msg(&r).contains("is a disk"),
+        "{r}"
+    );
+    // An ISO named on a storage without iso content: refused before the clone too.
+    let r = failed(run(clone(
+        json!([{"slot": "ide3", "iso": "local-lvm:iso/rescue.iso"}]),
+    )));
+    assert!(msg(&r).contains("holds no ISO images"), "{r}");
+    assert_eq!(sim.writes().len(), writes, "{:#?}", sim.writes());
+    assert!(
+        sim.get("/nodes/pve1/qemu/101/config")["data"].is_null(),
+        "no clone was made"
+    );
+    // A free slot: the clone is made with the medium, and converges.
+    let r = converges(clone(
+        json!([{"slot": "ide3", "iso": "local:iso/rescue.iso"}]),
+    ));
+    assert!(
+        r["config"]["ide3"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("local:iso/rescue.iso"),
+        "{r}"
+    );
+}

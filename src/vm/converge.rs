@@ -74,7 +74,14 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     }
     // An ISO on a storage without iso content is refused before any write: one read of the
     // node's storages, made only when a CD-ROM gets an ISO.
-    let isos = super::cdroms::inserted_isos(&desired.cdroms, written(&first));
+    // A clone writes its CD-ROMs in the round after it is made: checked before it too.
+    let after_clone = if first.steps.iter().any(|s| matches!(s, Step::Clone { .. })) {
+        super::cdroms::create_values(&desired.cdroms)
+    } else {
+        Vec::new()
+    };
+    let isos =
+        super::cdroms::inserted_isos(&desired.cdroms, written(&first).chain(after_clone.iter()));
     if let (false, Some(node)) = (
         isos.is_empty(),
         cur.as_ref().map(|c| &c.node).or(desired.node.as_ref()),

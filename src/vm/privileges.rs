@@ -413,6 +413,20 @@ fn new_vm_needs(run: &Run, needs: &mut Vec<Need>) {
         if let Some(pw) = desired.create_only.get("cipassword") {
             key_needs(run, "cipassword", Some(pw), false, needs);
         }
+        // Its CD-ROMs, written in the round after the clone (the ISO's storage too).
+        for (slot, value) in super::cdroms::create_values(&desired.cdroms) {
+            key_needs(run, &slot, Some(&value), false, needs);
+        }
+        // An EFI disk or TPM state its source lacks, added then.
+        for slot in desired.fixed.keys() {
+            let held = run
+                .clone_source
+                .as_ref()
+                .is_some_and(|source| source.config.contains_key(slot));
+            if let (false, Some(value)) = (held, desired.create_only.get(slot)) {
+                key_needs(run, slot, Some(value), false, needs);
+            }
+        }
     }
     for disk in &desired.disks {
         let grows = disk.size.is_some() && (cloning || disk.import_from.is_some());

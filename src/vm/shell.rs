@@ -118,6 +118,17 @@ impl Runner<'_> {
                 let config = config.strings();
                 super::firmware_disks::check_clone_source(desired, vmid, &config)
                     .map_err(anyhow::Error::msg)?;
+                // The clone gets its source's drives: a CD-ROM slot one of them holds (a disk,
+                // PVE's cloud-init drive, a seed) is refused now, not after the clone.
+                super::cdroms::plan_media(
+                    &desired.cdroms,
+                    (vmid, &config),
+                    &mut Vec::new(),
+                    &mut Vec::new(),
+                    &mut BTreeMap::new(),
+                    &mut BTreeMap::new(),
+                )
+                .map_err(anyhow::Error::msg)?;
                 source = Some((vmid, config));
             }
         }

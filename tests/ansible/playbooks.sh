@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tests/ansible/env.sh
+# The inventory plugin's unit tests: which per-VM reads its options cause.
+PYTHONPATH="$ANSIBLE_COLLECTIONS_PATH" python3 tests/unit/plugins/inventory/test_proxmox.py
 dir=.work/playbooks
 tests/ansible/sim-ctl.sh stop "$dir" 2>/dev/null || true
 trap 'tests/ansible/sim-ctl.sh stop "$dir"' EXIT
