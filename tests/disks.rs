@@ -336,6 +336,42 @@ fn refusals_come_before_any_write_and_name_the_way_out() {
         "{}",
         r["warnings"]
     );
+    // The kept source (unused0) and scsi1 are in the snapshot: PVE deletes neither volume
+    // (try_deallocate_drive), so neither unused_disks: remove nor a purge writes anything.
+    let writes = sim.writes().len();
+    let on_local = |scsi1: Value| {
+        json!([
+            {"slot": "scsi0", "storage": "local", "import_from": "local:import/small.qcow2", "size": "2G"},
+            scsi1
+        ])
+    };
+    let r = failed(run(args(
+        &sim,
+        "stopped",
+        on_local(json!({"slot": "scsi1", "storage": "local-lvm", "size": "1G"})),
+        json!({"unused_disks": "remove"}),
+    )));
+    let msg = r["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("refusing to delete unused0 of VM 100 on pve1: its volume local-lvm:vm-100-disk-0 is in the snapshots before"),
+        "{msg}"
+    );
+    let r = failed(run(args(
+        &sim,
+        "stopped",
+        on_local(
+            json!({"slot": "scsi1", "storage": "local-lvm", "state": "absent", "purge": true}),
+        ),
+        json!({}),
+    )));
+    let msg = r["msg"].as_str().unwrap();
+    assert!(
+        msg.contains("refusing to delete scsi1 of VM 100 on pve1: its volume local-lvm:vm-100-disk-1 is in the snapshots before"),
+        "{msg}"
+    );
+    assert_eq!(sim.writes().len(), writes, "a refusal wrote");
+    assert!(sim.lvm_file("pve1", "vm-100-disk-0").exists());
+    assert!(sim.lvm_file("pve1", "vm-100-disk-1").exists());
 }
 
 /// A template's disks are base volumes its linked clones read: never moved.

@@ -93,6 +93,8 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     }
     // A moved disk whose volume a snapshot holds is refused before any write.
     runner.check_disk_moves(&first, cur.as_ref())?;
+    // So is a deleted volume a snapshot holds.
+    runner.check_disk_unlinks(&first, cur.as_ref())?;
     // A clone asked on another node than its source's: made there directly, or made on the
     // source's node and migrated (the move is planned once the clone exists); a linked clone
     // that cannot get there is refused here, before anything is written.

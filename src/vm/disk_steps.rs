@@ -104,6 +104,67 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// Refuses, before any write, an unlink (a purged disk, `unused_disks: remove`) of a
+    /// volume a snapshot holds: PVE's `try_deallocate_drive` (QemuServer.pm) dies `volume is
+    /// still in use (snapshot?)` inside update_vm's delete loop, after the keys before it are
+    /// written (or, for a drive, after its delete is written to the pending section). Reads the
+    /// snapshots only when an unlink is planned and the VM has any.
+    pub(super) fn check_disk_unlinks(
+        &self,
+        plan: &Plan,
+        cur: Option<&Current>,
+    ) -> anyhow::Result<()> {
+        let Some(cur) = cur else { return Ok(()) };
+        let keys: Vec<&String> = plan
+            .steps
+            .iter()
+            .filter_map(|step| match step {
+                Step::Disk(DiskStep::Unlink { keys }) => Some(keys),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        if keys.is_empty() || !cur.config.contains_key("parent") {
+            return Ok(());
+        }
+        let vm = Vm::new(&cur.node, cur.vmid);
+        let client = &self.session.client;
+        let doing = || {
+            format!(
+                "reading the snapshots of VM {} on {} (to check the volumes it would delete)",
+                cur.vmid, cur.node
+            )
+        };
+        let mut configs = Vec::new();
+        for listed in snapshot::list(client, &vm).with_context(doing)? {
+            let config = snapshot::config(client, &vm, &listed.name).with_context(doing)?;
+            configs.push((listed.name, config.strings()));
+        }
+        for key in keys {
+            let Some(value) = cur.config.get(key) else {
+                continue;
+            };
+            let volume = match Drive::parse_stored_any(value) {
+                Ok(drive) => drive.file().to_string(),
+                Err(_) => value.clone(),
+            };
+            let held: Vec<&str> = configs
+                .iter()
+                .filter(|(_, config)| names_volume(config, &volume))
+                .map(|(name, _)| name.as_str())
+                .collect();
+            if !held.is_empty() {
+                return Err(anyhow!(
+                    "refusing to delete {key} of VM {} on {}: its volume {volume} is in the snapshots {}, and PVE deletes no volume a snapshot holds: delete those snapshots first (the snapshot module, state: absent), or keep the volume (disks[].purge: false, unused_disks: keep)",
+                    cur.vmid,
+                    cur.node,
+                    held.join(", ")
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Runs a disk step on the VM as last read.
     pub(super) fn disk_step(&mut self, cur: &Current, step: &DiskStep) -> anyhow::Result<Done> {
         let vm = Vm::new(&cur.node, cur.vmid);
