@@ -530,4 +530,60 @@ fn ha_rules_are_refused_on_pve_8_with_the_alternative() {
         "{msg}"
     );
     assert_eq!(sim.writes().len(), writes);
+    // Before any write also when the run would change the VM, or create one.
+    let r = failed(run(vm_args(
+        &sim,
+        "pve1",
+        100,
+        json!({"state": "stopped", "memory": 768, "ha": {"node_affinity": {"nodes": {"pve1": 1}}}}),
+    )));
+    assert!(
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .contains("ha.node_affinity needs PVE 9"),
+        "{r}"
+    );
+    let r = failed(run(vm_args(
+        &sim,
+        "pve1",
+        101,
+        json!({"state": "stopped", "ha": {"failback": true}}),
+    )));
+    assert!(
+        r["msg"]
+            .as_str()
+            .unwrap()
+            .contains("ha.failback needs PVE 9"),
+        "{r}"
+    );
+    assert_eq!(sim.writes().len(), writes, "{:#?}", sim.writes());
+    assert!(sim.get("/nodes/pve1/qemu/101/config")["data"].is_null());
+}
+
+/// `ha.rule` naming a rule that exists without the VM (an admin's, or another VM's): the VM
+/// joins it, the rule's other resources kept; the rule is not created again.
+#[test]
+fn ha_rule_names_an_existing_rule_the_vm_joins() {
+    let sim = Sim::start(&[], &["--nodes", "pve1,pve2", "--time-scale", "0.1"]);
+    let args = |vmid: u32| {
+        vm_args(
+            &sim,
+            "pve1",
+            vmid,
+            json!({"state": "stopped",
+                   "ha": {"rule": "web", "state": "stopped", "node_affinity": {"nodes": {"pve1": 1}}}}),
+        )
+    };
+    ok(run(args(101)));
+    let r = ok(run(args(100)));
+    assert_eq!(r["changed"], true, "{r}");
+    let rule = sim.get("/cluster/ha/rules/web")["data"].clone();
+    let mut resources: Vec<&str> = rule["resources"].as_str().unwrap().split(',').collect();
+    resources.sort();
+    assert_eq!(resources, ["vm:100", "vm:101"], "{rule}");
+    for vmid in [100, 101] {
+        let again = ok(run(args(vmid)));
+        assert_eq!(again["changed"], false, "{again}");
+    }
 }

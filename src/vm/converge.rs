@@ -95,6 +95,18 @@ pub(super) fn converge(runner: &mut Runner, check_mode: bool) -> anyhow::Result<
     runner.check_disk_moves(&first, cur.as_ref())?;
     // So is a deleted volume a snapshot holds.
     runner.check_disk_unlinks(&first, cur.as_ref())?;
+    // HA rules and failback need PVE 9: told before any write (the run's one /version read).
+    if let Some(option) = desired.ha.as_ref().and_then(|ha| ha.needs_rules())
+        && desired.state != State::Absent
+        && !crate::pve_version::capabilities(&runner.session.client)?.ha_rules
+    {
+        return Err(anyhow!(
+            "{option} needs PVE 9 (HA rules and failback came with pve-ha-manager 5.0), and this \
+             PVE has no /cluster/ha/rules: on PVE 8 use ha.group (an HA group's nodes and \
+             priorities, restricted, nofailback) for {}",
+            header(cur.as_ref())
+        ));
+    }
     // A clone asked on another node than its source's: made there directly, or made on the
     // source's node and migrated (the move is planned once the clone exists); a linked clone
     // that cannot get there is refused here, before anything is written.

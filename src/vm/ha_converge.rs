@@ -77,6 +77,24 @@ impl Runner<'_> {
                 None
             }
         };
+        // A rule `ha.rule` names that does not hold the VM yet (an admin's) is not in the
+        // VM's list: read from the whole list, so it is updated, not created again.
+        let rules = match rules {
+            Some(mut listed) if wanted.rule.is_some() => {
+                let missing: Vec<String> = wanted_rules(cur.vmid, wanted)
+                    .into_iter()
+                    .map(|spec| spec.rule)
+                    .filter(|rule| !listed.iter().any(|have| have.rule == *rule))
+                    .collect();
+                if !missing.is_empty() {
+                    let all = ha_rules::all(client)
+                        .with_context(|| format!("reading the HA rules (for ha.rule of {id})"))?;
+                    listed.extend(all.into_iter().filter(|rule| missing.contains(&rule.rule)));
+                }
+                Some(listed)
+            }
+            other => other,
+        };
         let set = changes(wanted, current.as_ref(), cur.running);
         let rule_writes = match &rules {
             Some(listed) => rule_changes(cur.vmid, wanted, listed)

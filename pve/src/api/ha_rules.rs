@@ -90,6 +90,12 @@ pub fn rules_of(client: &Client, vmid: Vmid) -> Result<RulesListed, ApiError> {
     }
 }
 
+/// `GET /cluster/ha/rules` (a read): every rule, for a rule named by id that may not name the
+/// VM yet (Rules.pm `index` filters `resource` by the rules' own resources).
+pub fn all(client: &Client) -> Result<Vec<HaRule>, ApiError> {
+    ops::read(client, HA_RULES, &Params::new()).map(lenient_list)
+}
+
 /// What a rule is to be: its id, type and the options of that type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuleSpec {
