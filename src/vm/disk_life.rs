@@ -319,10 +319,20 @@ pub fn plan(
             life.before.insert(disk.slot.clone(), value.clone());
             life.after.insert(disk.slot.clone(), String::new());
             if disk.purge || desired.unused_disks == UnusedDisks::Remove {
-                life.before
-                    .insert(format!("{}.volume", disk.slot), drive.file().to_string());
-                life.after
-                    .insert(format!("{}.volume", disk.slot), String::new());
+                // PVE frees only a volume the VM owns (try_deallocate_drive,
+                // vm_is_volid_owner); another's is only taken off the config.
+                if owned_by(vmid, drive.file()) {
+                    life.before
+                        .insert(format!("{}.volume", disk.slot), drive.file().to_string());
+                    life.after
+                        .insert(format!("{}.volume", disk.slot), String::new());
+                } else {
+                    life.notes.push(format!(
+                        "VM {vmid}'s {} ({}) is not its own volume (its name is not vm-{vmid}-…): PVE takes it off the config and keeps the volume",
+                        disk.slot,
+                        drive.file()
+                    ));
+                }
                 unlink.push(disk.slot.clone());
             } else {
                 life.detach.push(disk.slot.clone());
