@@ -173,6 +173,31 @@ fn started(answer: &str) -> Result<Dispatched, ApiError> {
         })
 }
 
+/// One write that starts no task (an HA resource, an HA rule), sent again only when PVE
+/// surely did not carry it out because of a lock.
+pub fn write_unless_locked(
+    client: &Client,
+    method: Method,
+    path: &str,
+    params: &Params,
+) -> Result<(), ApiError> {
+    let outcome = until(client.budget(), Awaiting::Transient, |_| {
+        match client.write(method, path, params) {
+            Ok(_) => Ok(Step::Done(Ok(()))),
+            Err(e) if e.is_lock_contention() => Ok(Step::Again(Err(e))),
+            Err(e) => Err(e),
+        }
+    });
+    match outcome {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(locked)) | Err(locked)) => Err(locked),
+        Err(Interrupted(signal)) => Err(ApiError::Interrupted {
+            signal,
+            what: format!("{} {path}", method.as_str()),
+        }),
+    }
+}
+
 /// A dispatch's answer that is neither a UPID nor `null`.
 fn unexpected(path: &str, answer: &Value) -> ApiError {
     ApiError::NotPve {

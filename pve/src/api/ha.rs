@@ -10,7 +10,6 @@ use crate::client::{Client, Method, Params};
 use crate::error::ApiError;
 use crate::ops;
 use crate::paths;
-use crate::retry::{Awaiting, Interrupted, Step, until};
 
 /// A VM's HA resource as `GET /cluster/ha/resources/vm:N` answers it.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
@@ -106,7 +105,7 @@ impl HaOptions {
 pub fn add(client: &Client, vmid: Vmid, options: &HaOptions) -> Result<(), ApiError> {
     let mut params: Params = vec![("sid".into(), format!("vm:{vmid}"))];
     params.extend(options.params());
-    write(client, Method::Post, paths::HA_RESOURCES, &params)
+    ops::write_unless_locked(client, Method::Post, paths::HA_RESOURCES, &params)
 }
 
 /// `PUT /cluster/ha/resources/vm:N`: sets these options of the VM's HA resource, only if
@@ -121,26 +120,7 @@ pub fn update(
     if let Some(d) = digest {
         params.push(("digest".into(), d.to_string()));
     }
-    write(client, Method::Put, &paths::ha_resource(vmid), &params)
-}
-
-/// One write, sent again only when PVE surely did not carry it out because of a lock.
-fn write(client: &Client, method: Method, path: &str, params: &Params) -> Result<(), ApiError> {
-    let outcome = until(client.budget(), Awaiting::Transient, |_| {
-        match client.write(method, path, params) {
-            Ok(_) => Ok(Step::Done(Ok(()))),
-            Err(e) if e.is_lock_contention() => Ok(Step::Again(Err(e))),
-            Err(e) => Err(e),
-        }
-    });
-    match outcome {
-        Ok(Ok(Ok(()))) => Ok(()),
-        Ok(Ok(Err(locked)) | Err(locked)) => Err(locked),
-        Err(Interrupted(signal)) => Err(ApiError::Interrupted {
-            signal,
-            what: format!("{} {path}", method.as_str()),
-        }),
-    }
+    ops::write_unless_locked(client, Method::Put, &paths::ha_resource(vmid), &params)
 }
 
 #[cfg(test)]

@@ -12,7 +12,6 @@ use crate::answers::{Vmid, lenient_list, optional_number};
 use crate::client::{Client, Method, Params};
 use crate::error::ApiError;
 use crate::ops;
-use crate::retry::{Awaiting, Interrupted, Step, until};
 
 /// `/cluster/ha/rules`.
 pub const HA_RULES: &str = "/cluster/ha/rules";
@@ -191,7 +190,7 @@ impl RuleSpec {
 pub fn create(client: &Client, spec: &RuleSpec) -> Result<(), ApiError> {
     let mut params: Params = vec![("rule".into(), spec.rule.clone())];
     params.extend(spec.params());
-    write(client, Method::Post, HA_RULES, &params)
+    ops::write_unless_locked(client, Method::Post, HA_RULES, &params)
 }
 
 /// `PUT /cluster/ha/rules/{rule}`: sets the rule's options, only if `rules.cfg` is still at
@@ -201,7 +200,7 @@ pub fn update(client: &Client, spec: &RuleSpec, digest: Option<&str>) -> Result<
     if let Some(d) = digest {
         params.push(("digest".into(), d.to_string()));
     }
-    write(
+    ops::write_unless_locked(
         client,
         Method::Put,
         &format!("{HA_RULES}/{}", spec.rule),
@@ -211,31 +210,12 @@ pub fn update(client: &Client, spec: &RuleSpec, digest: Option<&str>) -> Result<
 
 /// `DELETE /cluster/ha/rules/{rule}`.
 pub fn delete(client: &Client, rule: &str) -> Result<(), ApiError> {
-    write(
+    ops::write_unless_locked(
         client,
         Method::Delete,
         &format!("{HA_RULES}/{rule}"),
         &Vec::new(),
     )
-}
-
-/// One write, sent again only when PVE surely did not carry it out because of a lock.
-fn write(client: &Client, method: Method, path: &str, params: &Params) -> Result<(), ApiError> {
-    let outcome = until(client.budget(), Awaiting::Transient, |_| {
-        match client.write(method, path, params) {
-            Ok(_) => Ok(Step::Done(Ok(()))),
-            Err(e) if e.is_lock_contention() => Ok(Step::Again(Err(e))),
-            Err(e) => Err(e),
-        }
-    });
-    match outcome {
-        Ok(Ok(Ok(()))) => Ok(()),
-        Ok(Ok(Err(locked)) | Err(locked)) => Err(locked),
-        Err(Interrupted(signal)) => Err(ApiError::Interrupted {
-            signal,
-            what: format!("{} {path}", method.as_str()),
-        }),
-    }
 }
 
 #[cfg(test)]
