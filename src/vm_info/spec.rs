@@ -67,7 +67,7 @@ pub fn argument_spec() -> Spec {
                 max: Some(64),
             },
         )
-        .default(json!(8)),
+        .default(json!(3)),
         Opt::new("facts", Kind::List(Box::new(Kind::Str)))
             .choices(FACT_CHOICES)
             .default(json!(FACT_CHOICES)),
