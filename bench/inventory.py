@@ -328,7 +328,7 @@ def main():
                     rows.setdefault((mode, who), []).append(r)
                     print(json.dumps({"who": who, "mode": mode, "run": i, "wall_s": round(r["wall_s"], 3), "load": r["load"],
                                       "requests": r["requests"], "errors": r["errors"]}), file=sys.stderr)
-        if have_peer:
+        if have_peer and {"ours-facts", "peer"} <= set(last):
             check = same_data(last["ours-facts"], last["peer"])
         for p in [int(x) for x in a.parallel_sweep.split(",") if x]:
             walls = [run_vm_info(a.bin_dir, info, p)[0] for _ in range(3)]
