@@ -21,6 +21,7 @@ bench/run.sh sets up (.work/bench/peer-venv); `--bin-dir target/debug` for a deb
 import argparse
 import json
 import os
+import resource
 import shutil
 import ssl
 import statistics
@@ -160,9 +161,13 @@ def run_inventory(ansible_inventory, config, env, mode):
         cmd = [os.path.join(os.path.dirname(ansible_inventory), "ansible-playbook"), "-i", path, play]
     else:
         cmd = [ansible_inventory, mode, "-i", path]
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     end = time.time()
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The CPU time of the command and of what it ran and waited for (vm_info too; not pve-sim).
+    cpu = sum(getattr(cpu_after, k) - getattr(cpu_before, k) for k in ("ru_utime", "ru_stime"))
     if out.returncode != 0:
         reasons = [line for line in out.stderr.splitlines() if "Failed to parse" in line or "ERROR" in line]
         sys.exit(f"{ansible_inventory} failed: {(reasons or [out.stderr[-2000:]])[0]}")
@@ -173,7 +178,7 @@ def run_inventory(ansible_inventory, config, env, mode):
     time.sleep(0.2)  # pve-sim's last log lines
     reqs = requests_between(start, end)
     inventory = json.loads(out.stdout) if mode == "--list" and isinstance(config, dict) else None
-    return {"wall_s": end - start, "inventory": inventory, "requests": len(reqs), "load": load,
+    return {"wall_s": end - start, "cpu_s": cpu, "inventory": inventory, "requests": len(reqs), "load": load,
             "by_kind": count_kinds(reqs), "server_ms": [r.get("ms", 0) for r in reqs],
             "errors": sum(1 for r in reqs if r.get("status", 200) >= 400)}
 
@@ -427,10 +432,11 @@ def write_report(a, rows, sweep, check, load_before, load_after, profile=None, a
              "(ansible-core's own start, no plugin), `bare` with `-i` listing as many bare hosts as there are "
              "VMs (ansible-core's own start and its own work for that many hosts, no plugin and no vars); "
              "the host's 1-minute load average at each run's end "
-             "beside it (other work shares the host).", "",
-             "| command | inventory | runs | wall s median (min–max) | requests per run | "
+             "beside it (other work shares the host). CPU: the user and system time of the command and of what it "
+             "ran (vm_info; not pve-sim), less sensitive to the load than the wall time.", "",
+             "| command | inventory | runs | wall s median (min–max) | CPU s median (min–max) | requests per run | "
              "pve-sim ms per request, p50 / p95 | 1-min load at the runs, median (min–max) |",
-             "|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|"]
     names = {"baseline": "none (`-i localhost,`)", "bare": f"none (`-i` listing {a.vms} bare hosts)",
              "ours": "sankofa.proxmox.proxmox (default options)",
              "ours-facts": "sankofa.proxmox.proxmox (`facts: [config, snapshots, agent]`)",
@@ -440,8 +446,10 @@ def write_report(a, rows, sweep, check, load_before, load_after, profile=None, a
         walls = [r["wall_s"] for r in rs]
         medians[(mode, who)] = statistics.median(walls)
         ms = [x for r in rs for x in r["server_ms"]]
+        cpus = [r["cpu_s"] for r in rs]
         lines.append(f"| `{mode}` | {names[who]} | {len(rs)} | {statistics.median(walls):.2f} "
-                     f"({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(r['requests'] for r in rs):.0f} "
+                     f"({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(cpus):.2f} ({min(cpus):.2f}–{max(cpus):.2f}) "
+                     f"| {statistics.median(r['requests'] for r in rs):.0f} "
                      f"| {pct(ms, 50):.2f} / {pct(ms, 95):.2f} "
                      f"| {statistics.median(r['load'] for r in rs):.1f} "
                      f"({min(r['load'] for r in rs):.1f}–{max(r['load'] for r in rs):.1f}) |")
