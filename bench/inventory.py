@@ -334,7 +334,7 @@ def main():
     ap.add_argument("--request-cost", default="10ms", help="pve-sim's time spent on each request")
     ap.add_argument("--modes", default="playbook,--graph,--list",
                     help="what runs the inventory: playbook (a play's start), --graph, --list")
-    ap.add_argument("--who", default="ours,ours-facts,peer",
+    ap.add_argument("--who", default="baseline,bare,ours,ours-facts,peer",
                     help="the inventories compared (ours: default options; ours-facts; peer; baseline: "
                          "`-i localhost,`; bare: `-i` listing as many hosts as VMs, ansible-core's own cost "
                          "of that many hosts)")
