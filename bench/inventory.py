@@ -21,6 +21,7 @@ bench/run.sh sets up (.work/bench/peer-venv); `--bin-dir target/debug` for a deb
 import argparse
 import json
 import os
+import resource
 import shutil
 import ssl
 import statistics
@@ -144,13 +145,15 @@ PLAYBOOK = "- hosts: all\n  gather_facts: false\n  tasks: []\n"
 def run_inventory(ansible_inventory, config, env, mode):
     """One `ansible-inventory --list` (every host's vars printed), `--graph` (the groups only)
     or `playbook` (`ansible-playbook` of a play on all hosts with no task: the start every
-    play pays)."""
+    play pays). `config` is the plugin's configuration, or a host list given to `-i` as it is
+    (no plugin: ansible-core's own start with those hosts)."""
     d = tempfile.mkdtemp(dir=WORK)
     path = os.path.join(d, "bench.proxmox.yml")
-    with open(path, "w") as f:
-        json.dump(config, f)
-    if config is None:
-        path = "localhost,"  # ansible-core's own start: one host, no plugin
+    if isinstance(config, str):
+        path = config
+    else:
+        with open(path, "w") as f:
+            json.dump(config, f)
     if mode == "playbook":
         play = os.path.join(d, "play.yml")
         with open(play, "w") as f:
@@ -158,9 +161,13 @@ def run_inventory(ansible_inventory, config, env, mode):
         cmd = [os.path.join(os.path.dirname(ansible_inventory), "ansible-playbook"), "-i", path, play]
     else:
         cmd = [ansible_inventory, mode, "-i", path]
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     end = time.time()
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # The CPU time of the command and of what it ran and waited for (vm_info too; not pve-sim).
+    cpu = sum(getattr(cpu_after, k) - getattr(cpu_before, k) for k in ("ru_utime", "ru_stime"))
     if out.returncode != 0:
         reasons = [line for line in out.stderr.splitlines() if "Failed to parse" in line or "ERROR" in line]
         sys.exit(f"{ansible_inventory} failed: {(reasons or [out.stderr[-2000:]])[0]}")
@@ -170,8 +177,8 @@ def run_inventory(ansible_inventory, config, env, mode):
     load = os.getloadavg()[0]
     time.sleep(0.2)  # pve-sim's last log lines
     reqs = requests_between(start, end)
-    inventory = json.loads(out.stdout) if mode == "--list" and config is not None else None
-    return {"wall_s": end - start, "inventory": inventory, "requests": len(reqs), "load": load,
+    inventory = json.loads(out.stdout) if mode == "--list" and isinstance(config, dict) else None
+    return {"wall_s": end - start, "cpu_s": cpu, "inventory": inventory, "requests": len(reqs), "load": load,
             "by_kind": count_kinds(reqs), "server_ms": [r.get("ms", 0) for r in reqs],
             "errors": sum(1 for r in reqs if r.get("status", 200) >= 400)}
 
@@ -246,10 +253,13 @@ def pct(xs, p):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-def run_vm_info(bin_dir, info, parallel):
-    """The vm_info binary alone, as the plugin runs it: (wall s, requests it made)."""
+def run_vm_info(bin_dir, info, parallel, facts=None):
+    """The vm_info binary alone, as the plugin runs it: (wall s, VMs listed); `facts` as the
+    plugin passes them (None: the module's default, every fact)."""
     args = {"api_host": "127.0.0.1", "api_port": info["port"], "api_password": PASSWORD,
             "api_fingerprint": info["fingerprint"], "parallel": parallel}
+    if facts is not None:
+        args["facts"] = facts
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, dir=WORK) as f:
         json.dump(args, f)
     start = time.time()
@@ -262,6 +272,59 @@ def run_vm_info(bin_dir, info, parallel):
     return wall, len(result["vms"])
 
 
+# The plugin's parse in-process, in a fresh Python each run (its first parse, as a play's):
+# what ansible-core's InventoryManager spends on the source, and within it the plugin's parse,
+# its vm_info run and its adding of the hosts (`_populate`: ansible-core's add_host,
+# set_variable and add_child, almost all of it). Less sensitive to the host's load than a
+# whole command's wall time, which is mostly ansible-core's start.
+PROFILE = r"""
+import json, subprocess, sys, time
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
+init_plugin_loader()
+stages = {}
+def timed(name, call):
+    def run(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            stages[name] = stages.get(name, 0) + time.perf_counter() - start
+    return run
+# From before the plugin's import, which sets up the collection loader (the baseline's
+# InventoryManager does that itself).
+start = time.perf_counter()
+if sys.argv[1] != "localhost,":
+    import importlib
+    plugin = importlib.import_module("ansible_collections.sankofa.proxmox.plugins.inventory.proxmox").InventoryModule
+    plugin.parse = timed("parse", plugin.parse)
+    plugin._populate = timed("populate", plugin._populate)
+    subprocess.run = timed("vm_info", subprocess.run)
+InventoryManager(loader=DataLoader(), sources=[sys.argv[1]])
+stages["manager"] = time.perf_counter() - start
+print(json.dumps(stages))
+"""
+
+
+def profile_parse(config, env, runs):
+    """Medians over `runs` fresh processes, in s: the InventoryManager's parse of the plugin's
+    source and of `-i localhost,`, the plugin's parse, its vm_info run and its `_populate`."""
+    path = os.path.join(tempfile.mkdtemp(dir=WORK), "profile.proxmox.yml")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    python = os.path.join(ROOT, ".venv", "bin", "python")
+    samples = {}
+    for _ in range(runs):
+        for source, prefix in ((path, ""), ("localhost,", "baseline_")):
+            out = subprocess.run([python, "-c", PROFILE, source], capture_output=True, text=True, env=env)
+            if out.returncode != 0:
+                sys.exit(f"the in-process profile failed: {out.stderr[-2000:]}")
+            for k, v in json.loads(out.stdout).items():
+                samples.setdefault(prefix + k, []).append(v)
+    return {k: statistics.median(v) for k, v in samples.items()}, os.getloadavg()[0]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vms", type=int, default=1000)
@@ -271,8 +334,14 @@ def main():
     ap.add_argument("--request-cost", default="10ms", help="pve-sim's time spent on each request")
     ap.add_argument("--modes", default="playbook,--graph,--list",
                     help="what runs the inventory: playbook (a play's start), --graph, --list")
-    ap.add_argument("--who", default="ours,ours-facts,peer",
-                    help="the inventories compared (ours: default options; ours-facts; peer)")
+    ap.add_argument("--who", default="baseline,bare,ours,ours-facts,peer",
+                    help="the inventories compared (ours: default options; ours-facts; peer; baseline: "
+                         "`-i localhost,`; bare: `-i` listing as many hosts as VMs, ansible-core's own cost "
+                         "of that many hosts)")
+    ap.add_argument("--profile-runs", type=int, default=5,
+                    help="fresh processes for the in-process profile of the plugin's parse (0: none)")
+    ap.add_argument("--vm-info-runs", type=int, default=5,
+                    help="runs of the vm_info binary alone as the default options run it (0: none)")
     ap.add_argument("--parallel-sweep", default="1,2,3,4,6,8,16",
                     help="vm_info alone at these bounds (comma-separated; empty: none)")
     ap.add_argument("--report", default=os.path.join(ROOT, "bench", "results", "inventory.md"))
@@ -282,6 +351,8 @@ def main():
     rows = {}
     sweep = []
     check = None
+    profile = None
+    alone = []
     try:
         t = time.time()
         populate(info, a.vms)
@@ -317,7 +388,8 @@ def main():
             for mode in a.modes.split(","):
                 for who in [w for w in a.who.split(",") if w != "peer" or have_peer]:
                     if who != "peer":
-                        configs = {"ours": ours_cfg, "ours-facts": ours_facts_cfg, "baseline": None}
+                        configs = {"ours": ours_cfg, "ours-facts": ours_facts_cfg, "baseline": "localhost,",
+                                   "bare": ",".join(f"vm{1000 + n}" for n in range(a.vms)) + ","}
                         r = run_inventory(os.path.join(ROOT, ".venv", "bin", "ansible-inventory"),
                                           configs[who], env, mode)
                     else:
@@ -330,6 +402,11 @@ def main():
                                       "requests": r["requests"], "errors": r["errors"]}), file=sys.stderr)
         if have_peer and {"ours-facts", "peer"} <= set(last):
             check = same_data(last["ours-facts"], last["peer"])
+        if a.profile_runs:
+            profile = profile_parse(ours_cfg, env, a.profile_runs)
+            print(f"in-process profile: {json.dumps(profile[0])}", file=sys.stderr)
+        # As the plugin runs it with the default options: no per-VM fact, `parallel` 3.
+        alone = [run_vm_info(a.bin_dir, info, 3, facts=[])[0] for _ in range(a.vm_info_runs)]
         for p in [int(x) for x in a.parallel_sweep.split(",") if x]:
             walls = [run_vm_info(a.bin_dir, info, p)[0] for _ in range(3)]
             sweep.append((p, statistics.median(walls)))
@@ -338,10 +415,10 @@ def main():
         proc.terminate()
         proc.wait()
     load_after = os.getloadavg()
-    write_report(a, rows, sweep, check, load_before, load_after)
+    write_report(a, rows, sweep, check, load_before, load_after, profile, alone)
 
 
-def write_report(a, rows, sweep, check, load_before, load_after):
+def write_report(a, rows, sweep, check, load_before, load_after, profile=None, alone=()):
     def fmt_load(avg):
         return " / ".join(f"{x:.2f}" for x in avg)
 
@@ -354,12 +431,16 @@ def write_report(a, rows, sweep, check, load_before, load_after):
              "(`playbook`: what every play pays for the inventory before its first task), `ansible-inventory "
              "--graph` (the groups only) or `--list` (every host's vars printed: a debugging tool), "
              "runs interleaved (ours, ours with facts, …); `baseline` is the same command with `-i localhost,` "
-             "(ansible-core's own start, no plugin); the host's 1-minute load average at each run's end "
-             "beside it (other work shares the host).", "",
-             "| command | inventory | runs | wall s median (min–max) | requests per run | "
+             "(ansible-core's own start, no plugin), `bare` with `-i` listing as many bare hosts as there are "
+             "VMs (ansible-core's own start and its own work for that many hosts, no plugin and no vars); "
+             "the host's 1-minute load average at each run's end "
+             "beside it (other work shares the host). CPU: the user and system time of the command and of what it "
+             "ran (vm_info; not pve-sim), less sensitive to the load than the wall time.", "",
+             "| command | inventory | runs | wall s median (min–max) | CPU s median (min–max) | requests per run | "
              "pve-sim ms per request, p50 / p95 | 1-min load at the runs, median (min–max) |",
-             "|---|---|---|---|---|---|---|"]
-    names = {"baseline": "none (`-i localhost,`)", "ours": "sankofa.proxmox.proxmox (default options)",
+             "|---|---|---|---|---|---|---|---|"]
+    names = {"baseline": "none (`-i localhost,`)", "bare": f"none (`-i` listing {a.vms} bare hosts)",
+             "ours": "sankofa.proxmox.proxmox (default options)",
              "ours-facts": "sankofa.proxmox.proxmox (`facts: [config, snapshots, agent]`)",
              "peer": "community.proxmox.proxmox (`want_facts: true`)"}
     medians = {}
@@ -367,15 +448,19 @@ def write_report(a, rows, sweep, check, load_before, load_after):
         walls = [r["wall_s"] for r in rs]
         medians[(mode, who)] = statistics.median(walls)
         ms = [x for r in rs for x in r["server_ms"]]
+        cpus = [r["cpu_s"] for r in rs]
         lines.append(f"| `{mode}` | {names[who]} | {len(rs)} | {statistics.median(walls):.2f} "
-                     f"({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(r['requests'] for r in rs):.0f} "
+                     f"({min(walls):.2f}–{max(walls):.2f}) | {statistics.median(cpus):.2f} ({min(cpus):.2f}–{max(cpus):.2f}) "
+                     f"| {statistics.median(r['requests'] for r in rs):.0f} "
                      f"| {pct(ms, 50):.2f} / {pct(ms, 95):.2f} "
                      f"| {statistics.median(r['load'] for r in rs):.1f} "
                      f"({min(r['load'] for r in rs):.1f}–{max(r['load'] for r in rs):.1f}) |")
     for mode in a.modes.split(","):
         if (mode, "ours") in medians:
             lines += ["", f"`{mode}`, ours with the default options: **{medians[(mode, 'ours')]:.2f} s** "
-                      "(median; target: at most 2 s)."]
+                      "(median; target: at most 2 s)"
+                      + "".join(f"; {names[who]} {medians[(mode, who)]:.2f} s" for who in ("baseline", "bare")
+                                if (mode, who) in medians) + "."]
         if (mode, "ours-facts") in medians and (mode, "peer") in medians:
             ratio = medians[(mode, "ours-facts")] / medians[(mode, "peer")]
             lines += ["", f"`{mode}`, the same data: ours with facts over the peer's (medians) **{ratio:.3f}** "
@@ -404,11 +489,23 @@ def write_report(a, rows, sweep, check, load_before, load_after):
     for k in sorted(set().union(*last.values())):
         cells = [str(last[who].get(k, 0)) if who in last else "-" for who in clients]
         lines.append(f"| `{k}` | " + " | ".join(cells) + " |")
+    if profile:
+        p, load = profile
+        lines += ["", f"In-process (medians of {a.profile_runs} fresh Python processes, each parsing once as a play "
+                  f"does; 1-min load {load:.1f} at the end): ansible-core's InventoryManager spent "
+                  f"**{p['manager']:.3f} s** on the plugin's source against {p['baseline_manager']:.3f} s on "
+                  f"`-i localhost,`; the plugin's parse {p['parse']:.3f} s, of which the vm_info run "
+                  f"{p['vm_info']:.3f} s and adding the {a.vms} hosts (`_populate`: ansible-core's `add_host`, "
+                  f"`set_variable` and `add_child`, almost all of it) {p['populate']:.3f} s; the plugin's parse "
+                  f"without its vm_info run {p['parse'] - p['vm_info']:.3f} s."]
+    if alone:
+        lines += ["", f"The vm_info binary alone as the default options run it (no per-VM fact, `parallel` 3), "
+                  f"{len(alone)} runs: median {statistics.median(alone):.3f} s ({min(alone):.3f}–{max(alone):.3f})."]
     if sweep:
         lines += ["", "The vm_info binary alone (what the plugin runs, here with all its facts, the module's default), "
                   "median of 3, by its `parallel` bound "
-                  "(default 8: pveproxy answers 3 requests at once, and a few more in flight hide the round "
-                  "trips of a real network; on this loopback the bound matters little):", "",
+                  "(default 3, the plugin's too: pveproxy answers 3 requests at once; more in flight wait in its "
+                  "queue, which the client's load relief reads as load):", "",
                   "| parallel | wall s |", "|---|---|"]
         lines += [f"| {p} | {w:.3f} |" for p, w in sweep]
     os.makedirs(os.path.dirname(a.report), exist_ok=True)

@@ -281,7 +281,15 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             raise AnsibleError('sankofa.proxmox.vm_info failed: %s' % result.get('msg'))
         return result.get('vms', [])
 
-    def _populate(self, vms):
+    def _populate(self, vms, facts):
+        """Adds the VMs to the inventory; ``facts`` are the per-VM facts that ``vms`` holds.
+
+        Almost all of the time is ansible-core's: each ``set_variable`` checks its value and
+        tags it with its origin. So a host costs ``add_host``, one ``set_variable`` per var
+        the docs promise (each set, a default or empty one too: an unset var would be
+        undefined to a playbook, not ``None`` or ``[]``) and one ``add_child`` per group,
+        and nothing else of ansible-core's unless compose, groups or keyed_groups are given.
+        """
         prefix = self.get_option('group_prefix')
         strict = self.get_option('strict')
         compose = self.get_option('compose')
@@ -289,40 +297,44 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         keyed_groups = self.get_option('keyed_groups')
         # A host's merged vars are built only for the Constructable options that read them.
         constructed = bool(compose or composed_groups or keyed_groups)
-        all_group = self.inventory.add_group(safe_group(prefix + 'all_qemu'))
+        # The inventory's methods, looked up once: ansible-core hands plugins a proxy whose
+        # attributes are found by a Python-level __getattr__.
+        add_host, add_group = self.inventory.add_host, self.inventory.add_group
+        add_child, set_variable = self.inventory.add_child, self.inventory.set_variable
+        # The per-VM facts' vars by vm_info's keys, looked for only where facts were read.
+        fact_vars = (('config', 'proxmox_config'), ('pending', 'proxmox_pending'),
+                     ('snapshots', 'proxmox_snapshots'),
+                     ('agent_addresses', 'proxmox_agent_addresses')) if facts else ()
+        all_group = add_group(safe_group(prefix + 'all_qemu'))
         # Each group made once, by the name this plugin gives it, not once per host in it.
         made = {}
         for vm in vms:
             host = vm.get('name') or str(vm['vmid'])
-            self.inventory.add_host(host, group=all_group)
-            hostvars = {
-                'proxmox_vmid': vm['vmid'],
-                'proxmox_node': vm['node'],
-                'proxmox_status': vm.get('status'),
-                'proxmox_pool': vm.get('pool'),
-                'proxmox_tags': vm.get('tags', []),
-                'proxmox_template': vm.get('template', False),
-            }
+            add_host(host, group=all_group)
+            node, status, pool, tags = vm['node'], vm.get('status'), vm.get('pool'), vm.get('tags', [])
+            set_variable(host, 'proxmox_vmid', vm['vmid'])
+            set_variable(host, 'proxmox_node', node)
+            set_variable(host, 'proxmox_status', status)
+            set_variable(host, 'proxmox_pool', pool)
+            set_variable(host, 'proxmox_tags', tags)
+            set_variable(host, 'proxmox_template', vm.get('template', False))
             # The per-VM facts, where they were read.
-            for key, name in (('config', 'proxmox_config'), ('pending', 'proxmox_pending'),
-                              ('snapshots', 'proxmox_snapshots'), ('agent_addresses', 'proxmox_agent_addresses')):
+            for key, name in fact_vars:
                 if key in vm:
-                    hostvars[name] = vm[key]
+                    set_variable(host, name, vm[key])
             if vm.get('agent_addresses'):
-                hostvars['ansible_host'] = vm['agent_addresses'][0]
-            for key, value in hostvars.items():
-                self.inventory.set_variable(host, key, value)
-            groups = [prefix + 'node_' + vm['node']]
-            if vm.get('pool'):
-                groups.append(prefix + 'pool_' + vm['pool'])
-            groups.extend(prefix + 'tag_' + tag for tag in vm.get('tags', []))
-            if vm.get('status') in ('running', 'stopped'):
-                groups.append(prefix + vm['status'])
+                set_variable(host, 'ansible_host', vm['agent_addresses'][0])
+            groups = [prefix + 'node_' + node]
+            if pool:
+                groups.append(prefix + 'pool_' + pool)
+            groups.extend(prefix + 'tag_' + tag for tag in tags)
+            if status in ('running', 'stopped'):
+                groups.append(prefix + status)
             for group in groups:
                 name = made.get(group)
                 if name is None:
-                    name = made[group] = self.inventory.add_group(safe_group(group))
-                self.inventory.add_child(name, host)
+                    name = made[group] = add_group(safe_group(group))
+                add_child(name, host)
             if constructed:
                 variables = self.inventory.get_host(host).get_vars()
                 self._set_composite_vars(compose, variables, host, strict=strict)
@@ -344,11 +356,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 cached = None
             # A cache of fewer facts than these options need (or of the older list form) is read anew.
             if isinstance(cached, dict) and set(facts) <= set(cached.get('facts', [])):
-                vms = cached['vms']
+                vms, facts = cached['vms'], cached.get('facts', [])
             else:
                 update_cache = True
         if vms is None:
             vms = self._read(facts)
         if update_cache:
             self._cache[cache_key] = {'facts': facts, 'vms': vms}
-        self._populate(vms)
+        self._populate(vms, facts)
