@@ -81,7 +81,7 @@ options:
         for one of them before it is sent. Environment variable E(PROXMOX_API_CONCURRENCY).
       - pveproxy serves with 3 workers (pve-manager C(PVE/Service/pveproxy.pm); C(MAX_WORKERS)
         in C(/etc/default/pveproxy) since PVE 9.0), each owning the connections it accepted. A
-        fleet (C(forks: 50)) that keeps a request in flight on all three makes the web UI and
+        fleet (50 forks) that keeps a request in flight on all three makes the web UI and
         every other client wait behind it; the default V(2) leaves one to them. In the fleet
         bench (50 VMs, 10 ms a request) the web UI's poll stayed within 2x its idle latency with
         V(2) and took up to 9x without, at about 3 s more wall time.
