@@ -83,8 +83,9 @@ options:
         in C(/etc/default/pveproxy) since PVE 9.0), each owning the connections it accepted. A
         fleet (50 forks) that keeps a request in flight on all three makes the web UI and
         every other client wait behind it; the default V(2) leaves one to them. In the fleet
-        bench (50 VMs, 10 ms a request) the web UI's poll stayed within 2x its idle latency with
-        V(2) and took up to 9x without, at about 3 s more wall time.
+        bench (50 VMs at once, pve-sim at 10 ms a request) the web UI's poll took 1.8 to 2.7
+        times its idle latency (p95) with V(2), 3.9 to 8.3 times without, for about 4 s more
+        wall time (13 s against 9 s).
       - V(0) sends without waiting, as before this option.
       - The runs share lock files in C($XDG_RUNTIME_DIR/sankofa-proxmox/gates/), else
         C(~/.ansible/sankofa-proxmox/gates/), made mode 0700 and used only when the user owns
