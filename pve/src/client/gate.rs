@@ -59,7 +59,10 @@ pub struct Concurrency {
 /// and the folders below it that are made where missing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Root {
+    /// The directory that must exist already (`$XDG_RUNTIME_DIR`, `$HOME`), checked as the
+    /// folders below it are.
     pub anchor: PathBuf,
+    /// The folders made below it (mode 0700) where missing.
     pub below: Vec<&'static str>,
 }
 
