@@ -13,7 +13,7 @@ use crate::ansible::protocol::Invocation;
 use crate::ansible::spec::{Kind, Opt, Spec, given};
 use crate::ansible::text::quote;
 use crate::pve::budget::Budget;
-use crate::pve::client::{Client, Connection, Credentials, Hints};
+use crate::pve::client::{Client, Concurrency, Connection, Credentials, Hints, MOST_SLOTS};
 use crate::pve::tls::{Trust, parse_ca_pem, parse_fingerprint};
 
 /// The connection options.
@@ -50,6 +50,17 @@ pub fn connection_options() -> Vec<Opt> {
         Opt::new("api_timeout", Kind::Duration)
             .default(json!("30s"))
             .env(&["PROXMOX_API_TIMEOUT"]),
+        // pveproxy serves with 3 workers (pve-manager PVE/Service/pveproxy.pm): 2 leave one
+        // to the web UI and every other client; PVE allows up to 127 (MAX_WORKERS, 9.0).
+        Opt::new(
+            "api_concurrency",
+            Kind::Int {
+                min: Some(0),
+                max: Some(MOST_SLOTS as i64),
+            },
+        )
+        .default(json!(2))
+        .env(&["PROXMOX_API_CONCURRENCY"]),
     ]
 }
 
@@ -79,6 +90,7 @@ fn hints() -> Hints {
             .into(),
         connect: "is api_host/api_port a reachable PVE node? pveproxy listens on 8006".into(),
         timeout: "api_timeout".into(),
+        concurrency: "api_concurrency".into(),
         login: "check api_user and api_password".into(),
         token: "check api_token_id and api_token_secret".into(),
         proxy:
@@ -178,6 +190,11 @@ pub fn connection(inv: &Invocation, budget: &Budget) -> anyhow::Result<(Connecti
         proxy,
         credentials,
         hints: hints(),
+        concurrency: Concurrency {
+            slots: given(inv.int("api_concurrency"), "api_concurrency")
+                .map_err(anyhow::Error::msg)? as usize,
+            roots: Concurrency::roots(|key| std::env::var_os(key)),
+        },
         secret_sink: crate::ansible::protocol::register_secret,
         interrupted: crate::interrupt::received,
     };
@@ -200,9 +217,10 @@ impl fmt::Display for Warned {
 }
 
 /// Connects within the run's budget; a failure says where it tried to connect and keeps the
-/// warnings raised before.
+/// warnings raised before. At `-vvv` and more, a run whose requests pass no gate although
+/// `api_concurrency` asked for one says why, as a warning (a module has no other channel).
 pub fn connect(inv: &Invocation, budget: &Budget) -> anyhow::Result<(Client, Vec<String>)> {
-    let (conn, warnings) = connection(inv, budget)?;
+    let (conn, mut warnings) = connection(inv, budget)?;
     let client = Client::connect(&conn, inv.ctx.check_mode).map_err(|e| {
         anyhow::Error::new(e).context(Warned {
             doing: format!(
@@ -212,5 +230,13 @@ pub fn connect(inv: &Invocation, budget: &Budget) -> anyhow::Result<(Client, Vec
             warnings: warnings.clone(),
         })
     })?;
+    if let Some(why) = client.gate_note()
+        && inv.ctx.verbosity >= 3
+    {
+        warnings.push(format!(
+            "api_concurrency: no gate, this run's requests are not counted against this \
+             controller's other runs ({why})"
+        ));
+    }
     Ok((client, warnings))
 }

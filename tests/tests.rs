@@ -13,6 +13,7 @@ mod disks;
 mod docs;
 mod fault_matrix;
 mod fleet;
+mod gate;
 mod ha;
 mod hostile;
 mod image;

@@ -13,12 +13,15 @@ use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnecto
 
 mod answer;
 mod auth;
+mod gate;
 mod hints;
 mod relief;
 mod request;
 
 pub use auth::Credentials;
 use auth::{RunCache, Ticket};
+use gate::Gate;
+pub use gate::{Concurrency, MOST_SLOTS, Root};
 pub use hints::Hints;
 use relief::Relief;
 use request::Request;
@@ -49,6 +52,8 @@ pub struct Connection {
     pub credentials: Credentials,
     /// The caller's advice for connection errors.
     pub hints: Hints,
+    /// How many requests this controller's runs send to this endpoint at once ([`gate`]).
+    pub concurrency: Concurrency,
     /// Called with every secret the client learns or sends (a login ticket, a CSRF token, a
     /// proxy password), so the caller can keep them out of its output.
     pub secret_sink: fn(&str),
@@ -90,6 +95,11 @@ pub struct Client {
     /// The run's pace while the server queues its requests ([`relief`]), shared by the
     /// threads of the run.
     relief: Arc<Mutex<Relief>>,
+    /// The slots this controller's runs share for this endpoint ([`gate`]), shared by the
+    /// threads of the run; none with `slots` 0 or where no directory could hold them.
+    gate: Option<Arc<Gate>>,
+    /// Why there is no gate although slots were asked for.
+    gate_note: Option<String>,
 }
 
 impl Client {
@@ -136,6 +146,11 @@ impl Client {
         } else {
             conn.host.clone()
         };
+        let (gate, gate_note) =
+            match Gate::open(&conn.concurrency, &conn.host, conn.port, conn.budget.seed()) {
+                Ok(gate) => (gate.map(Arc::new), None),
+                Err(why) => (None, Some(why)),
+            };
         let client = Client {
             agent,
             base: format!("https://{host}:{}/api2/json", conn.port),
@@ -155,6 +170,8 @@ impl Client {
             quickest: Cell::new(None),
             server_clock: Cell::new(None),
             relief: Arc::new(Mutex::new(Relief::new(conn.budget.seed()))),
+            gate,
+            gate_note,
         };
         if let Credentials::Password { .. } = client.credentials {
             client.login()?;
@@ -201,6 +218,8 @@ impl Client {
             quickest: Cell::new(self.quickest.get()),
             server_clock: Cell::new(self.server_clock.get()),
             relief: self.relief.clone(),
+            gate: self.gate.clone(),
+            gate_note: self.gate_note.clone(),
         }
     }
 
@@ -226,6 +245,12 @@ impl Client {
     /// The quickest successful answer of this run (see [`crate::wait::WaitState::note_baseline`]).
     pub fn quickest_answer(&self) -> Option<Duration> {
         self.quickest.get()
+    }
+
+    /// Why this run's requests pass no gate although `concurrency` asked for one: no
+    /// directory of the user's own could hold its slots ([`gate`]).
+    pub fn gate_note(&self) -> Option<&str> {
+        self.gate_note.as_deref()
     }
 
     /// True in check mode.
@@ -371,6 +396,13 @@ impl Client {
                     what: format!("{} {path} was not sent", method.as_str()),
                 })?;
         }
+        // At most the gate's number of this controller's requests are in flight to the
+        // endpoint at once: the slot is held from here until the answer is read, and given
+        // back (dropped) on every path, before any retry, re-login or pause.
+        let pass = match &self.gate {
+            Some(gate) => Some(gate.enter(&|| self.gate_waited_out(method, path, gate))?),
+            None => None,
+        };
         // Each request is bounded by api_timeout and by what is left of the run.
         let left = self.budget.left();
         if left.is_zero() {
@@ -382,11 +414,37 @@ impl Client {
         self.requests.set(self.requests.get() + 1);
         let started = self.budget.now();
         let result = self.exchange(method, path, request, auth, limit);
+        drop(pass);
         let ended = self.budget.now();
         let outcome = relief::outcome(&result, ended.saturating_duration_since(started));
         self.relief()
             .observe(relief::class(method, path), outcome, ended);
         result
+    }
+
+    /// What ends a wait for the gate: a signal (unless the request is about a task: a
+    /// cleanup's requests still go), or the run's deadline.
+    fn gate_waited_out(&self, method: Method, path: &str, gate: &Gate) -> Option<ApiError> {
+        if let Some(signal) = (self.interrupted)()
+            && !path.contains("/tasks/")
+        {
+            return Some(ApiError::Interrupted {
+                signal,
+                what: format!("{} {path} was not sent", method.as_str()),
+            });
+        }
+        if !self.budget.spent() {
+            return None;
+        }
+        let what = format!(
+            "{} {path} could be sent: this controller's other runs held all {} of its requests \
+             to this API at once",
+            method.as_str(),
+            gate.slots(),
+        );
+        Some(ApiError::DeadlineReached {
+            what: hints::hinted(what, " (", &self.hints.concurrency, ")"),
+        })
     }
 
     /// The run's pace (a thread that panicked holding it left it as it was).

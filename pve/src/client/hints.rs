@@ -12,6 +12,9 @@ pub struct Hints {
     pub connect: String,
     /// The name of the per-request timeout, for "no answer within …".
     pub timeout: String,
+    /// The name of the requests a controller's runs send at once, for a deadline reached
+    /// waiting for one of them.
+    pub concurrency: String,
     /// After a refused password login.
     pub login: String,
     /// After a refused API token.

@@ -219,7 +219,8 @@ impl Api {
     }
 
     /// Answers `req` in `daemon`, after its `cost`. The request log names the daemon, the
-    /// pveproxy worker whose connection carried it, and how long it `queued` for workers.
+    /// pveproxy worker whose connection carried it, how long it `queued` for workers, and
+    /// when its handler `began` (epoch seconds, as `ts` says when it ended).
     fn respond(
         &self,
         req: &Request,
@@ -228,7 +229,7 @@ impl Api {
         cost: Duration,
         queued: Duration,
     ) -> Response {
-        let started = Instant::now();
+        let (started, began) = (Instant::now(), epoch());
         if !cost.is_zero() {
             std::thread::sleep(cost);
         }
@@ -329,7 +330,7 @@ impl Api {
             "ms": started.elapsed().as_secs_f64() * 1000.0, "user": user, "dropped": drop,
             "error": if resp.status >= 400 { json!(resp.reason) } else { Value::Null },
             "daemon": daemon.name(), "queued_ms": queued.as_secs_f64() * 1000.0,
-            "worker": worker.map(|w| w.serial),
+            "worker": worker.map(|w| w.serial), "began": began,
         }));
         resp
     }
