@@ -18,6 +18,7 @@ use super::shell::{Done, Poll, Runner};
 use crate::pve::api::made::{Looking, MadeBefore, Maker};
 use crate::pve::api::named::{self, OwnVm};
 use crate::pve::api::qemu::{self, CloneRequest, Vm};
+use crate::pve::api::cluster::ListedVm;
 use crate::pve::api::{Dispatched, cluster};
 use crate::pve::error::{ApiError, task_found_vmid_taken, task_met_storage_lock};
 use crate::pve::retry::{Awaiting, Step, until};
@@ -225,7 +226,7 @@ impl Runner<'_> {
                             }
                         }
                         if self.desired.vmid.is_none() && self.desired.name.is_some() {
-                            return Ok(Step::Done(self.claim_name(vmid, node)));
+                            return Ok(Step::Done(self.claim_name(vmid, node, &task.upid.text)));
                         }
                         Ok(Step::Done(Ok(Done::Vm(vmid, node.to_string()))))
                     }
@@ -278,6 +279,7 @@ impl Runner<'_> {
         }
         let taken = self.listed_ids.borrow().clone().unwrap_or_default();
         let range = cluster::next_id_range(client).ok();
+        self.looked.borrow_mut().every_users_tasks = range.is_some();
         let listed_lowest = range
             .filter(|_| attempt == 1)
             .and_then(|range| range.lowest_free(&taken));
@@ -300,7 +302,10 @@ impl Runner<'_> {
     /// ctime`, then the lower vmid) is kept; a run whose VM lost removes it and converges the
     /// winner. Creates still running for this user are waited for first: their config shows
     /// the name only at their end (qemu-server Qemu.pm create_vm writes it last).
-    fn claim_name(&mut self, vmid: u32, node: &str) -> anyhow::Result<Done> {
+    ///
+    /// The VMs that came since the find are read from the cluster's recent tasks where those
+    /// tell them all ([`named::came_since`]), else from the cluster's listing.
+    fn claim_name(&mut self, vmid: u32, node: &str, upid: &str) -> anyhow::Result<Done> {
         let name = self.desired.name.clone().unwrap_or_default();
         let own = self.config_of(vmid, node)?;
         // Without a ctime, every create in flight is waited for.
@@ -315,23 +320,41 @@ impl Runner<'_> {
         // Only a create that may win the name can matter: one that started in a later second,
         // or in the same second for a higher vmid, loses to this VM, and its own run removes
         // it. The names are read once those that may win have ended.
-        let mut listed = self.listing()?;
-        let others = super::find::creates_in_flight(&listed, Some(vmid));
+        let own_name = own
+            .as_ref()
+            .and_then(|config| config.name())
+            .unwrap_or_default()
+            .to_string();
         // The names read before the create, and this VM's own, are known: only the VMs that
         // came since are confirmed on their nodes, but for those the cluster's recent tasks
         // show losing to this VM (a name of theirs does not matter).
         let mut known = self.confirmed_names.borrow().clone();
-        known.insert(
-            vmid,
-            own.as_ref()
-                .and_then(|config| config.name())
-                .unwrap_or_default()
-                .to_string(),
-        );
+        let (mut listed, recent) = match self.came_since(upid) {
+            Some((came, recent)) => {
+                for vm in &came {
+                    known.remove(&vm.vmid);
+                }
+                let mut listed = came;
+                listed.push(ListedVm {
+                    vmid,
+                    node: node.to_string(),
+                    name: own_name.clone(),
+                    creating: false,
+                });
+                (listed, Some(recent))
+            }
+            None => (self.listing()?, None),
+        };
+        known.insert(vmid, own_name);
+        let others = super::find::creates_in_flight(&listed, Some(vmid));
         if !others.is_empty() {
-            let awaited = self.await_creates(&name, &others, Some(own_vm))?;
+            let awaited = self.await_creates(&name, &others, Some(own_vm), recent.as_deref())?;
             listed = super::find::ended_creates(listed, &awaited.ended);
             for later in awaited.created_after {
+                known.entry(later).or_default();
+            }
+        } else if let Some(recent) = &recent {
+            for later in named::outrun_by(recent, own_vm) {
                 known.entry(later).or_default();
             }
         } else if named::nodes_to_confirm(&listed, &known).len() > 1 {
@@ -402,6 +425,21 @@ impl Runner<'_> {
             "VM {win} on {win_node} and VM {vmid} were created with the name '{name}' at the same time; VM {vmid} (this run's) was removed and VM {win} is the one converged"
         ));
         Ok(Done::Vm(win, win_node))
+    }
+}
+
+impl Runner<'_> {
+    /// The VMs that came since the find's listing, told by the cluster's recent tasks (one
+    /// read), with those tasks; `None` where they cannot tell them all
+    /// ([`named::came_since`]: not every user's tasks are this user's to see, the find
+    /// listed nothing, or the read failed), and the cluster is listed instead. `upid` is
+    /// the run's own create.
+    fn came_since(&self, upid: &str) -> Option<(Vec<ListedVm>, Vec<named::RecentTask>)> {
+        let looked = self.looked.borrow().clone();
+        let listed_at = looked.listed_at.filter(|_| looked.every_users_tasks)?;
+        let recent = named::recent_tasks(&self.session.client).ok()?;
+        let came = named::came_since(&recent, &looked.seen, upid, listed_at)?;
+        Some((came, recent))
     }
 }
 

@@ -2,6 +2,7 @@
 //! up to 10 s behind the configs (a name is confirmed on its node); by name, waiting for the
 //! creates in flight that may carry it and for parallel runs resolving a name race.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
@@ -11,7 +12,7 @@ use super::plan::Current;
 use super::shell::{Poll, Runner};
 use crate::pve::answers::{VmConfig, VmStatus};
 use crate::pve::api::cluster::{self, ListedVm};
-use crate::pve::api::named::{self, Confirm, Look, Named, OwnVm, Settling};
+use crate::pve::api::named::{self, Confirm, Look, Named, OwnVm, RecentTask, Settling};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::retry::{Awaiting, Step, until};
 
@@ -72,6 +73,19 @@ fn refused(error: &anyhow::Error) -> bool {
         .any(|api| crate::pve::api::access::Refusal::of(api).is_some())
 }
 
+/// What a find by name looked at, for the claim after the create ([`named::came_since`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Looked {
+    /// The VMs of its listing: their names were read, or their creates waited for.
+    pub(super) seen: BTreeSet<u32>,
+    /// When it listed them, by the API node's clock (the answer's `Date`).
+    pub(super) listed_at: Option<u64>,
+    /// Whether the cluster's recent tasks list every user's tasks to this user or token
+    /// (`Sys.Audit` on `/`, shown by a read of datacenter.cfg's options, which PVE asks it
+    /// for).
+    pub(super) every_users_tasks: bool,
+}
+
 /// How long parallel runs that created one VM each of a name get to remove all but the first.
 const DUPLICATES_SETTLE: Duration = Duration::from_secs(30);
 
@@ -107,6 +121,11 @@ impl Runner<'_> {
                 .map(|v| (v.vmid, v.node)));
         }
         let name = self.desired.name.as_deref().unwrap_or_default();
+        self.looked.replace(Looked {
+            seen: vms.iter().map(|vm| vm.vmid).collect(),
+            listed_at: self.session.client.server_now(),
+            every_users_tasks: false,
+        });
         let in_flight = creates_in_flight(&vms, None);
         let named = if in_flight.is_empty() || vms.iter().any(|vm| vm.name == name) {
             self.named(name, vms)?
@@ -118,7 +137,7 @@ impl Runner<'_> {
             // `claim_name`), so neither it is waited for nor the cluster listed again: the
             // names of the VMs whose creates ended are read on their nodes, with those of
             // this listing's other VMs pvestatd has not named yet.
-            let awaited = self.await_creates(name, &in_flight, None)?;
+            let awaited = self.await_creates(name, &in_flight, None, None)?;
             let named = self.named(name, ended_creates(vms, &awaited.ended))?;
             self.note_leftovers(name, &named.in_flight, &awaited.unseen);
             named
@@ -185,15 +204,20 @@ impl Runner<'_> {
     /// create`, no name yet) have ended, or the budget has ([`named::Settling`]: the
     /// cluster's recent tasks listed at each look, a node's running tasks for the VMs that
     /// list does not show; with `since`, the run's own new VM, only the creates that may win
-    /// the name from it are waited for).
+    /// the name from it are waited for). With `first`, the cluster's recent tasks just read
+    /// are its first look, and a pause comes only if a create it waits for still runs.
     pub(super) fn await_creates(
         &self,
         name: &str,
         in_flight: &[(u32, String)],
         since: Option<OwnVm>,
+        first: Option<&[RecentTask]>,
     ) -> anyhow::Result<Awaited> {
         let client = &self.session.client;
         let mut settling = Settling::new(in_flight, since);
+        if let Some(recent) = first {
+            settling.observe_cluster(recent);
+        }
         let what = format!("waiting for the creates in flight that may carry the name '{name}'");
         let still_running = |nodes: Vec<String>| {
             anyhow!(
@@ -210,6 +234,9 @@ impl Runner<'_> {
                 // The listing just showed these creates holding their VMs: the first look comes
                 // after a pause, when most have ended, so that one look often settles them all.
                 if attempt == 1 {
+                    if settling.waited_nodes().is_empty() {
+                        return Ok(Step::Done(Ok(())));
+                    }
                     return Ok(Step::Again(Err(still_running(settling.waited_nodes()))));
                 }
                 let Some((look, _)) = settling.next_look() else {

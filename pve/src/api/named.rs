@@ -75,6 +75,96 @@ pub fn outrun_by(recent: &[RecentTask], own: OwnVm) -> Vec<Vmid> {
     out
 }
 
+/// How many tasks a node's broadcast list holds unless more run (pve-common
+/// RESTEnvironment.pm, active_workers: `$MAX_FINISHED = 25`, its running tasks and as many
+/// of the newest finished ones as make 25).
+pub const BROADCAST_HOLDS: usize = 25;
+
+/// How far apart the API node's clock (an answer's `Date`) and another node's (a UPID's
+/// start) are taken to be, at most, where [`came_since`] compares them: each comparison
+/// errs towards reading the cluster's listing again.
+pub const CLOCKS_APART: u64 = 5;
+
+/// The task types, besides a create (`qmcreate`), whose worker makes a QEMU VM that a
+/// listing would show: a restore (`qmrestore`, API2/Qemu.pm create_vm with an archive), a
+/// clone (`qmclone`, listed under its source's vmid) and the target of a remote migration
+/// (`qmtunnel`).
+const OTHER_MAKERS: [&str; 3] = ["qmrestore", "qmclone", "qmtunnel"];
+
+/// The VMs that came since a listing, as the cluster's recent tasks tell them, so that a
+/// claim need not list the cluster again: for each (node, vmid) whose newest create `recent`
+/// shows, that is not `own_upid`'s VM and not one of `seen` (the listing's VMs, whose names
+/// are known; but one whose newest create runs, or started after the listing, is made
+/// again), a VM of no name yet, held by its create while that runs.
+///
+/// `recent` tells every VM that came only where it lists every user's tasks (the caller
+/// knows it has `Sys.Audit` on `/`) and where nothing else made one; so this is `None`
+/// (list the cluster) when it does not show the run's own create (`own_upid`: the node's
+/// broadcast has not caught up, or the list is not this user's to see), when a restore, a
+/// clone or a remote migration ran since (`listed_at`, the listing's time by the API node's
+/// clock, [`CLOCKS_APART`] allowed), or when a node's list is full of tasks since then (a
+/// create that ended may have left it).
+pub fn came_since(
+    recent: &[RecentTask],
+    seen: &BTreeSet<Vmid>,
+    own_upid: &str,
+    listed_at: u64,
+) -> Option<Vec<ListedVm>> {
+    let own = recent.iter().find(|task| task.upid.text == own_upid)?;
+    let since = |task: &RecentTask| task.upid.starttime + CLOCKS_APART >= listed_at;
+    if recent.iter().any(|task| {
+        OTHER_MAKERS.contains(&task.upid.task_type.as_str()) && (task.running || since(task))
+    }) {
+        return None;
+    }
+    let mut per_node: BTreeMap<&str, (usize, Option<u64>)> = BTreeMap::new();
+    for task in recent {
+        let (count, oldest_finished) = per_node.entry(task.upid.node.as_str()).or_default();
+        *count += 1;
+        if !task.running {
+            let start = task.upid.starttime;
+            *oldest_finished = Some(oldest_finished.map_or(start, |oldest| oldest.min(start)));
+        }
+    }
+    let full_since = per_node.values().any(|(count, oldest_finished)| {
+        *count >= BROADCAST_HOLDS
+            && oldest_finished.is_none_or(|oldest| oldest + CLOCKS_APART >= listed_at)
+    });
+    if full_since {
+        return None;
+    }
+    let mut newest: BTreeMap<(String, Vmid), &RecentTask> = BTreeMap::new();
+    for task in recent
+        .iter()
+        .filter(|task| task.upid.task_type == TaskType::Create.as_str())
+    {
+        let Ok(vmid) = task.upid.id.parse::<Vmid>() else {
+            continue;
+        };
+        let entry = newest.entry((task.upid.node.clone(), vmid)).or_insert(task);
+        if task.upid.starttime > entry.upid.starttime {
+            *entry = task;
+        }
+    }
+    Some(
+        newest
+            .into_iter()
+            .filter(|((_, vmid), task)| {
+                own.upid.id != vmid.to_string()
+                    && (!seen.contains(vmid)
+                        || task.running
+                        || task.upid.starttime > listed_at + CLOCKS_APART)
+            })
+            .map(|((node, vmid), task)| ListedVm {
+                vmid,
+                node,
+                name: String::new(),
+                creating: task.running,
+            })
+            .collect(),
+    )
+}
+
 /// The nodes whose own lists [`named_knowing`] reads for `listed`: those with a VM pvestatd
 /// has not named yet, that no create holds and whose name `known` does not hold.
 pub fn nodes_to_confirm(listed: &[ListedVm], known: &BTreeMap<Vmid, String>) -> Vec<String> {
