@@ -347,26 +347,40 @@ impl Runner<'_> {
         };
         known.insert(vmid, own_name);
         let others = super::find::creates_in_flight(&listed, Some(vmid));
-        if !others.is_empty() {
-            let awaited = self.await_creates(&name, &others, Some(own_vm), recent.as_deref())?;
-            listed = super::find::ended_creates(listed, &awaited.ended);
-            for later in awaited.created_after {
-                known.entry(later).or_default();
-            }
-        } else if let Some(recent) = &recent {
+        let named = if let Some(recent) = &recent {
+            // The tasks just read tell which creates lose to this VM; the others still
+            // running are waited for, and their VMs' names read on their nodes.
             for later in named::outrun_by(recent, own_vm) {
                 known.entry(later).or_default();
             }
-        } else if named::nodes_to_confirm(&listed, &known).len() > 1 {
-            // One read of the cluster's recent tasks may spare several nodes' lists; should it
-            // fail, the nodes' lists tell.
-            if let Ok(recent) = named::recent_tasks(&self.session.client) {
-                for later in named::outrun_by(&recent, own_vm) {
+            let waited: Vec<(u32, String)> = others
+                .into_iter()
+                .filter(|(id, _)| !known.contains_key(id))
+                .collect();
+            if waited.is_empty() {
+                named::named_knowing(&self.session.client, &name, listed, &known)?
+            } else {
+                self.named_once_settled(&name, listed, &waited, Some(own_vm), &known)?
+                    .0
+            }
+        } else {
+            if !others.is_empty() {
+                let awaited = self.await_creates(&name, &others, Some(own_vm))?;
+                listed = super::find::ended_creates(listed, &awaited.ended);
+                for later in awaited.created_after {
                     known.entry(later).or_default();
                 }
+            } else if named::nodes_to_confirm(&listed, &known).len() > 1 {
+                // One read of the cluster's recent tasks may spare several nodes' lists;
+                // should it fail, the nodes' lists tell.
+                if let Ok(recent) = named::recent_tasks(&self.session.client) {
+                    for later in named::outrun_by(&recent, own_vm) {
+                        known.entry(later).or_default();
+                    }
+                }
             }
-        }
-        let named = named::named_knowing(&self.session.client, &name, listed, &known)?;
+            named::named_knowing(&self.session.client, &name, listed, &known)?
+        };
         let mut carriers: Vec<(u64, u32, String)> = Vec::new();
         for (id, on) in named.carriers {
             let ctime = if id == vmid {
