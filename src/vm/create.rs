@@ -15,10 +15,10 @@ use anyhow::{Context, anyhow};
 
 use super::desired::CloneSource;
 use super::shell::{Done, Poll, Runner};
+use crate::pve::api::cluster::ListedVm;
 use crate::pve::api::made::{Looking, MadeBefore, Maker};
 use crate::pve::api::named::{self, OwnVm};
 use crate::pve::api::qemu::{self, CloneRequest, Vm};
-use crate::pve::api::cluster::ListedVm;
 use crate::pve::api::{Dispatched, cluster};
 use crate::pve::error::{ApiError, task_found_vmid_taken, task_met_storage_lock};
 use crate::pve::retry::{Awaiting, Step, until};

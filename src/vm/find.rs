@@ -221,18 +221,22 @@ impl Runner<'_> {
             .collect::<BTreeSet<String>>()
             .into_iter()
             .collect::<Vec<_>>();
-        let paused = until(&self.budget(), Awaiting::NameSettling, |attempt| -> Poll<()> {
-            Ok(if attempt == 1 {
-                Step::Again(Err(anyhow!(
-                    "creates of VMs on {} that may carry the name '{name}' were still running \
+        let paused = until(
+            &self.budget(),
+            Awaiting::NameSettling,
+            |attempt| -> Poll<()> {
+                Ok(if attempt == 1 {
+                    Step::Again(Err(anyhow!(
+                        "creates of VMs on {} that may carry the name '{name}' were still running \
                      when the timeout came, so which VM carries it is not known yet (a re-run \
                      waits for them again)",
-                    nodes.join(", ")
-                )))
-            } else {
-                Step::Done(Ok(()))
-            })
-        });
+                        nodes.join(", ")
+                    )))
+                } else {
+                    Step::Done(Ok(()))
+                })
+            },
+        );
         self.ended(
             paused,
             &format!("waiting for the creates in flight that may carry the name '{name}'"),
@@ -242,7 +246,8 @@ impl Runner<'_> {
         for (vmid, _) in waited {
             first_known.remove(vmid);
         }
-        let first = self.named_knowing(name, ended_creates(listed.clone(), waited), &first_known)?;
+        let first =
+            self.named_knowing(name, ended_creates(listed.clone(), waited), &first_known)?;
         let still: Vec<(u32, String)> = first
             .in_flight
             .iter()

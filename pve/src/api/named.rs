@@ -782,6 +782,108 @@ mod tests {
         );
     }
 
+    fn task(node: &str, task_type: &str, id: &str, starttime: u64, running: bool) -> RecentTask {
+        let text =
+            format!("UPID:{node}:0000AB12:00C0FFEE:{starttime:08X}:{task_type}:{id}:ops@pve:");
+        RecentTask {
+            upid: Upid::parse(&text).expect("a well-formed UPID"),
+            running,
+        }
+    }
+
+    #[test]
+    fn the_vms_that_came_since_a_listing_are_told_by_the_creates_the_cluster_lists() {
+        let listed_at = 3_000;
+        let own = task("pve1", "qmcreate", "500", 3_001, false);
+        let recent = [
+            own.clone(),
+            // Came since: one still held by its create, one whose create ended.
+            task("pve2", "qmcreate", "501", 3_001, true),
+            task("pve3", "qmcreate", "502", 3_000, false),
+            // Listed by the find, its create long ended: its name is known.
+            task("pve2", "qmcreate", "400", 2_000, false),
+            // Listed by the find, and made again since (its newest create runs).
+            task("pve3", "qmcreate", "401", 1_000, false),
+            task("pve3", "qmcreate", "401", 3_002, true),
+            task("pve1", "qmstart", "400", 3_001, false),
+        ];
+        let seen: BTreeSet<Vmid> = [400, 401].into();
+        let came = came_since(&recent, &seen, &own.upid.text, listed_at).expect("told");
+        let told: Vec<(Vmid, &str, bool)> = came
+            .iter()
+            .map(|vm| (vm.vmid, vm.node.as_str(), vm.creating))
+            .collect();
+        assert_eq!(
+            told,
+            [
+                (501, "pve2", true),
+                (401, "pve3", true),
+                (502, "pve3", false)
+            ],
+            "the run's own VM is not among them"
+        );
+        assert!(came.iter().all(ListedVm::unnamed));
+    }
+
+    #[test]
+    fn the_clusters_tasks_tell_nothing_where_they_may_miss_a_vm() {
+        let listed_at = 3_000;
+        let own = task("pve1", "qmcreate", "500", 3_001, false);
+        let seen = BTreeSet::new();
+        assert_eq!(
+            came_since(
+                &[task("pve2", "qmcreate", "501", 3_001, true)],
+                &seen,
+                &own.upid.text,
+                listed_at
+            ),
+            None,
+            "the run's own create is not listed: the list lags, or is not all this user's to see"
+        );
+        for maker in ["qmclone", "qmrestore", "qmtunnel"] {
+            let running = [own.clone(), task("pve2", maker, "100", 2_000, true)];
+            assert_eq!(
+                came_since(&running, &seen, &own.upid.text, listed_at),
+                None,
+                "{maker} runs"
+            );
+            let since = [own.clone(), task("pve2", maker, "100", 2_996, false)];
+            assert_eq!(
+                came_since(&since, &seen, &own.upid.text, listed_at),
+                None,
+                "{maker} ended since the listing, the clocks allowed for"
+            );
+            let before = [own.clone(), task("pve2", maker, "100", 2_990, false)];
+            assert_eq!(
+                came_since(&before, &seen, &own.upid.text, listed_at),
+                Some(Vec::new()),
+                "{maker} ended well before the listing"
+            );
+        }
+        // pve2's list is full of tasks since the listing: a create that ended may have left it.
+        let mut full = vec![own.clone()];
+        full.extend(
+            (0..BROADCAST_HOLDS as u64).map(|n| task("pve2", "qmstart", "100", 2_999 + n, false)),
+        );
+        assert_eq!(came_since(&full, &seen, &own.upid.text, listed_at), None);
+        // Full, but its oldest finished task started well before the listing: all since are there.
+        full[1] = task("pve2", "qmstart", "100", 2_900, false);
+        assert_eq!(
+            came_since(&full, &seen, &own.upid.text, listed_at),
+            Some(Vec::new())
+        );
+        let running: Vec<RecentTask> = std::iter::once(own.clone())
+            .chain(
+                (0..BROADCAST_HOLDS as u64).map(|n| task("pve3", "qmstart", "100", 10 + n, true)),
+            )
+            .collect();
+        assert_eq!(
+            came_since(&running, &seen, &own.upid.text, listed_at),
+            None,
+            "a list of running tasks alone says nothing of the ended ones"
+        );
+    }
+
     #[test]
     fn only_nodes_with_a_vm_of_unknown_name_whose_create_ended_are_listed() {
         let mut building = listed(172, "pve3", "");
