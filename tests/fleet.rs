@@ -231,3 +231,91 @@ fn a_fleet_by_name_keeps_to_datacenter_cfgs_next_id_range() {
         "ids outside datacenter.cfg's next-id range: {ids:?}"
     );
 }
+
+/// An earlier run's create that still runs when a run for its name starts (the earlier run
+/// ended at its timeout; PVE's worker goes on) holds a VM that has no name yet anywhere: the
+/// later run waits for that create, finds the VM by its name once it ended, and makes no
+/// other, though the listing never names it (pvestatd has not looked again).
+#[test]
+fn a_run_by_name_waits_for_an_earlier_runs_create_still_running_and_finds_its_vm() {
+    let img = image("earlier-300.qcow2", 1024, 300);
+    let sim = Sim::start(
+        &[&img],
+        &["--stats-interval", "120s", "--import-rate", "150M"],
+    );
+    let args = |timeout: &str| {
+        merge(&[
+            sim.conn(),
+            json!({"node": "pve1", "name": "earlier", "cores": 1, "timeout": timeout,
+                   "disks": [{"slot": "scsi0", "storage": "local-lvm",
+                              "import_from": "local:import/earlier-300.qcow2"}]}),
+        ])
+    };
+    let interrupted = failed(run(args("1s")));
+    assert!(
+        interrupted["msg"]
+            .as_str()
+            .is_some_and(|msg| msg.contains("still running at the deadline")),
+        "{interrupted}"
+    );
+    let vmid = auto_vmid("earlier", &[]);
+    let again = ok(run(args("60s")));
+    assert_eq!(again["vmid"].as_u64(), Some(vmid), "{again}");
+    assert_eq!(sim.task_count("qmcreate"), 1, "a second VM was created");
+    let listed = sim.get("/cluster/resources?type=vm")["data"].clone();
+    assert!(listed[0].get("name").is_none(), "{listed}");
+}
+
+/// Without `Sys.Audit` on `/` the cluster's recent tasks list only the user's own tasks, so
+/// they cannot tell every VM that came since a run's look: the claim after the create lists
+/// the cluster again, and parallel runs for one name still end with one VM, each run naming
+/// it.
+#[test]
+fn parallel_runs_for_one_name_without_sys_audit_end_with_one_vm() {
+    let sim = Sim::start(
+        &[],
+        &[
+            "--time-scale",
+            "0.2",
+            "--nodes",
+            "pve1,pve2",
+            "--user",
+            "root@pam:pve-sim",
+            "--user",
+            "ops@pve:opspw:nosysaudit",
+        ],
+    );
+    let handles: Vec<_> = (0..4)
+        .map(|host| {
+            let args = merge(&[
+                sim.conn(),
+                sim.conn_as("ops@pve", "opspw"),
+                json!({"node": format!("pve{}", host % 2 + 1), "name": "shared", "cores": 1}),
+            ]);
+            std::thread::spawn(move || run(args))
+        })
+        .collect();
+    let vmids: Vec<u64> = handles
+        .into_iter()
+        .map(|handle| ok(handle.join().unwrap())["vmid"].as_u64().unwrap())
+        .collect();
+    let mut carriers = Vec::new();
+    for node in ["pve1", "pve2"] {
+        for vm in sim.get(&format!("/nodes/{node}/qemu"))["data"]
+            .as_array()
+            .unwrap()
+        {
+            if vm["name"] == "shared" {
+                carriers.push(vm["vmid"].as_u64().unwrap());
+            }
+        }
+    }
+    assert_eq!(carriers.len(), 1, "{carriers:?}");
+    assert!(vmids.iter().all(|id| *id == carriers[0]), "{vmids:?}");
+    let options_refused = sim
+        .requests()
+        .iter()
+        .filter(|request| request["path"] == "/cluster/options" && request["status"] == 403)
+        .count();
+    assert!(options_refused > 0, "the user was to lack Sys.Audit on /");
+}
