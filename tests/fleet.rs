@@ -12,16 +12,22 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// Requests per VM for a blank create by name on a busy 3-node cluster, ticket included
-/// (13.5 to 14.4 measured for 10 VMs, on a loaded machine: a blank create's task is looked
-/// at by its status alone, once it may have ended; the claim's config read is the
-/// converge's, and the new VM's power state is known; issue 33's target is 12: the names
-/// pvestatd has not listed yet cost a node's list each to confirm, up to three before the
-/// create and three after, in a fleet this dense).
+/// (issue 33's target; 10.8 to 11.4 measured for 10 VMs on a machine at a load of 3 to 7, 11.6
+/// with three more CPU burners; 12.4 to 14.4 before the claim read the VMs that came since
+/// the find from the cluster's recent tasks instead of listing the cluster, and before the
+/// waits looked at the nodes' own lists after their first pause). Of those, 8 are each run's
+/// own: the ticket, the listing, datacenter.cfg's `next-id` range, the create's task list
+/// before it, the create, its status, its config (the claim's and the converge's) and the
+/// cluster's recent tasks after it. The rest, 3 to 4, are the nodes' own lists that read
+/// the names pvestatd has not listed yet: one before the create (the VMs of earlier runs'
+/// creates, which may carry the name) and up to one a node after it (those created in the
+/// same second with a lower vmid, which may win it).
 const BUDGET_PER_VM: f64 = 12.0;
 
 /// Requests per VM for a create by name that imports a cloud image, its task's polls
-/// included (16.7 to 17.9 measured for 10 VMs: the create's first look comes once its copy
-/// may have begun; issue 33's target is 20).
+/// included (12.6 to 12.8 measured for 10 VMs, 16.7 to 17.9 before the claim's listing was
+/// spared; the create's first look comes once its copy may have begun; issue 33's target is
+/// 20).
 const IMPORT_BUDGET_PER_VM: f64 = 20.0;
 
 /// Runs `hosts` creates by name at once on a fresh 3-node pve-sim, started `stagger` apart

@@ -304,7 +304,10 @@ impl Runner<'_> {
     /// the name only at their end (qemu-server Qemu.pm create_vm writes it last).
     ///
     /// The VMs that came since the find are read from the cluster's recent tasks where those
-    /// tell them all ([`named::came_since`]), else from the cluster's listing.
+    /// tell them all ([`named::came_since`]: one read, which also tells which creates lose
+    /// to this VM), else from the cluster's listing. The creates that may win still running
+    /// are looked at on their nodes' own lists after one pause, which then name their VMs
+    /// ([`Runner::named_once_settled`]).
     fn claim_name(&mut self, vmid: u32, node: &str, upid: &str) -> anyhow::Result<Done> {
         let name = self.desired.name.clone().unwrap_or_default();
         let own = self.config_of(vmid, node)?;

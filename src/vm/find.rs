@@ -1,6 +1,8 @@
 //! Finding a VM: by vmid and node directly, or through the cluster listing, whose names lag
 //! up to 10 s behind the configs (a name is confirmed on its node); by name, waiting for the
-//! creates in flight that may carry it and for parallel runs resolving a name race.
+//! creates in flight that may carry it and for parallel runs resolving a name race. What the
+//! find by name looked at ([`Looked`]) lets the claim after the create tell the VMs that came
+//! since from the cluster's recent tasks alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -136,7 +138,8 @@ impl Runner<'_> {
             // an earlier run's (a parallel run's VM of this name is settled by
             // `claim_name`), so neither it is waited for nor the cluster listed again: the
             // names of the VMs whose creates ended are read on their nodes, with those of
-            // this listing's other VMs pvestatd has not named yet.
+            // this listing's other VMs pvestatd has not named yet, after one pause (most have
+            // ended by then, and those lists tell it: `named_once_settled`).
             let known = self.confirmed_names.borrow().clone();
             let (named, awaited) = self.named_once_settled(name, vms, &in_flight, None, &known)?;
             self.note_leftovers(name, &named.in_flight, &awaited.unseen);
