@@ -1,7 +1,7 @@
 //! Finding a VM: by vmid and node directly, or through the cluster listing, whose names lag
 //! up to 10 s behind the configs (a name is confirmed on its node); by name, waiting for the
 //! creates in flight that may carry it and for parallel runs resolving a name race. What the
-//! find by name looked at ([`Looked`]) lets the claim after the create tell the VMs that came
+//! find by name looked at ([`super::looked::Looked`]) lets the claim after the create tell the VMs that came
 //! since from the cluster's recent tasks alone.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 
 use super::desired::CloneSource;
+use super::looked::Looked;
 use super::plan::Current;
 use super::shell::{Poll, Runner};
 use crate::pve::answers::{VmConfig, VmStatus};
@@ -73,19 +74,6 @@ fn refused(error: &anyhow::Error) -> bool {
         .chain()
         .filter_map(|cause| cause.downcast_ref::<crate::pve::error::ApiError>())
         .any(|api| crate::pve::api::access::Refusal::of(api).is_some())
-}
-
-/// What a find by name looked at, for the claim after the create ([`named::came_since`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Looked {
-    /// The VMs of its listing: their names were read, or their creates waited for.
-    pub(super) seen: BTreeSet<u32>,
-    /// When it listed them, by the API node's clock (the answer's `Date`).
-    pub(super) listed_at: Option<u64>,
-    /// Whether the cluster's recent tasks list every user's tasks to this user or token
-    /// (`Sys.Audit` on `/`, shown by a read of datacenter.cfg's options, which PVE asks it
-    /// for).
-    pub(super) every_users_tasks: bool,
 }
 
 /// How long parallel runs that created one VM each of a name get to remove all but the first.

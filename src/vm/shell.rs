@@ -56,7 +56,7 @@ pub(super) struct Runner<'a> {
     pub(super) confirmed_names: RefCell<BTreeMap<u32, String>>,
     /// What the find by name looked at: what a claim after the create needs to tell, from
     /// the cluster's recent tasks alone, the VMs that came since.
-    pub(super) looked: RefCell<super::find::Looked>,
+    pub(super) looked: RefCell<super::looked::Looked>,
     /// Warnings found while looking (leftovers of killed creates), each once; added to the
     /// result's warnings when the run ends.
     pub(super) notes: RefCell<Vec<String>>,
