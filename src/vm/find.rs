@@ -1,12 +1,16 @@
 //! Finding a VM: by vmid and node directly, or through the cluster listing, whose names lag
 //! up to 10 s behind the configs (a name is confirmed on its node); by name, waiting for the
-//! creates in flight that may carry it and for parallel runs resolving a name race.
+//! creates in flight that may carry it and for parallel runs resolving a name race. What the
+//! find by name looked at ([`super::looked::Looked`]) lets the claim after the create tell the VMs that came
+//! since from the cluster's recent tasks alone.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 
 use super::desired::CloneSource;
+use super::looked::Looked;
 use super::plan::Current;
 use super::shell::{Poll, Runner};
 use crate::pve::answers::{VmConfig, VmStatus};
@@ -107,6 +111,11 @@ impl Runner<'_> {
                 .map(|v| (v.vmid, v.node)));
         }
         let name = self.desired.name.as_deref().unwrap_or_default();
+        self.looked.replace(Looked {
+            seen: vms.iter().map(|vm| vm.vmid).collect(),
+            listed_at: self.session.client.server_now(),
+            every_users_tasks: false,
+        });
         let in_flight = creates_in_flight(&vms, None);
         let named = if in_flight.is_empty() || vms.iter().any(|vm| vm.name == name) {
             self.named(name, vms)?
@@ -117,9 +126,10 @@ impl Runner<'_> {
             // an earlier run's (a parallel run's VM of this name is settled by
             // `claim_name`), so neither it is waited for nor the cluster listed again: the
             // names of the VMs whose creates ended are read on their nodes, with those of
-            // this listing's other VMs pvestatd has not named yet.
-            let awaited = self.await_creates(name, &in_flight, None)?;
-            let named = self.named(name, ended_creates(vms, &awaited.ended))?;
+            // this listing's other VMs pvestatd has not named yet, after one pause (most have
+            // ended by then, and those lists tell it: `named_once_settled`).
+            let known = self.confirmed_names.borrow().clone();
+            let (named, awaited) = self.named_once_settled(name, vms, &in_flight, None, &known)?;
             self.note_leftovers(name, &named.in_flight, &awaited.unseen);
             named
         };
@@ -172,6 +182,105 @@ impl Runner<'_> {
     /// pvestatd has not named yet).
     pub(super) fn named(&self, name: &str, listed: Vec<ListedVm>) -> anyhow::Result<Named> {
         let named = named::named(&self.session.client, name, listed, Confirm::Unnamed)?;
+        self.confirmed_names.borrow_mut().extend(
+            named
+                .confirmed
+                .iter()
+                .map(|(id, vm_name)| (*id, vm_name.clone())),
+        );
+        Ok(named)
+    }
+
+    /// The VMs of `listed` that carry `name` once the creates of `waited` (VMs under `lock:
+    /// create`, no name yet; with `since`, only those that may win the name from the run's
+    /// own VM) have ended. After one pause, when most have, their nodes' own lists are read
+    /// with those of `listed`'s other VMs of unknown name (`known` holds the names known
+    /// already): a VM no longer held there is named at once, so a wait that one pause
+    /// settles costs no read of the cluster's tasks. The creates still running then are
+    /// waited for ([`Runner::await_creates`]) and their VMs' names read once they ended.
+    pub(super) fn named_once_settled(
+        &self,
+        name: &str,
+        listed: Vec<ListedVm>,
+        waited: &[(u32, String)],
+        since: Option<OwnVm>,
+        known: &BTreeMap<u32, String>,
+    ) -> anyhow::Result<(Named, Awaited)> {
+        let nodes = waited
+            .iter()
+            .map(|(_, node)| node.clone())
+            .collect::<BTreeSet<String>>()
+            .into_iter()
+            .collect::<Vec<_>>();
+        let paused = until(
+            &self.budget(),
+            Awaiting::NameSettling,
+            |attempt| -> Poll<()> {
+                Ok(if attempt == 1 {
+                    Step::Again(Err(anyhow!(
+                        "creates of VMs on {} that may carry the name '{name}' were still running \
+                     when the timeout came, so which VM carries it is not known yet (a re-run \
+                     waits for them again)",
+                        nodes.join(", ")
+                    )))
+                } else {
+                    Step::Done(Ok(()))
+                })
+            },
+        );
+        self.ended(
+            paused,
+            &format!("waiting for the creates in flight that may carry the name '{name}'"),
+        )?;
+        // A VM waited for is held by a create: a name known of it is an older VM's.
+        let mut first_known = known.clone();
+        for (vmid, _) in waited {
+            first_known.remove(vmid);
+        }
+        let first =
+            self.named_knowing(name, ended_creates(listed.clone(), waited), &first_known)?;
+        let still: Vec<(u32, String)> = first
+            .in_flight
+            .iter()
+            .filter(|(vmid, _)| waited.iter().any(|(id, _)| id == vmid))
+            .cloned()
+            .collect();
+        if still.is_empty() {
+            return Ok((
+                first,
+                Awaited {
+                    ended: waited.to_vec(),
+                    unseen: Vec::new(),
+                    created_after: Vec::new(),
+                },
+            ));
+        }
+        let awaited = self.await_creates(name, &still, since)?;
+        let mut known = first_known;
+        known.extend(first.confirmed.clone());
+        for later in &awaited.created_after {
+            known.entry(*later).or_default();
+        }
+        // No longer held: the VMs the nodes' lists showed free of their creates, and those
+        // whose creates the wait saw end.
+        let done: Vec<(u32, String)> = waited
+            .iter()
+            .filter(|(vmid, _)| !still.iter().any(|(id, _)| id == vmid))
+            .chain(awaited.ended.iter())
+            .cloned()
+            .collect();
+        let named = self.named_knowing(name, ended_creates(listed, &done), &known)?;
+        Ok((named, awaited))
+    }
+
+    /// [`named::named_knowing`], the names read kept for a later look.
+    fn named_knowing(
+        &self,
+        name: &str,
+        listed: Vec<ListedVm>,
+        known: &BTreeMap<u32, String>,
+    ) -> anyhow::Result<Named> {
+        let named = named::named_knowing(&self.session.client, name, listed, known)?;
         self.confirmed_names.borrow_mut().extend(
             named
                 .confirmed

@@ -35,6 +35,7 @@ mod ha_converge;
 pub mod ha_rules;
 mod limits;
 mod locks;
+mod looked;
 mod migrate;
 pub mod nocloud;
 pub mod plan;

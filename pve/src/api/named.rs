@@ -75,6 +75,96 @@ pub fn outrun_by(recent: &[RecentTask], own: OwnVm) -> Vec<Vmid> {
     out
 }
 
+/// How many tasks a node's broadcast list holds unless more run (pve-common
+/// RESTEnvironment.pm, active_workers: `$MAX_FINISHED = 25`, its running tasks and as many
+/// of the newest finished ones as make 25).
+pub const BROADCAST_HOLDS: usize = 25;
+
+/// How far apart the API node's clock (an answer's `Date`) and another node's (a UPID's
+/// start) are taken to be, at most, where [`came_since`] compares them: each comparison
+/// errs towards reading the cluster's listing again.
+pub const CLOCKS_APART: u64 = 5;
+
+/// The task types, besides a create (`qmcreate`), whose worker makes a QEMU VM that a
+/// listing would show: a restore (`qmrestore`, API2/Qemu.pm create_vm with an archive), a
+/// clone (`qmclone`, listed under its source's vmid) and the target of a remote migration
+/// (`qmtunnel`).
+const OTHER_MAKERS: [&str; 3] = ["qmrestore", "qmclone", "qmtunnel"];
+
+/// The VMs that came since a listing, as the cluster's recent tasks tell them, so that a
+/// claim need not list the cluster again: for each (node, vmid) whose newest create `recent`
+/// shows, that is not `own_upid`'s VM and not one of `seen` (the listing's VMs, whose names
+/// are known; but one whose newest create runs, or started after the listing, is made
+/// again), a VM of no name yet, held by its create while that runs.
+///
+/// `recent` tells every VM that came only where it lists every user's tasks (the caller
+/// knows it has `Sys.Audit` on `/`) and where nothing else made one; so this is `None`
+/// (list the cluster) when it does not show the run's own create (`own_upid`: the node's
+/// broadcast has not caught up, or the list is not this user's to see), when a restore, a
+/// clone or a remote migration ran since (`listed_at`, the listing's time by the API node's
+/// clock, [`CLOCKS_APART`] allowed), or when a node's list is full of tasks since then (a
+/// create that ended may have left it).
+pub fn came_since(
+    recent: &[RecentTask],
+    seen: &BTreeSet<Vmid>,
+    own_upid: &str,
+    listed_at: u64,
+) -> Option<Vec<ListedVm>> {
+    let own = recent.iter().find(|task| task.upid.text == own_upid)?;
+    let since = |task: &RecentTask| task.upid.starttime + CLOCKS_APART >= listed_at;
+    if recent.iter().any(|task| {
+        OTHER_MAKERS.contains(&task.upid.task_type.as_str()) && (task.running || since(task))
+    }) {
+        return None;
+    }
+    let mut per_node: BTreeMap<&str, (usize, Option<u64>)> = BTreeMap::new();
+    for task in recent {
+        let (count, oldest_finished) = per_node.entry(task.upid.node.as_str()).or_default();
+        *count += 1;
+        if !task.running {
+            let start = task.upid.starttime;
+            *oldest_finished = Some(oldest_finished.map_or(start, |oldest| oldest.min(start)));
+        }
+    }
+    let full_since = per_node.values().any(|(count, oldest_finished)| {
+        *count >= BROADCAST_HOLDS
+            && oldest_finished.is_none_or(|oldest| oldest + CLOCKS_APART >= listed_at)
+    });
+    if full_since {
+        return None;
+    }
+    let mut newest: BTreeMap<(String, Vmid), &RecentTask> = BTreeMap::new();
+    for task in recent
+        .iter()
+        .filter(|task| task.upid.task_type == TaskType::Create.as_str())
+    {
+        let Ok(vmid) = task.upid.id.parse::<Vmid>() else {
+            continue;
+        };
+        let entry = newest.entry((task.upid.node.clone(), vmid)).or_insert(task);
+        if task.upid.starttime > entry.upid.starttime {
+            *entry = task;
+        }
+    }
+    Some(
+        newest
+            .into_iter()
+            .filter(|((_, vmid), task)| {
+                own.upid.id != vmid.to_string()
+                    && (!seen.contains(vmid)
+                        || task.running
+                        || task.upid.starttime > listed_at + CLOCKS_APART)
+            })
+            .map(|((node, vmid), task)| ListedVm {
+                vmid,
+                node,
+                name: String::new(),
+                creating: task.running,
+            })
+            .collect(),
+    )
+}
+
 /// The nodes whose own lists [`named_knowing`] reads for `listed`: those with a VM pvestatd
 /// has not named yet, that no create holds and whose name `known` does not hold.
 pub fn nodes_to_confirm(listed: &[ListedVm], known: &BTreeMap<Vmid, String>) -> Vec<String> {
@@ -689,6 +779,108 @@ mod tests {
             settling.waited_nodes(),
             ["pve2"],
             "only 400's create may still win: 600's is not waited for"
+        );
+    }
+
+    fn task(node: &str, task_type: &str, id: &str, starttime: u64, running: bool) -> RecentTask {
+        let text =
+            format!("UPID:{node}:0000AB12:00C0FFEE:{starttime:08X}:{task_type}:{id}:ops@pve:");
+        RecentTask {
+            upid: Upid::parse(&text).expect("a well-formed UPID"),
+            running,
+        }
+    }
+
+    #[test]
+    fn the_vms_that_came_since_a_listing_are_told_by_the_creates_the_cluster_lists() {
+        let listed_at = 3_000;
+        let own = task("pve1", "qmcreate", "500", 3_001, false);
+        let recent = [
+            own.clone(),
+            // Came since: one still held by its create, one whose create ended.
+            task("pve2", "qmcreate", "501", 3_001, true),
+            task("pve3", "qmcreate", "502", 3_000, false),
+            // Listed by the find, its create long ended: its name is known.
+            task("pve2", "qmcreate", "400", 2_000, false),
+            // Listed by the find, and made again since (its newest create runs).
+            task("pve3", "qmcreate", "401", 1_000, false),
+            task("pve3", "qmcreate", "401", 3_002, true),
+            task("pve1", "qmstart", "400", 3_001, false),
+        ];
+        let seen: BTreeSet<Vmid> = [400, 401].into();
+        let came = came_since(&recent, &seen, &own.upid.text, listed_at).expect("told");
+        let told: Vec<(Vmid, &str, bool)> = came
+            .iter()
+            .map(|vm| (vm.vmid, vm.node.as_str(), vm.creating))
+            .collect();
+        assert_eq!(
+            told,
+            [
+                (501, "pve2", true),
+                (401, "pve3", true),
+                (502, "pve3", false)
+            ],
+            "the run's own VM is not among them"
+        );
+        assert!(came.iter().all(ListedVm::unnamed));
+    }
+
+    #[test]
+    fn the_clusters_tasks_tell_nothing_where_they_may_miss_a_vm() {
+        let listed_at = 3_000;
+        let own = task("pve1", "qmcreate", "500", 3_001, false);
+        let seen = BTreeSet::new();
+        assert_eq!(
+            came_since(
+                &[task("pve2", "qmcreate", "501", 3_001, true)],
+                &seen,
+                &own.upid.text,
+                listed_at
+            ),
+            None,
+            "the run's own create is not listed: the list lags, or is not all this user's to see"
+        );
+        for maker in ["qmclone", "qmrestore", "qmtunnel"] {
+            let running = [own.clone(), task("pve2", maker, "100", 2_000, true)];
+            assert_eq!(
+                came_since(&running, &seen, &own.upid.text, listed_at),
+                None,
+                "{maker} runs"
+            );
+            let since = [own.clone(), task("pve2", maker, "100", 2_996, false)];
+            assert_eq!(
+                came_since(&since, &seen, &own.upid.text, listed_at),
+                None,
+                "{maker} ended since the listing, the clocks allowed for"
+            );
+            let before = [own.clone(), task("pve2", maker, "100", 2_990, false)];
+            assert_eq!(
+                came_since(&before, &seen, &own.upid.text, listed_at),
+                Some(Vec::new()),
+                "{maker} ended well before the listing"
+            );
+        }
+        // pve2's list is full of tasks since the listing: a create that ended may have left it.
+        let mut full = vec![own.clone()];
+        full.extend(
+            (0..BROADCAST_HOLDS as u64).map(|n| task("pve2", "qmstart", "100", 2_999 + n, false)),
+        );
+        assert_eq!(came_since(&full, &seen, &own.upid.text, listed_at), None);
+        // Full, but its oldest finished task started well before the listing: all since are there.
+        full[1] = task("pve2", "qmstart", "100", 2_900, false);
+        assert_eq!(
+            came_since(&full, &seen, &own.upid.text, listed_at),
+            Some(Vec::new())
+        );
+        let running: Vec<RecentTask> = std::iter::once(own.clone())
+            .chain(
+                (0..BROADCAST_HOLDS as u64).map(|n| task("pve3", "qmstart", "100", 10 + n, true)),
+            )
+            .collect();
+        assert_eq!(
+            came_since(&running, &seen, &own.upid.text, listed_at),
+            None,
+            "a list of running tasks alone says nothing of the ended ones"
         );
     }
 
