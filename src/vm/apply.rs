@@ -20,7 +20,6 @@ pub fn run(inv: &Invocation) -> Result<Outcome, Failure> {
         prefetched: Default::default(),
         listed_ids: Default::default(),
         confirmed_names: Default::default(),
-        looked: Default::default(),
         notes: Default::default(),
         ha_carried: Vec::new(),
         acted_failures: 0,

@@ -15,7 +15,6 @@ use anyhow::{Context, anyhow};
 
 use super::desired::CloneSource;
 use super::shell::{Done, Poll, Runner};
-use crate::pve::api::cluster::ListedVm;
 use crate::pve::api::made::{Looking, MadeBefore, Maker};
 use crate::pve::api::named::{self, OwnVm};
 use crate::pve::api::qemu::{self, CloneRequest, Vm};
@@ -226,7 +225,7 @@ impl Runner<'_> {
                             }
                         }
                         if self.desired.vmid.is_none() && self.desired.name.is_some() {
-                            return Ok(Step::Done(self.claim_name(vmid, node, &task.upid.text)));
+                            return Ok(Step::Done(self.claim_name(vmid, node)));
                         }
                         Ok(Step::Done(Ok(Done::Vm(vmid, node.to_string()))))
                     }
@@ -279,7 +278,6 @@ impl Runner<'_> {
         }
         let taken = self.listed_ids.borrow().clone().unwrap_or_default();
         let range = cluster::next_id_range(client).ok();
-        self.looked.borrow_mut().every_users_tasks = range.is_some();
         let listed_lowest = range
             .filter(|_| attempt == 1)
             .and_then(|range| range.lowest_free(&taken));
@@ -302,13 +300,7 @@ impl Runner<'_> {
     /// ctime`, then the lower vmid) is kept; a run whose VM lost removes it and converges the
     /// winner. Creates still running for this user are waited for first: their config shows
     /// the name only at their end (qemu-server Qemu.pm create_vm writes it last).
-    ///
-    /// The VMs that came since the find are read from the cluster's recent tasks where those
-    /// tell them all ([`named::came_since`]: one read, which also tells which creates lose
-    /// to this VM), else from the cluster's listing. The creates that may win still running
-    /// are looked at on their nodes' own lists after one pause, which then name their VMs
-    /// ([`Runner::named_once_settled`]).
-    fn claim_name(&mut self, vmid: u32, node: &str, upid: &str) -> anyhow::Result<Done> {
+    fn claim_name(&mut self, vmid: u32, node: &str) -> anyhow::Result<Done> {
         let name = self.desired.name.clone().unwrap_or_default();
         let own = self.config_of(vmid, node)?;
         // Without a ctime, every create in flight is waited for.
@@ -323,67 +315,35 @@ impl Runner<'_> {
         // Only a create that may win the name can matter: one that started in a later second,
         // or in the same second for a higher vmid, loses to this VM, and its own run removes
         // it. The names are read once those that may win have ended.
-        let own_name = own
-            .as_ref()
-            .and_then(|config| config.name())
-            .unwrap_or_default()
-            .to_string();
+        let mut listed = self.listing()?;
+        let others = super::find::creates_in_flight(&listed, Some(vmid));
         // The names read before the create, and this VM's own, are known: only the VMs that
         // came since are confirmed on their nodes, but for those the cluster's recent tasks
         // show losing to this VM (a name of theirs does not matter).
         let mut known = self.confirmed_names.borrow().clone();
-        let (mut listed, recent) = match self.came_since(upid) {
-            Some((came, recent)) => {
-                for vm in &came {
-                    known.remove(&vm.vmid);
-                }
-                let mut listed = came;
-                listed.push(ListedVm {
-                    vmid,
-                    node: node.to_string(),
-                    name: own_name.clone(),
-                    creating: false,
-                });
-                (listed, Some(recent))
-            }
-            None => (self.listing()?, None),
-        };
-        known.insert(vmid, own_name);
-        let others = super::find::creates_in_flight(&listed, Some(vmid));
-        let named = if let Some(recent) = &recent {
-            // The tasks just read tell which creates lose to this VM; the others still
-            // running are waited for, and their VMs' names read on their nodes.
-            for later in named::outrun_by(recent, own_vm) {
+        known.insert(
+            vmid,
+            own.as_ref()
+                .and_then(|config| config.name())
+                .unwrap_or_default()
+                .to_string(),
+        );
+        if !others.is_empty() {
+            let awaited = self.await_creates(&name, &others, Some(own_vm))?;
+            listed = super::find::ended_creates(listed, &awaited.ended);
+            for later in awaited.created_after {
                 known.entry(later).or_default();
             }
-            let waited: Vec<(u32, String)> = others
-                .into_iter()
-                .filter(|(id, _)| !known.contains_key(id))
-                .collect();
-            if waited.is_empty() {
-                named::named_knowing(&self.session.client, &name, listed, &known)?
-            } else {
-                self.named_once_settled(&name, listed, &waited, Some(own_vm), &known)?
-                    .0
-            }
-        } else {
-            if !others.is_empty() {
-                let awaited = self.await_creates(&name, &others, Some(own_vm))?;
-                listed = super::find::ended_creates(listed, &awaited.ended);
-                for later in awaited.created_after {
+        } else if named::nodes_to_confirm(&listed, &known).len() > 1 {
+            // One read of the cluster's recent tasks may spare several nodes' lists; should it
+            // fail, the nodes' lists tell.
+            if let Ok(recent) = named::recent_tasks(&self.session.client) {
+                for later in named::outrun_by(&recent, own_vm) {
                     known.entry(later).or_default();
                 }
-            } else if named::nodes_to_confirm(&listed, &known).len() > 1 {
-                // One read of the cluster's recent tasks may spare several nodes' lists;
-                // should it fail, the nodes' lists tell.
-                if let Ok(recent) = named::recent_tasks(&self.session.client) {
-                    for later in named::outrun_by(&recent, own_vm) {
-                        known.entry(later).or_default();
-                    }
-                }
             }
-            named::named_knowing(&self.session.client, &name, listed, &known)?
-        };
+        }
+        let named = named::named_knowing(&self.session.client, &name, listed, &known)?;
         let mut carriers: Vec<(u64, u32, String)> = Vec::new();
         for (id, on) in named.carriers {
             let ctime = if id == vmid {
@@ -442,21 +402,6 @@ impl Runner<'_> {
             "VM {win} on {win_node} and VM {vmid} were created with the name '{name}' at the same time; VM {vmid} (this run's) was removed and VM {win} is the one converged"
         ));
         Ok(Done::Vm(win, win_node))
-    }
-}
-
-impl Runner<'_> {
-    /// The VMs that came since the find's listing, told by the cluster's recent tasks (one
-    /// read), with those tasks; `None` where they cannot tell them all
-    /// ([`named::came_since`]: not every user's tasks are this user's to see, the find
-    /// listed nothing, or the read failed), and the cluster is listed instead. `upid` is
-    /// the run's own create.
-    fn came_since(&self, upid: &str) -> Option<(Vec<ListedVm>, Vec<named::RecentTask>)> {
-        let looked = self.looked.borrow().clone();
-        let listed_at = looked.listed_at.filter(|_| looked.every_users_tasks)?;
-        let recent = named::recent_tasks(&self.session.client).ok()?;
-        let came = named::came_since(&recent, &looked.seen, upid, listed_at)?;
-        Some((came, recent))
     }
 }
 

@@ -1,8 +1,6 @@
 //! Finding a VM: by vmid and node directly, or through the cluster listing, whose names lag
 //! up to 10 s behind the configs (a name is confirmed on its node); by name, waiting for the
-//! creates in flight that may carry it and for parallel runs resolving a name race. What the
-//! find by name looked at ([`super::looked::Looked`]) lets the claim after the create tell the VMs that came
-//! since from the cluster's recent tasks alone.
+//! creates in flight that may carry it and for parallel runs resolving a name race.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -10,7 +8,6 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 
 use super::desired::CloneSource;
-use super::looked::Looked;
 use super::plan::Current;
 use super::shell::{Poll, Runner};
 use crate::pve::answers::{VmConfig, VmStatus};
@@ -111,11 +108,6 @@ impl Runner<'_> {
                 .map(|v| (v.vmid, v.node)));
         }
         let name = self.desired.name.as_deref().unwrap_or_default();
-        self.looked.replace(Looked {
-            seen: vms.iter().map(|vm| vm.vmid).collect(),
-            listed_at: self.session.client.server_now(),
-            every_users_tasks: false,
-        });
         let in_flight = creates_in_flight(&vms, None);
         let named = if in_flight.is_empty() || vms.iter().any(|vm| vm.name == name) {
             self.named(name, vms)?

@@ -35,7 +35,6 @@ mod ha_converge;
 pub mod ha_rules;
 mod limits;
 mod locks;
-mod looked;
 mod migrate;
 pub mod nocloud;
 pub mod plan;

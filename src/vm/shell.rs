@@ -54,9 +54,6 @@ pub(super) struct Runner<'a> {
     /// The names the nodes' own lists gave while finding the VM (vmid → name): a claim after
     /// the create takes them as known and confirms only the VMs that came since.
     pub(super) confirmed_names: RefCell<BTreeMap<u32, String>>,
-    /// What the find by name looked at: what a claim after the create needs to tell, from
-    /// the cluster's recent tasks alone, the VMs that came since.
-    pub(super) looked: RefCell<super::looked::Looked>,
     /// Warnings found while looking (leftovers of killed creates), each once; added to the
     /// result's warnings when the run ends.
     pub(super) notes: RefCell<Vec<String>>,
