@@ -318,3 +318,41 @@ fn parallel_runs_for_one_name_without_sys_audit_end_with_one_vm() {
     assert_eq!(carriers.len(), 1, "{carriers:?}");
     assert!(vmids.iter().all(|id| *id == carriers[0]), "{vmids:?}");
 }
+
+/// PVE shows datacenter.cfg's `next-id` only to a caller with `Sys.Audit` on `/` (pve-manager
+/// Cluster.pm `get_options` answers every user, without it only `console` and `tag-style`):
+/// a run by name of a user without it still keeps its automatic id within the range, asking
+/// `/cluster/nextid` for the lowest free one.
+#[test]
+fn a_run_by_name_without_sys_audit_keeps_to_the_next_id_range_it_cannot_read() {
+    let sim = Sim::start(
+        &[],
+        &[
+            "--next-id",
+            "lower=5000,upper=5012",
+            "--user",
+            "root@pam:pve-sim",
+            "--user",
+            "ops@pve:opspw:nosysaudit",
+        ],
+    );
+    let args = merge(&[
+        sim.conn(),
+        sim.conn_as("ops@pve", "opspw"),
+        json!({"node": "pve1", "name": "scoped", "cores": 1}),
+    ]);
+    let vmid = ok(run(args))["vmid"].as_u64().unwrap();
+    assert!(
+        (5000..5012).contains(&vmid),
+        "an id outside datacenter.cfg's next-id range: {vmid}"
+    );
+    let options: Vec<Value> = sim
+        .requests()
+        .into_iter()
+        .filter(|request| request["path"] == "/cluster/options")
+        .collect();
+    assert!(
+        options.iter().all(|request| request["status"] == 200),
+        "PVE answers the options to every user: {options:?}"
+    );
+}

@@ -263,10 +263,10 @@ impl Runner<'_> {
     /// lowest free id (`nextid` reserves nothing) and cannot see each other's creates when
     /// they start at once, rarely send their creates to one id; without a name, the lowest
     /// free one (`/cluster/nextid`, which keeps to the range). The range is read from
-    /// `/cluster/options` (PVE asks `Sys.Audit` on `/`); then the lowest free id is the
-    /// range's lowest that the listing's guests do not have, as `nextid` would answer, and
+    /// `/cluster/options` (PVE shows it only to a caller with `Sys.Audit` on `/`, and root@pam
+    /// sees every key); then the lowest free id is the range's lowest that the listing's guests do not have, as `nextid` would answer, and
     /// the create itself confirms it (a guest the user cannot see makes it fail as taken,
-    /// and the next try asks `nextid`). Without the range, `nextid` and PVE's default range.
+    /// and the next try asks `nextid`). Without the range shown, `nextid`'s id as it is.
     /// A try after a collision lists the cluster's guests again first.
     fn next_id(&self, attempt: u32) -> anyhow::Result<u32> {
         let client = &self.session.client;
@@ -277,7 +277,17 @@ impl Runner<'_> {
             self.listing()?;
         }
         let taken = self.listed_ids.borrow().clone().unwrap_or_default();
-        let range = cluster::next_id_range(client).ok();
+        let range = match cluster::next_id_range(client) {
+            Ok(Some(range)) => Some(range),
+            // root@pam is shown the whole of datacenter.cfg: no `next-id` there is PVE's
+            // default range.
+            Ok(None) if client.user() == "root@pam" => Some(cluster::NextIdRange::default()),
+            // Not shown (no `Sys.Audit` on `/`), or the read failed: `nextid`, which keeps to
+            // the range whoever asks, gives the lowest free id, and it is taken as it is (a
+            // spread above it could pass the range's upper end, which is not known; PVE
+            // checks no range for a given vmid, `nextid?vmid=` included).
+            _ => None,
+        };
         let listed_lowest = range
             .filter(|_| attempt == 1)
             .and_then(|range| range.lowest_free(&taken));
@@ -285,13 +295,10 @@ impl Runner<'_> {
             Some(lowest) => lowest,
             None => cluster::next_vmid(client).context("asking PVE for a free vmid")?,
         };
-        Ok(cluster::spread_vmid_within(
-            lowest,
-            &taken,
-            name,
-            attempt - 1,
-            range.unwrap_or_default(),
-        ))
+        Ok(match range {
+            Some(range) => cluster::spread_vmid_within(lowest, &taken, name, attempt - 1, range),
+            None => lowest,
+        })
     }
 
     /// After a create by name alone, makes sure the name is carried by one VM. PVE has no

@@ -126,11 +126,15 @@ impl NextIdRange {
     }
 }
 
-/// `GET /cluster/options`: datacenter.cfg's `next-id` range (a read; PVE asks `Sys.Audit`
-/// on `/`).
-pub fn next_id_range(client: &Client) -> Result<NextIdRange, ApiError> {
+/// `GET /cluster/options`: datacenter.cfg's `next-id` range, `None` when the answer shows
+/// none: datacenter.cfg sets none, or PVE left it out, as it does for a caller without
+/// `Sys.Audit` on `/` (pve-manager API2/Cluster.pm `get_options` answers every user, with
+/// the whole of datacenter.cfg only then, else only `console` and `tag-style`). A read.
+pub fn next_id_range(client: &Client) -> Result<Option<NextIdRange>, ApiError> {
     let answer = ops::read(client, paths::CLUSTER_OPTIONS, &Vec::new())?;
-    Ok(NextIdRange::from_options(&answer))
+    Ok(answer
+        .get("next-id")
+        .map(|_| NextIdRange::from_options(&answer)))
 }
 
 /// `GET /cluster/nextid`: a free vmid, not reserved (a parallel client may take it first).

@@ -86,12 +86,6 @@ pub const ROWS: &[Row] = &[
     ),
     row(
         "GET",
-        "/cluster/options",
-        "pve-manager API2/Cluster.pm get_options",
-        perm("/", &["Sys.Audit"]),
-    ),
-    row(
-        "GET",
         "/access/users/{userid}",
         "pve-access-control API2/User.pm read_user",
         Test::UseridGroup(&["User.Modify", "Sys.Audit"]),

@@ -71,9 +71,43 @@ pub fn options(next_id: &NextId, registered_tags: &[String]) -> Value {
     Value::Object(out)
 }
 
+/// What `GET /cluster/options` shows its caller: pve-manager API2/Cluster.pm `get_options`
+/// declares `user => 'all'` (every user is answered; RPCEnvironment.pm
+/// `check_api2_permissions` returns before the `check`), and shows the whole of
+/// datacenter.cfg only with `Sys.Audit` on `/`; without it only `console` and `tag-style`.
+/// (`allowed-tags`, added for every caller there, is not modelled.)
+pub fn options_seen(options: Value, sys_audit: bool) -> Value {
+    if sys_audit {
+        return options;
+    }
+    let Value::Object(all) = options else {
+        return json!({});
+    };
+    Value::Object(
+        all.into_iter()
+            .filter(|(key, _)| matches!(key.as_str(), "console" | "tag-style"))
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_sys_audit_the_options_are_answered_without_next_id() {
+        let set = NextId::parse("lower=5000,upper=5010").unwrap();
+        let all = options(&set, &["web".to_string()]);
+        assert_eq!(options_seen(all.clone(), true), all);
+        assert_eq!(options_seen(all, false), json!({}));
+        assert_eq!(
+            options_seen(
+                json!({"console": "xtermjs", "next-id": {"lower": "5000"}}),
+                false
+            ),
+            json!({"console": "xtermjs"})
+        );
+    }
 
     #[test]
     fn next_id_keeps_its_defaults_bounds_and_order_rule() {

@@ -393,9 +393,12 @@ impl Api {
             ["access", "permissions"] if m == "GET" => identity::permissions(&checker, params),
             ["cluster", "options"] if m == "GET" => {
                 schema::check(&[], params)?;
-                Ok(crate::cluster::datacenter::options(
-                    &sim.opts.next_id,
-                    &sim.opts.registered_tags,
+                Ok(crate::cluster::datacenter::options_seen(
+                    crate::cluster::datacenter::options(
+                        &sim.opts.next_id,
+                        &sim.opts.registered_tags,
+                    ),
+                    checker.has("/", &["Sys.Audit"]),
                 ))
             }
             ["cluster", "nextid"] if m == "GET" => {
