@@ -28,7 +28,11 @@ pub enum Awaiting {
     LostAnswer,
     /// A lock no visible task holds to be released (its holder may be starting up): 250 ms.
     LockHeld,
-    /// Creates in flight (this user's) to end, so that the VMs carrying a name settle: 500 ms.
+    /// Creates in flight (this user's) to end, so that the VMs carrying a name settle: 500 ms
+    /// doubling to 2 s (plus jitter). They are other runs' creates (a fleet's, or an earlier
+    /// run's import that may take minutes): noticing their end a few seconds late costs a run
+    /// little, and looking every 500 ms for minutes cost a fleet of imports tens of requests
+    /// per VM.
     NameSettling,
     /// Parallel runs that each created a VM of one name to remove all but the first: 1 s.
     DuplicateNames,
@@ -57,7 +61,7 @@ impl Awaiting {
             Awaiting::FreeVmid => backoff(attempt.min(3), seed).mul_f64(0.4),
             Awaiting::LostAnswer => backoff(attempt.min(3), seed),
             Awaiting::LockHeld => Duration::from_millis(250),
-            Awaiting::NameSettling => Duration::from_millis(500),
+            Awaiting::NameSettling => backoff(attempt.saturating_add(1).min(4), seed),
             Awaiting::DuplicateNames | Awaiting::AgentNotUp | Awaiting::HaMotion => {
                 Duration::from_secs(1)
             }
@@ -234,9 +238,11 @@ mod tests {
                 Awaiting::LockHeld.pause(attempt, 3),
                 Duration::from_millis(250)
             );
-            assert_eq!(
-                Awaiting::NameSettling.pause(attempt, 3),
-                Duration::from_millis(500)
+            let settling = Awaiting::NameSettling.pause(attempt, 3);
+            let base = Duration::from_millis(500 * (1 << (attempt - 1).min(2)));
+            assert!(
+                settling >= base && settling <= base.mul_f64(1.25),
+                "{attempt}: {settling:?}"
             );
             for each_second in [
                 Awaiting::DuplicateNames,
