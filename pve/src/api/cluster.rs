@@ -118,6 +118,21 @@ impl NextIdRange {
         range
     }
 
+    /// The range a `GET /cluster/options` answer tells: its `next-id`, or PVE's default where
+    /// the answer shows datacenter.cfg whole (a key beyond the `console`, `tag-style` and
+    /// `allowed-tags` every caller is shown) and sets none; `None` where it cannot tell (the
+    /// caller may lack `Sys.Audit` on `/`, and PVE left `next-id` out).
+    pub fn shown_in(answer: &serde_json::Value) -> Option<NextIdRange> {
+        if answer.get("next-id").is_some() {
+            return Some(NextIdRange::from_options(answer));
+        }
+        let whole = answer.as_object().is_some_and(|keys| {
+            keys.keys()
+                .any(|key| !matches!(key.as_str(), "console" | "tag-style" | "allowed-tags"))
+        });
+        whole.then(NextIdRange::default)
+    }
+
     /// The lowest id of the range that none of `taken` has, as `/cluster/nextid` answers for
     /// a user who sees every guest; `None` when every one is taken.
     pub fn lowest_free(&self, taken: &[Vmid]) -> Option<Vmid> {
@@ -132,9 +147,7 @@ impl NextIdRange {
 /// the whole of datacenter.cfg only then, else only `console` and `tag-style`). A read.
 pub fn next_id_range(client: &Client) -> Result<Option<NextIdRange>, ApiError> {
     let answer = ops::read(client, paths::CLUSTER_OPTIONS, &Vec::new())?;
-    Ok(answer
-        .get("next-id")
-        .map(|_| NextIdRange::from_options(&answer)))
+    Ok(NextIdRange::shown_in(&answer))
 }
 
 /// `GET /cluster/nextid`: a free vmid, not reserved (a parallel client may take it first).
@@ -293,6 +306,24 @@ mod tests {
             spread_vmid(100, &[], "web-1", 0),
             "PVE's default range spreads as before"
         );
+    }
+
+    #[test]
+    fn an_answer_without_next_id_tells_the_default_range_only_when_it_shows_the_whole_config() {
+        let shown = |answer: serde_json::Value| NextIdRange::shown_in(&answer);
+        assert_eq!(
+            shown(serde_json::json!({"next-id": {"lower": "5000"}})).map(|range| range.lower),
+            Some(5000)
+        );
+        assert_eq!(
+            shown(serde_json::json!({"keyboard": "en-us", "allowed-tags": []})),
+            Some(NextIdRange::default())
+        );
+        assert_eq!(
+            shown(serde_json::json!({"console": "xtermjs", "allowed-tags": []})),
+            None
+        );
+        assert_eq!(shown(serde_json::json!({})), None);
     }
 
     #[test]
