@@ -102,15 +102,20 @@ fn a_fleet_keeps_to_api_concurrency_requests_at_once_and_without_the_gate_exceed
         (1..=2).contains(&most),
         "{most} requests of {HOSTS} runs with api_concurrency 2 were in pve-sim at once"
     );
-    // The slots are two lock files in a folder of the user's own, no one else's to write.
+    // The slots are two lock files in a folder of the user's own, no one else's to write,
+    // beside the roster of the VMs the runs made (`made/`).
     let folder = gate_folder(&runtime);
     let mut slots: Vec<String> = std::fs::read_dir(&folder)
         .unwrap()
         .map(|entry| entry.unwrap().file_name().into_string().unwrap())
         .collect();
     slots.sort();
-    assert_eq!(slots, ["slot-0", "slot-1"]);
-    for dir in [runtime.join("sankofa-proxmox"), folder.clone()] {
+    assert_eq!(slots, ["made", "slot-0", "slot-1"]);
+    for dir in [
+        runtime.join("sankofa-proxmox"),
+        folder.clone(),
+        folder.join("made"),
+    ] {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "{}", dir.display());
@@ -125,9 +130,15 @@ fn a_fleet_keeps_to_api_concurrency_requests_at_once_and_without_the_gate_exceed
         "only {most} requests of {HOSTS} runs without a gate were in pve-sim at once: this \
          fleet cannot tell whether the gate works"
     );
+    let folder = gate_folder(&runtime);
+    let slots: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.starts_with("slot-"))
+        .collect();
     assert!(
-        !runtime.join("sankofa-proxmox").exists(),
-        "api_concurrency 0 makes no gate"
+        slots.is_empty(),
+        "api_concurrency 0 makes no gate: {slots:?}"
     );
 }
 

@@ -17,6 +17,7 @@ mod gate;
 mod hints;
 mod relief;
 mod request;
+mod roster;
 
 pub use auth::Credentials;
 use auth::{RunCache, Ticket};
@@ -26,6 +27,7 @@ pub use hints::Hints;
 use relief::Relief;
 use request::Request;
 pub use request::{Method, Params};
+pub use roster::{Entered, Made, Roster};
 
 use super::budget::Budget;
 use super::error::ApiError;
@@ -100,6 +102,9 @@ pub struct Client {
     gate: Option<Arc<Gate>>,
     /// Why there is no gate although slots were asked for.
     gate_note: Option<String>,
+    /// The VMs this controller's runs make on this endpoint ([`roster`]); none where no
+    /// directory of the user's own could hold it.
+    roster: Option<Arc<Roster>>,
 }
 
 impl Client {
@@ -151,6 +156,9 @@ impl Client {
                 Ok(gate) => (gate.map(Arc::new), None),
                 Err(why) => (None, Some(why)),
             };
+        let roster = Roster::open(&conn.concurrency.roots, &conn.host, conn.port)
+            .ok()
+            .map(Arc::new);
         let client = Client {
             agent,
             base: format!("https://{host}:{}/api2/json", conn.port),
@@ -172,6 +180,7 @@ impl Client {
             relief: Arc::new(Mutex::new(Relief::new(conn.budget.seed()))),
             gate,
             gate_note,
+            roster,
         };
         if let Credentials::Password { .. } = client.credentials {
             client.login()?;
@@ -220,6 +229,7 @@ impl Client {
             relief: self.relief.clone(),
             gate: self.gate.clone(),
             gate_note: self.gate_note.clone(),
+            roster: self.roster.clone(),
         }
     }
 
@@ -251,6 +261,11 @@ impl Client {
     /// directory of the user's own could hold its slots ([`gate`]).
     pub fn gate_note(&self) -> Option<&str> {
         self.gate_note.as_deref()
+    }
+
+    /// The roster of the VMs this controller's runs make on this endpoint ([`roster`]).
+    pub fn roster(&self) -> Option<&Roster> {
+        self.roster.as_deref()
     }
 
     /// True in check mode.

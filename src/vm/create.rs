@@ -187,7 +187,21 @@ impl Runner<'_> {
                 match result {
                     Ok(Dispatched::Task(task)) => {
                         let mark = self.changes.accepted();
-                        match self.wait_task(&task, &what) {
+                        // PVE accepted it: this controller's other runs learn the new VM's name
+                        // from the roster while it has none of its own to show.
+                        let record = self.enter_roster(vmid, node, &task.upid.to_string());
+                        let waited = self.wait_task(&task, &what);
+                        if let Some(record) = record {
+                            match &waited {
+                                Ok(()) => record.ended(true),
+                                Err(failed) if failed.exitstatus.is_some() => record.ended(false),
+                                // Still running at the deadline: the record is left to lapse
+                                // with this run (a later run waits for the create as for any
+                                // other it does not know).
+                                Err(_) => drop(record),
+                            }
+                        }
+                        match waited {
                             Ok(()) => {}
                             Err(failed)
                                 if matches!(making, Making::Clone { .. })
@@ -246,6 +260,19 @@ impl Runner<'_> {
             Making::Clone { .. } => "cloning the VM",
         };
         self.ended(tried, doing)
+    }
+
+    /// Records the VM this run is making in the controller's roster ([`crate::pve::client::Roster`]),
+    /// by the name it is made with; none without a name, or where the roster cannot be
+    /// written.
+    fn enter_roster(
+        &self,
+        vmid: u32,
+        node: &str,
+        upid: &str,
+    ) -> Option<crate::pve::client::Entered> {
+        let name = self.desired.name.as_deref()?;
+        self.session.client.roster()?.enter(vmid, node, name, upid)
     }
 
     /// Whether a create or clone that failed left nothing behind (its worker removed what it
@@ -322,7 +349,7 @@ impl Runner<'_> {
         // Only a create that may win the name can matter: one that started in a later second,
         // or in the same second for a higher vmid, loses to this VM, and its own run removes
         // it. The names are read once those that may win have ended.
-        let mut listed = self.listing()?;
+        let mut listed = self.listing_by_name(&name)?;
         let others = super::find::creates_in_flight(&listed, Some(vmid));
         // The names read before the create, and this VM's own, are known: only the VMs that
         // came since are confirmed on their nodes, but for those the cluster's recent tasks

@@ -100,14 +100,15 @@ impl Runner<'_> {
                 Err(e) => return Err(e),
             }
         }
-        let vms = self.listing()?;
+        let name = self.desired.name.as_deref().unwrap_or_default();
         if let Some(id) = self.desired.vmid {
-            return Ok(vms
+            return Ok(self
+                .listing()?
                 .into_iter()
                 .find(|v| v.vmid == id)
                 .map(|v| (v.vmid, v.node)));
         }
-        let name = self.desired.name.as_deref().unwrap_or_default();
+        let vms = self.listing_by_name(name)?;
         let in_flight = creates_in_flight(&vms, None);
         let named = if in_flight.is_empty() || vms.iter().any(|vm| vm.name == name) {
             self.named(name, vms)?
@@ -134,7 +135,7 @@ impl Runner<'_> {
             |_| -> Poll<Vec<(u32, String)>> {
                 let hits = match first.take() {
                     Some(hits) => hits,
-                    None => self.named(name, self.listing()?)?.carriers,
+                    None => self.named(name, self.listing_by_name(name)?)?.carriers,
                 };
                 Ok(if hits.len() > 1 {
                     Step::Again(Ok(hits))
@@ -167,6 +168,18 @@ impl Runner<'_> {
             cluster::listing(&self.session.client).context("listing the cluster's VMs")?;
         self.listed_ids.replace(Some(listing.guest_ids));
         Ok(listing.vms)
+    }
+
+    /// [`Runner::listing`] for a search by `name`, with the names this controller's roster
+    /// gives the VMs the listing does not name ([`named::named_by_roster`]: the VMs of the
+    /// fleet's other runs, which cannot carry `name`, are neither waited for nor their names
+    /// read).
+    pub(super) fn listing_by_name(&self, name: &str) -> anyhow::Result<Vec<ListedVm>> {
+        let listed = self.listing()?;
+        Ok(match self.session.client.roster() {
+            Some(roster) => named::named_by_roster(listed, &roster.made(), name),
+            None => listed,
+        })
     }
 
     /// The VMs that carry `name`, and the creates in flight whose name is not known yet

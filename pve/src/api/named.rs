@@ -13,7 +13,7 @@ use super::task_type::TaskType;
 pub use super::tasks::RecentTask;
 use super::{qemu, tasks};
 use crate::answers::Vmid;
-use crate::client::Client;
+use crate::client::{Client, Made};
 use crate::error::ApiError;
 use crate::upid::Upid;
 
@@ -73,6 +73,37 @@ pub fn outrun_by(recent: &[RecentTask], own: OwnVm) -> Vec<Vmid> {
     out.sort();
     out.dedup();
     out
+}
+
+/// The listing with the names the roster gives ([`crate::client::Roster::made`]: VMs this
+/// controller's live runs are making, or made a moment ago, with the name their create gave):
+/// a VM the listing does not name (no name yet, or a create in flight) whose record names it
+/// other than `name` is taken as named so, and no longer as held by a create. It cannot carry
+/// `name`, so it is neither waited for nor its name read. A record of `name` itself (a
+/// parallel run for the same name) changes nothing: that VM is judged as before, as does a
+/// VM whose records disagree. Pure.
+pub fn named_by_roster(listed: Vec<ListedVm>, made: &[Made], name: &str) -> Vec<ListedVm> {
+    listed
+        .into_iter()
+        .map(|mut vm| {
+            let mut names = made
+                .iter()
+                .filter(|made| made.vmid == vm.vmid && made.node == vm.node)
+                .map(|made| made.name.as_str());
+            let first = names.next();
+            // Records that disagree (an id taken again) tell nothing.
+            if vm.unnamed()
+                && let Some(record) = first
+                && names.all(|other| other == record)
+                && !record.is_empty()
+                && record != name
+            {
+                vm.name = record.to_string();
+                vm.creating = false;
+            }
+            vm
+        })
+        .collect()
 }
 
 /// The nodes whose own lists [`named_knowing`] reads for `listed`: those with a VM pvestatd
@@ -437,6 +468,69 @@ mod tests {
             name: name.into(),
             creating: false,
         }
+    }
+
+    #[test]
+    fn the_roster_names_a_fleets_vms_of_other_names_and_leaves_the_runs_own_name_alone() {
+        let made = |vmid: Vmid, node: &str, name: &str| Made {
+            vmid,
+            node: node.into(),
+            name: name.into(),
+            upid: format!("UPID:{node}:1:2:3:qmcreate:{vmid}:root@pam:"),
+            ended: None,
+        };
+        let creating = |vmid: Vmid, node: &str| ListedVm {
+            creating: true,
+            ..listed(vmid, node, "")
+        };
+        let cluster = vec![
+            creating(100, "pve1"),
+            listed(101, "pve2", ""),
+            creating(102, "pve1"),
+            listed(103, "pve3", "VM 103"),
+            creating(104, "pve2"),
+            listed(105, "pve1", "listed"),
+            creating(106, "pve3"),
+        ];
+        let records = vec![
+            made(100, "pve1", "peer-a"),
+            made(101, "pve2", "peer-b"),
+            made(102, "pve1", "web"),
+            made(103, "pve3", "peer-c"),
+            made(104, "pve1", "elsewhere"),
+            made(105, "pve1", "renamed?"),
+            made(106, "pve3", "one"),
+            made(106, "pve3", "two"),
+        ];
+        let out = named_by_roster(cluster, &records, "web");
+        let seen: Vec<(Vmid, &str, bool)> = out
+            .iter()
+            .map(|vm| (vm.vmid, vm.name.as_str(), vm.creating))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (100, "peer-a", false),
+                (101, "peer-b", false),
+                (102, "", true),
+                (103, "peer-c", false),
+                (104, "", true),
+                (105, "listed", false),
+                (106, "", true),
+            ],
+            "the run's own name (102), another node (104), a listed name (105) and records that \
+             disagree (106) are left as the listing has them"
+        );
+        let named = carrying("web", out, &BTreeMap::new());
+        assert_eq!(
+            named.in_flight,
+            vec![
+                (102, "pve1".to_string()),
+                (104, "pve2".to_string()),
+                (106, "pve3".to_string())
+            ]
+        );
+        assert!(named.carriers.is_empty());
     }
 
     #[test]

@@ -347,6 +347,13 @@ pub fn destroy(client: &Client, vm: &Vm, purge: bool) -> Result<Dispatched, ApiE
         ("destroy-unreferenced-disks".into(), "1".into()),
     ];
     let path = vm.path();
+    // Once asked to go, no record of this controller's names the VM any more (another may
+    // take its id at once).
+    if let Some(roster) = client.roster()
+        && !client.read_only()
+    {
+        roster.forget(vm.vmid, &vm.node);
+    }
     dispatch(
         client,
         Method::Delete,

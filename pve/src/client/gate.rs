@@ -147,6 +147,41 @@ fn made(root: &Root, name: &str, me: u32) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// The folder this controller's runs share for `host:port` (its gate's slots, the roster of
+/// the VMs they make: [`super::roster`]): in the first of `roots` where it can be made and
+/// trusted, `Err` saying why in none.
+pub(super) fn endpoint_dir(roots: &[Root], host: &str, port: u16) -> Result<PathBuf, String> {
+    let name = folder(host, port);
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mut why = Vec::new();
+    for root in roots {
+        match made(root, &name, me) {
+            Ok(dir) => return Ok(dir),
+            Err(e) => why.push(e),
+        }
+    }
+    if why.is_empty() {
+        why.push("neither XDG_RUNTIME_DIR nor HOME names a directory".into());
+    }
+    Err(why.join("; "))
+}
+
+/// `name` below `dir` (a folder [`endpoint_dir`] gave), made (mode 0700) where missing and
+/// checked as it is.
+pub(super) fn subfolder(dir: &Path, name: &str) -> Result<PathBuf, String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let sub = dir.join(name);
+    match DirBuilder::new().mode(0o700).create(&sub) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot make {}: {e}", sub.display())),
+    }
+    check(&sub, me)?;
+    Ok(sub)
+}
+
 /// One request's slot, held until dropped (the file's lock goes with its last descriptor);
 /// an unlocked pass where a slot could not be opened.
 pub(super) struct Pass {
@@ -173,8 +208,8 @@ pub(super) struct Gate {
 
 impl Gate {
     /// The gate of `host:port`, in the first of `concurrency`'s roots where its folder can be
-    /// made and trusted; `Ok(None)` without one (0 slots), `Err` saying why none could be
-    /// made.
+    /// made and trusted ([`endpoint_dir`]); `Ok(None)` without one (0 slots), `Err` saying
+    /// why none could be made.
     pub(super) fn open(
         concurrency: &Concurrency,
         host: &str,
@@ -184,26 +219,12 @@ impl Gate {
         if concurrency.slots == 0 {
             return Ok(None);
         }
-        let name = folder(host, port);
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
-        let mut why = Vec::new();
-        for root in &concurrency.roots {
-            match made(root, &name, me) {
-                Ok(dir) => {
-                    return Ok(Some(Gate {
-                        dir,
-                        slots: concurrency.slots.min(MOST_SLOTS),
-                        jitter: Mutex::new(seed),
-                    }));
-                }
-                Err(e) => why.push(e),
-            }
-        }
-        if why.is_empty() {
-            why.push("neither XDG_RUNTIME_DIR nor HOME names a directory".into());
-        }
-        Err(why.join("; "))
+        let dir = endpoint_dir(&concurrency.roots, host, port)?;
+        Ok(Some(Gate {
+            dir,
+            slots: concurrency.slots.min(MOST_SLOTS),
+            jitter: Mutex::new(seed),
+        }))
     }
 
     /// The directory holding the slots.
