@@ -489,9 +489,9 @@ pub fn wait_task(
     stop_on_timeout: bool,
 ) -> Result<TaskReport, WaitError> {
     let start = Instant::now();
-    let mut state = WaitState::new();
-    let mut log = LogWindow::default();
     let kind = kind_of(&upid.task_type, policy.expect_progress);
+    let mut state = WaitState::for_kind(kind, policy);
+    let mut log = LogWindow::default();
     let mut last_status = Instant::now();
     let mut silence = Silence::default();
     let mut seen_progress: Option<(f64, Instant)> = None;

@@ -181,6 +181,18 @@ impl WaitState {
         Self::default()
     }
 
+    /// The state of a wait on a task of `kind`: one that is first looked at after a pause
+    /// (a create) has no quick end left to catch, so its looks come at the cap from the first
+    /// (a 500 ms create is seen ending at its fourth look, not its fifth), the end still
+    /// noticed within the cap.
+    pub fn for_kind(kind: Kind, policy: &Policy) -> Self {
+        let mut state = Self::default();
+        if !kind.first_look(policy).is_zero() {
+            state.interval = Some(policy.cap);
+        }
+        state
+    }
+
     /// How many observations were made.
     pub fn polls(&self) -> u32 {
         self.polls
