@@ -441,6 +441,16 @@ pub struct Run {
     pub code: i32,
 }
 
+/// The runtime directory the modules of this test run share (as the runs of one controller
+/// do): mode 0700, under cargo's temporary directory for the tests.
+pub fn runtime_dir() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("runtime");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
 fn run_module_raw(args: &Value, signal_after: Option<Duration>) -> Run {
     run_binary(
         env!("CARGO_BIN_EXE_vm"),
@@ -455,6 +465,7 @@ pub fn run_and_kill(args: Value, after: Duration) -> String {
     let path = dir.join("args");
     std::fs::write(&path, args.to_string()).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_vm"))
+        .env("XDG_RUNTIME_DIR", runtime_dir())
         .arg(&path)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -510,6 +521,9 @@ fn run_binary_env(
     {
         cmd.env_remove(k);
     }
+    // The gate's slots and the roster live in this test run's own runtime directory, not in
+    // the user's home (a test may give its own).
+    cmd.env("XDG_RUNTIME_DIR", runtime_dir());
     cmd.envs(env.iter().copied());
     let mut child = cmd
         .arg(&path)
