@@ -272,7 +272,7 @@ fn a_run_by_name_waits_for_an_earlier_runs_create_still_running_and_finds_its_vm
 /// name, takes that VM's name from the roster (the record the other run wrote once PVE
 /// accepted its create) and goes on: it ends while that create still imports, and reads no
 /// task list and no node's list to learn what it is. An interrupted run's create is not taken
-/// so (`a_run_by_name_waits_for_an_earlier_runs_create_still_running_and_finds_its_vm`).
+/// so (`a_run_by_name_waits_for_a_create_whose_run_was_interrupted_whatever_its_name`).
 #[test]
 fn a_run_by_name_does_not_wait_for_a_create_this_controllers_fleet_makes_for_another_name() {
     let img = image("peer-300.qcow2", 1024, 300);
@@ -313,21 +313,72 @@ fn a_run_by_name_does_not_wait_for_a_create_this_controllers_fleet_makes_for_ano
         json!({"node": "pve2", "name": "blank", "cores": 1}),
     ])));
     assert_eq!(blank["changed"], true, "{blank}");
+    let after = sim.requests().len();
     assert!(
         copying(),
         "the run for 'blank' waited for the import of 'importing' to end"
     );
-    let asked: Vec<String> = sim.requests()[before..]
+    let asked: Vec<String> = sim.requests()[before..after]
         .iter()
         .filter(|request| request["method"] == "GET")
-        .map(|request| request["path"].as_str().unwrap_or_default().to_string())
-        .filter(|path| path.ends_with("/qemu") || path == "/cluster/tasks")
+        .filter_map(|request| {
+            // The node's task lists but the run's own, of its new vmid before its create.
+            let path = request["path"].as_str().unwrap_or_default();
+            let lists_tasks = path.ends_with("/tasks") && request["params"]["vmid"].is_null();
+            (path.ends_with("/qemu") || path == "/cluster/tasks" || lists_tasks)
+                .then(|| path.to_string())
+        })
         .collect();
     assert!(
         asked.is_empty(),
         "the run for 'blank' read {asked:?} to learn what the fleet's create is"
     );
     assert_eq!(ok(peer.join().unwrap())["changed"], true);
+    assert_eq!(sim.task_count("qmcreate"), 2);
+}
+
+/// A run that ended while its create still ran (its timeout) leaves a record no other run
+/// takes: the create it started may be any name's VM for all a later run can tell, so a run
+/// for another name waits for it to end, as it waits for a create it has no record of, and
+/// reads its name then.
+#[test]
+fn a_run_by_name_waits_for_a_create_whose_run_was_interrupted_whatever_its_name() {
+    let img = image("interrupted-300.qcow2", 1024, 300);
+    let sim = Sim::start(
+        &[&img],
+        &[
+            "--stats-interval",
+            "120s",
+            "--import-rate",
+            "150M",
+            "--nodes",
+            "pve1,pve2",
+        ],
+    );
+    let interrupted = failed(run(merge(&[
+        sim.conn(),
+        json!({"node": "pve1", "name": "first", "cores": 1, "timeout": "1s",
+               "disks": [{"slot": "scsi0", "storage": "local-lvm",
+                          "import_from": "local:import/interrupted-300.qcow2"}]}),
+    ])));
+    assert!(
+        interrupted["msg"]
+            .as_str()
+            .is_some_and(|msg| msg.contains("still running at the deadline")),
+        "{interrupted}"
+    );
+    let second = ok(run(merge(&[
+        sim.conn(),
+        json!({"node": "pve2", "name": "second", "cores": 1}),
+    ])));
+    assert_eq!(second["changed"], true, "{second}");
+    let running = sim.get("/nodes/pve1/tasks?source=active")["data"]
+        .as_array()
+        .is_some_and(|tasks| tasks.iter().any(|task| task["type"] == "qmcreate"));
+    assert!(
+        !running,
+        "the run for 'second' took the interrupted run's create for what its record said"
+    );
     assert_eq!(sim.task_count("qmcreate"), 2);
 }
 

@@ -27,7 +27,7 @@ pub use hints::Hints;
 use relief::Relief;
 use request::Request;
 pub use request::{Method, Params};
-pub use roster::{Entered, Made, Roster};
+pub use roster::{Ended, Entered, Made, Roster};
 
 use super::budget::Budget;
 use super::error::ApiError;

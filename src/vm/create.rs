@@ -189,7 +189,7 @@ impl Runner<'_> {
                         let mark = self.changes.accepted();
                         // PVE accepted it: this controller's other runs learn the new VM's name
                         // from the roster while it has none of its own to show.
-                        let record = self.enter_roster(vmid, node, &task.upid.to_string());
+                        let record = self.enter_roster(vmid, node, &task);
                         let waited = self.wait_task(&task, &what);
                         if let Some(record) = record {
                             match &waited {
@@ -269,10 +269,16 @@ impl Runner<'_> {
         &self,
         vmid: u32,
         node: &str,
-        upid: &str,
+        task: &crate::pve::api::Task,
     ) -> Option<crate::pve::client::Entered> {
         let name = self.desired.name.as_deref()?;
-        self.session.client.roster()?.enter(vmid, node, name, upid)
+        self.session.client.roster()?.enter(
+            vmid,
+            node,
+            name,
+            &task.upid.to_string(),
+            &task.upid.task_type,
+        )
     }
 
     /// Whether a create or clone that failed left nothing behind (its worker removed what it

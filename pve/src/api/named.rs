@@ -77,9 +77,10 @@ pub fn outrun_by(recent: &[RecentTask], own: OwnVm) -> Vec<Vmid> {
 
 /// The listing with the names the roster gives ([`crate::client::Roster::made`]: VMs this
 /// controller's live runs are making, or made a moment ago, with the name their create gave):
-/// a VM the listing does not name (no name yet, or a create in flight) whose record names it
-/// other than `name` is taken as named so, and no longer as held by a create. It cannot carry
-/// `name`, so it is neither waited for nor its name read. A record of `name` itself (a
+/// a VM the listing does not name (no name yet, or a create in flight) whose record fits it
+/// ([`Made::fits`]: a running create's record a VM under `lock: create`, any other a VM not
+/// so) and names it other than `name` is taken as named so, and no longer as held by a
+/// create: its create gave it another name, so it is neither waited for nor its name read. A record of `name` itself (a
 /// parallel run for the same name) changes nothing: that VM is judged as before, as does a
 /// VM whose records disagree. Pure.
 pub fn named_by_roster(listed: Vec<ListedVm>, made: &[Made], name: &str) -> Vec<ListedVm> {
@@ -88,7 +89,9 @@ pub fn named_by_roster(listed: Vec<ListedVm>, made: &[Made], name: &str) -> Vec<
         .map(|mut vm| {
             let mut names = made
                 .iter()
-                .filter(|made| made.vmid == vm.vmid && made.node == vm.node)
+                .filter(|made| {
+                    made.vmid == vm.vmid && made.node == vm.node && made.fits(vm.creating)
+                })
                 .map(|made| made.name.as_str());
             let first = names.next();
             // Records that disagree (an id taken again) tell nothing.
@@ -477,7 +480,8 @@ mod tests {
             node: node.into(),
             name: name.into(),
             upid: format!("UPID:{node}:1:2:3:qmcreate:{vmid}:root@pam:"),
-            ended: None,
+            task_type: "qmcreate".into(),
+            ended: (vmid % 2 == 1).then_some(crate::client::Ended { at: 1, ok: true }),
         };
         let creating = |vmid: Vmid, node: &str| ListedVm {
             creating: true,
@@ -491,6 +495,7 @@ mod tests {
             creating(104, "pve2"),
             listed(105, "pve1", "listed"),
             creating(106, "pve3"),
+            creating(107, "pve1"),
         ];
         let records = vec![
             made(100, "pve1", "peer-a"),
@@ -501,6 +506,7 @@ mod tests {
             made(105, "pve1", "renamed?"),
             made(106, "pve3", "one"),
             made(106, "pve3", "two"),
+            made(107, "pve1", "ended-before"),
         ];
         let out = named_by_roster(cluster, &records, "web");
         let seen: Vec<(Vmid, &str, bool)> = out
@@ -517,9 +523,11 @@ mod tests {
                 (104, "", true),
                 (105, "listed", false),
                 (106, "", true),
+                (107, "", true),
             ],
-            "the run's own name (102), another node (104), a listed name (105) and records that \
-             disagree (106) are left as the listing has them"
+            "the run's own name (102), another node (104), a listed name (105), records that \
+             disagree (106) and a create's record that ended for a VM a create holds now (107) \
+             are left as the listing has them"
         );
         let named = carrying("web", out, &BTreeMap::new());
         assert_eq!(
@@ -527,7 +535,8 @@ mod tests {
             vec![
                 (102, "pve1".to_string()),
                 (104, "pve2".to_string()),
-                (106, "pve3".to_string())
+                (106, "pve3".to_string()),
+                (107, "pve1".to_string())
             ]
         );
         assert!(named.carriers.is_empty());

@@ -267,6 +267,16 @@ pub fn update_config(
     set: &[(String, String)],
     digest: Option<&str>,
 ) -> Result<Dispatched, ApiError> {
+    // A new name (or none): no record of this controller's names the VM by its old one.
+    let renames = set.iter().any(|(key, value)| {
+        key == "name" || (key == "delete" && value.split(',').any(|deleted| deleted == "name"))
+    });
+    if renames
+        && let Some(roster) = client.roster()
+        && !client.read_only()
+    {
+        roster.forget(vm.vmid);
+    }
     let mut params: Params = set.to_vec();
     if let Some(digest) = digest {
         params.push(("digest".into(), digest.to_string()));
@@ -347,12 +357,12 @@ pub fn destroy(client: &Client, vm: &Vm, purge: bool) -> Result<Dispatched, ApiE
         ("destroy-unreferenced-disks".into(), "1".into()),
     ];
     let path = vm.path();
-    // Once asked to go, no record of this controller's names the VM any more (another may
-    // take its id at once).
+    // Once asked to go, no record of this endpoint's roster names the VM any more (another
+    // may take its id at once).
     if let Some(roster) = client.roster()
         && !client.read_only()
     {
-        roster.forget(vm.vmid, &vm.node);
+        roster.forget(vm.vmid);
     }
     dispatch(
         client,

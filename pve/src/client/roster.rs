@@ -16,8 +16,13 @@
 //!
 //! - the create still runs and its run is alive (the file's lock is held: the kernel frees it
 //!   when a process ends, however it ends), or
-//! - the create ended `OK` less than [`FRESH`] ago: the name is the one the create gave, as
-//!   stale at most as the cluster listing's names are, which a run trusts alike.
+//! - the create ended `OK` less than [`FRESH`] ago: the name is the one the create gave,
+//!   taken as a run takes the cluster listing's names (pvestatd's, up to 10 s old), for
+//!   twice as long. A rename or destroy by this controller's runs on this endpoint removes the
+//!   VM's records ([`Roster::forget`]); one made elsewhere within that time is not seen.
+//!
+//! A record names only a VM the listing shows fitting it ([`Made::fits`]): under `lock:
+//! create` while its create runs, not so once it ended or for a clone.
 //!
 //! A run that was interrupted while its create ran (its timeout, a signal, a kill) leaves a
 //! record that is neither: the create it started may be an earlier run's VM of any name, and
@@ -55,6 +60,9 @@ pub struct Made {
     pub name: String,
     /// The task making it.
     pub upid: String,
+    /// Its type, `qmcreate` or `qmclone`: a create's VM is listed under `lock: create` while
+    /// it runs, a clone's under `lock: clone`.
+    pub task_type: String,
     /// When its task ended (this host's clock, epoch seconds) and whether `OK`; `None` while
     /// it runs.
     pub ended: Option<Ended>,
@@ -74,7 +82,10 @@ impl Made {
     pub fn trusted(&self, held: bool, now: u64) -> bool {
         match self.ended {
             None => held,
-            Some(Ended { at, ok }) => ok && now < at.saturating_add(FRESH.as_secs()),
+            // An end in the future (this host's clock was set back) dates nothing.
+            Some(Ended { at, ok }) => {
+                ok && at <= now.saturating_add(1) && now < at.saturating_add(FRESH.as_secs())
+            }
         }
     }
 
@@ -82,7 +93,16 @@ impl Made {
     /// file was written (`written`), more than [`KEPT`] ago. Pure.
     pub fn stale(&self, written: u64, now: u64) -> bool {
         let since = self.ended.map_or(written, |ended| ended.at);
-        now > since.saturating_add(KEPT.as_secs())
+        since > now.saturating_add(1) || now > since.saturating_add(KEPT.as_secs())
+    }
+
+    /// Whether this record can name a VM the cluster listing shows so: under `lock: create`
+    /// (`creating`) only while its own create runs (a create that ended, or a clone, whose VM
+    /// is locked `clone`, cannot be the one holding it: another create took the id), and not
+    /// under `lock: create` otherwise. Pure.
+    pub fn fits(&self, creating: bool) -> bool {
+        let running_create = self.ended.is_none() && self.task_type == "qmcreate";
+        creating == running_create
     }
 }
 
@@ -163,12 +183,20 @@ impl Roster {
     /// Records that this run is making VM `vmid` on `node` named `name` by task `upid` (PVE
     /// accepted the request); `None` where the record cannot be written (then other runs do
     /// without it).
-    pub fn enter(&self, vmid: u32, node: &str, name: &str, upid: &str) -> Option<Entered> {
+    pub fn enter(
+        &self,
+        vmid: u32,
+        node: &str,
+        name: &str,
+        upid: &str,
+        task_type: &str,
+    ) -> Option<Entered> {
         let made = Made {
             vmid,
             node: node.to_string(),
             name: name.to_string(),
             upid: upid.to_string(),
+            task_type: task_type.to_string(),
             ended: None,
         };
         let path = self.dir.join(format!("{}.json", unique("")));
@@ -191,11 +219,20 @@ impl Roster {
         let mut out = Vec::new();
         for entry in entries.flatten() {
             let path = entry.path();
-            let is_record = path
-                .file_name()
-                .and_then(|name| name.to_str())
-                .is_some_and(|name| !name.starts_with('.') && name.ends_with(".json"));
-            if !is_record {
+            if !entry.file_type().is_ok_and(|kind| kind.is_file()) {
+                continue;
+            }
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                // A run killed while it wrote its record leaves its hidden file behind.
+                let written = modified(&path);
+                if now > written.saturating_add(KEPT.as_secs()) {
+                    let _ = std::fs::remove_file(&path);
+                }
+                continue;
+            }
+            if name.starts_with('.') || !name.ends_with(".json") {
                 continue;
             }
             let Some((made, held, written)) = read_record(&path) else {
@@ -212,17 +249,24 @@ impl Roster {
 }
 
 impl Roster {
-    /// Removes every record of VM `vmid` on `node` (its destroy was asked for: its id may be
-    /// taken by another VM at once).
-    pub fn forget(&self, vmid: u32, node: &str) {
+    /// Removes every record of VM `vmid`, on any node (its destroy or a rename was asked
+    /// for: its id may be taken by another VM at once, its name is no longer the record's).
+    pub fn forget(&self, vmid: u32) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
         for entry in entries.flatten() {
             let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if !entry.file_type().is_ok_and(|kind| kind.is_file())
+                || name.starts_with('.')
+                || !name.ends_with(".json")
+            {
+                continue;
+            }
             if let Some((made, _, _)) = read_record(&path)
                 && made.vmid == vmid
-                && made.node == node
             {
                 let _ = std::fs::remove_file(&path);
             }
@@ -233,9 +277,10 @@ impl Roster {
 /// A record file: what it says, whether a live run holds it, and when it was written (epoch
 /// seconds); `None` where it cannot be opened, read or parsed.
 fn read_record(path: &Path) -> Option<(Made, bool, u64)> {
+    // Never through a link, and never blocked on a FIFO put there.
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .ok()?;
     let meta = file.metadata().ok()?;
@@ -250,17 +295,21 @@ fn read_record(path: &Path) -> Option<(Made, bool, u64)> {
     let mut text = String::new();
     (&file).take(MOST_BYTES).read_to_string(&mut text).ok()?;
     let made = serde_json::from_str::<Made>(&text).ok()?;
-    let written = meta
-        .modified()
+    Some((made, held, modified(path)))
+}
+
+/// When the file at `path` was last written (epoch seconds; 0 where unknown).
+fn modified(path: &Path) -> u64 {
+    std::fs::symlink_metadata(path)
+        .and_then(|meta| meta.modified())
         .ok()
         .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |since| since.as_secs());
-    Some((made, held, written))
+        .map_or(0, |since| since.as_secs())
 }
 
 impl Entered {
     /// Marks the task ended: `ok`, the record is kept (its name is taken for [`FRESH`]);
-    /// failed, it is removed (PVE's worker removed the VM).
+    /// failed, it is removed (PVE's worker removed the VM). `ok: false` is never written.
     pub fn ended(self, ok: bool) {
         if !ok {
             let _ = std::fs::remove_file(&self.path);
@@ -301,6 +350,7 @@ mod tests {
             node: "pve1".into(),
             name: "web".into(),
             upid: "UPID:pve1:1:2:3:qmcreate:100:root@pam:".into(),
+            task_type: "qmcreate".into(),
             ended,
         }
     }
@@ -327,6 +377,51 @@ mod tests {
     }
 
     #[test]
+    fn a_record_names_only_a_vm_listed_as_its_task_leaves_it() {
+        let running = record(None);
+        assert!(
+            running.fits(true),
+            "a create running holds its VM under lock: create"
+        );
+        assert!(
+            !running.fits(false),
+            "a VM no create holds is not the one a running create is making"
+        );
+        let ended = record(Some(Ended {
+            at: 1_000,
+            ok: true,
+        }));
+        assert!(ended.fits(false));
+        assert!(
+            !ended.fits(true),
+            "a create under way on the id is another's: the recorded one ended"
+        );
+        let clone = Made {
+            task_type: "qmclone".into(),
+            ..record(None)
+        };
+        assert!(
+            clone.fits(false),
+            "a clone's VM is locked `clone`, not `create`"
+        );
+        assert!(!clone.fits(true));
+    }
+
+    #[test]
+    fn an_end_dated_in_the_future_is_not_taken_and_is_removed() {
+        let ahead = record(Some(Ended {
+            at: 5_000,
+            ok: true,
+        }));
+        assert!(!ahead.trusted(false, 1_000));
+        assert!(ahead.stale(0, 1_000));
+        assert!(
+            ahead.trusted(false, 4_999),
+            "a second of rounding is allowed"
+        );
+    }
+
+    #[test]
     fn a_record_no_run_holds_is_removed_once_older_than_kept() {
         let ended = record(Some(Ended {
             at: 1_000,
@@ -342,10 +437,16 @@ mod tests {
     fn a_run_reads_the_records_of_live_runs_and_of_creates_that_ended_ok() {
         let dir = scratch("live");
         let roster = Roster::at(dir.clone());
-        let running = roster.enter(100, "pve1", "web", "UPID:a").unwrap();
-        let done = roster.enter(101, "pve2", "db", "UPID:b").unwrap();
+        let running = roster
+            .enter(100, "pve1", "web", "UPID:a", "qmcreate")
+            .unwrap();
+        let done = roster
+            .enter(101, "pve2", "db", "UPID:b", "qmclone")
+            .unwrap();
         done.ended(true);
-        let failed = roster.enter(102, "pve3", "gone", "UPID:c").unwrap();
+        let failed = roster
+            .enter(102, "pve3", "gone", "UPID:c", "qmcreate")
+            .unwrap();
         failed.ended(false);
         let mut made = roster.made();
         made.sort_by_key(|made| made.vmid);
@@ -359,6 +460,9 @@ mod tests {
         drop(running);
         let vmids: Vec<u32> = roster.made().iter().map(|made| made.vmid).collect();
         assert_eq!(vmids, vec![101]);
+        // VM 101 is destroyed or renamed: its record goes, on whichever node.
+        roster.forget(101);
+        assert!(roster.made().is_empty());
         let _ = std::fs::remove_dir_all(dir);
     }
 
@@ -370,9 +474,16 @@ mod tests {
         std::fs::write(dir.join(".hidden.tmp"), "{}").unwrap();
         let old = record(Some(Ended { at: 5, ok: true }));
         std::fs::write(dir.join("old.json"), serde_json::to_vec(&old).unwrap()).unwrap();
+        let fifo = dir.join("fifo.json");
+        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink(dir.join("old.json"), dir.join("link.json")).unwrap();
         let roster = Roster::at(dir.clone());
         assert!(roster.made().is_empty());
+        roster.forget(100);
         assert!(!dir.join("old.json").exists(), "a stale record is removed");
+        assert!(fifo.exists() && dir.join(".hidden.tmp").exists());
         assert!(
             dir.join("junk.json").exists(),
             "what is not a record is left alone"
