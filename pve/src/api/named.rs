@@ -78,8 +78,7 @@ pub fn outrun_by(recent: &[RecentTask], own: OwnVm) -> Vec<Vmid> {
 /// The listing with the names the roster gives ([`crate::client::Roster::made`]: VMs this
 /// controller's live runs are making, or made a moment ago, with the name their create gave):
 /// a VM the listing does not name (no name yet, or a create in flight) whose record fits it
-/// ([`Made::fits`]: a running create's record a VM under `lock: create`, any other a VM not
-/// so) and names it other than `name` is taken as named so, and no longer as held by a
+/// ([`Made::fits`]: a VM under `lock: create` only a running create's record) and names it other than `name` is taken as named so, and no longer as held by a
 /// create: its create gave it another name, so it is neither waited for nor its name read. A record of `name` itself (a
 /// parallel run for the same name) changes nothing: that VM is judged as before, as does a
 /// VM whose records disagree. Pure.

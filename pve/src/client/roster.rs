@@ -21,8 +21,9 @@
 //!   twice as long. A rename or destroy by this controller's runs on this endpoint removes the
 //!   VM's records ([`Roster::forget`]); one made elsewhere within that time is not seen.
 //!
-//! A record names only a VM the listing shows fitting it ([`Made::fits`]): under `lock:
-//! create` while its create runs, not so once it ended or for a clone.
+//! A record names only a VM the listing shows fitting it ([`Made::fits`]): one under `lock:
+//! create` only while its own create runs (once it ended, or for a clone, such a VM is
+//! another create's).
 //!
 //! A run that was interrupted while its create ran (its timeout, a signal, a kill) leaves a
 //! record that is neither: the create it started may be an earlier run's VM of any name, and
@@ -98,11 +99,12 @@ impl Made {
 
     /// Whether this record can name a VM the cluster listing shows so: under `lock: create`
     /// (`creating`) only while its own create runs (a create that ended, or a clone, whose VM
-    /// is locked `clone`, cannot be the one holding it: another create took the id), and not
-    /// under `lock: create` otherwise. Pure.
+    /// is locked `clone`, cannot be the one holding it: another create took the id). A
+    /// running create's record fits a VM no create holds too: the create may have ended a
+    /// moment before its run's next look marks the record. Pure.
     pub fn fits(&self, creating: bool) -> bool {
         let running_create = self.ended.is_none() && self.task_type == "qmcreate";
-        creating == running_create
+        !creating || running_create
     }
 }
 
@@ -384,8 +386,8 @@ mod tests {
             "a create running holds its VM under lock: create"
         );
         assert!(
-            !running.fits(false),
-            "a VM no create holds is not the one a running create is making"
+            running.fits(false),
+            "a create that ended a moment before its run looked again no longer holds it"
         );
         let ended = record(Some(Ended {
             at: 1_000,
