@@ -84,6 +84,9 @@ def add_arguments(ap):
     ap.add_argument("--fleet-timeout", type=float, default=900, help="seconds before a cell's playbook is stopped")
     ap.add_argument("--ui-interval", type=float, default=1.0, help="the UI poll's period in s (default 1)")
     ap.add_argument("--no-clones", action="store_true", help="leave out the linked-clones row")
+    ap.add_argument("--client-nice", type=int, default=10,
+                    help="the niceness ansible-playbook runs at (default 10; 0: as the bench): on one host it "
+                         "shares the cores with pve-sim, where a controller and a PVE node are two machines")
     ap.add_argument("--fleet-import-sizes", default=None,
                     help=f"comma-separated sizes of the cloud-image import rows, `-f` each size (default "
                          f"{DEFAULT_IMPORT_SIZES}; with --full {FULL_IMPORT_SIZES}; empty: none)")
@@ -203,6 +206,10 @@ def play_env(who, sim):
     return conn, bin_dir, env
 
 
+# The niceness of the plays (`--client-nice`), set by `experiment`.
+CLIENT_NICE = 10
+
+
 def run_play(sim, who, hosts, spec, forks, timeout):
     """One play, a task per host (`spec` with the connection added); (wall s, hosts failed,
     duplicate vmids among the hosts' successful results, timed out)."""
@@ -220,7 +227,8 @@ def run_play(sim, who, hosts, spec, forks, timeout):
     started = time.monotonic()
     timed_out = False
     try:
-        p = subprocess.run([os.path.join(bin_dir, "ansible-playbook"), "-i", inv, "-f", str(forks), pb],
+        nice = ["nice", "-n", str(CLIENT_NICE)] if CLIENT_NICE > 0 else []
+        p = subprocess.run([*nice, os.path.join(bin_dir, "ansible-playbook"), "-i", inv, "-f", str(forks), pb],
                            capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=timeout)
         out = p.stdout
     except subprocess.TimeoutExpired as e:
@@ -341,6 +349,8 @@ def clones_cell(who, cost, ui_interval, timeout, n=10):
 def experiment(args, have_peer):
     """Every cell of the grid, then the clones and the imports rows; {"cells": [...], "clones": [...],
     "imports": [...]}."""
+    global CLIENT_NICE
+    CLIENT_NICE = args.client_nice
     sizes, costs = grid(args)
     whos = ("ours", "peer") if have_peer else ("ours",)
     cells, clones, imports = [], [], []
@@ -360,7 +370,7 @@ def experiment(args, have_peer):
                 print(f"fleet: {who}, {n} creates importing a cloud image, {cost} ms per request", file=sys.stderr,
                       flush=True)
                 imports.append(imports_cell(who, n, cost, args.fleet_timeout, args.ui_interval))
-    return {"cells": cells, "clones": clones, "imports": imports, "forks": args.fleet_forks,
+    return {"cells": cells, "clones": clones, "imports": imports, "forks": args.fleet_forks, "nice": args.client_nice,
             "ui_interval": args.ui_interval}
 
 
@@ -410,7 +420,9 @@ def report_lines(fleet):
     out = ["", f"## Fleets: one play creating VMs by name at once (`ansible-playbook -f {fleet['forks']}`)", "",
            "A fresh 3-node pve-sim per client and cell (`--nodes pve1,pve2,pve3 --workers 3 --daemon-workers 3 "
            "--time-scale 0.5`, `--request-cost` and `--daemon-request-cost` as given: a protected call pays both), VMs by name with `cores: 1` and automatic ids, spread over the nodes; "
-           "ours `sankofa.proxmox.vm`, the peer community.proxmox `proxmox_kvm`. Requests: pve-sim's request log, "
+           "ours `sankofa.proxmox.vm`, the peer community.proxmox `proxmox_kvm`, each play's `ansible-playbook` at "
+           f"nice {fleet.get('nice', 0)} (on this one host it shares the cores with pve-sim, where a controller and "
+           "a PVE node are two machines; 0: not lowered). Requests: pve-sim's request log, "
            "the UI poll's left out; top endpoints per VM, paths normalised. Duplicates: two hosts whose successful "
            "results name one vmid / two VMs of one name at the end (pve-sim's VM list per node). VMs at end: "
            "the hosts whose VM is there (a host can succeed without one). UI poll: `GET "
