@@ -107,15 +107,12 @@ pub(super) fn folder(host: &str, port: u16) -> String {
 
 /// Whether a directory with this owner and mode may hold a gate for the user `me`: owned by
 /// the user, and writable by no one else (another user who could write it could take or
-/// swap the slots). Writable by its group is no one else's where that group is the user's
-/// private group (`private_group`: [`is_private_group`]), as `~/.ansible` is under the umask
-/// 002 of Debian's and Ubuntu's user private groups.
-pub(super) fn trusted(owner: u32, mode: u32, me: u32, private_group: bool) -> Result<(), String> {
+/// swap the slots).
+pub(super) fn trusted(owner: u32, mode: u32, me: u32) -> Result<(), String> {
     if owner != me {
         return Err(format!("owned by uid {owner}, not by this user (uid {me})"));
     }
-    let others = if private_group { 0o002 } else { 0o022 };
-    if mode & others != 0 {
+    if mode & 0o022 != 0 {
         return Err(format!(
             "writable by its group or others (mode {:o})",
             mode & 0o7777
@@ -124,59 +121,13 @@ pub(super) fn trusted(owner: u32, mode: u32, me: u32, private_group: bool) -> Re
     Ok(())
 }
 
-/// Whether group `gid` is user `uid`'s private group: the user's primary group, named as
-/// the user is, with no members listed (a user private group, which only that user is in).
-/// False where either cannot be looked up.
-pub(super) fn is_private_group(gid: u32, uid: u32) -> bool {
-    let mut buffer = vec![0 as libc::c_char; 16 * 1024];
-    // SAFETY: zeroed passwd and group structs are valid out-parameters; the buffers outlive
-    // every pointer the lookups write into the structs, which are read only before they drop.
-    unsafe {
-        let mut user: libc::passwd = std::mem::zeroed();
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        if libc::getpwuid_r(
-            uid,
-            &mut user,
-            buffer.as_mut_ptr(),
-            buffer.len(),
-            &mut found,
-        ) != 0
-            || found.is_null()
-            || user.pw_gid != gid
-            || user.pw_name.is_null()
-        {
-            return false;
-        }
-        let user_name = std::ffi::CStr::from_ptr(user.pw_name).to_bytes().to_vec();
-        let mut group_buffer = vec![0 as libc::c_char; 64 * 1024];
-        let mut group: libc::group = std::mem::zeroed();
-        let mut found_group: *mut libc::group = std::ptr::null_mut();
-        if libc::getgrgid_r(
-            gid,
-            &mut group,
-            group_buffer.as_mut_ptr(),
-            group_buffer.len(),
-            &mut found_group,
-        ) != 0
-            || found_group.is_null()
-            || group.gr_name.is_null()
-        {
-            return false;
-        }
-        let no_members = group.gr_mem.is_null() || (*group.gr_mem).is_null();
-        std::ffi::CStr::from_ptr(group.gr_name).to_bytes() == user_name.as_slice() && no_members
-    }
-}
-
 /// `dir` as it is, checked by [`trusted`].
 fn check(dir: &Path, me: u32) -> Result<(), String> {
     let meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     if !meta.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
-    let private_group = meta.mode() & 0o020 != 0 && is_private_group(meta.gid(), me);
-    trusted(meta.uid(), meta.mode(), me, private_group)
-        .map_err(|why| format!("{} is {why}", dir.display()))
+    trusted(meta.uid(), meta.mode(), me).map_err(|why| format!("{} is {why}", dir.display()))
 }
 
 /// The gate folder `name` under `root`: the anchor checked, the folders below it made
@@ -472,42 +423,16 @@ mod tests {
 
     #[test]
     fn a_directory_is_trusted_only_when_the_user_owns_it_and_no_one_else_may_write_it() {
-        assert_eq!(trusted(1000, 0o40700, 1000, false), Ok(()));
-        assert_eq!(trusted(1000, 0o40755, 1000, false), Ok(()));
-        let other = trusted(0, 0o40700, 1000, true).unwrap_err();
+        assert_eq!(trusted(1000, 0o40700, 1000), Ok(()));
+        assert_eq!(trusted(1000, 0o40755, 1000), Ok(()));
+        let other = trusted(0, 0o40700, 1000).unwrap_err();
         assert!(
             other.contains("uid 0") && other.contains("uid 1000"),
             "{other}"
         );
-        let group = trusted(1000, 0o40770, 1000, false).unwrap_err();
+        let group = trusted(1000, 0o40770, 1000).unwrap_err();
         assert!(group.contains("770"), "{group}");
-        assert!(trusted(1000, 0o41777, 1000, false).is_err());
-        // A user private group's write (umask 002) is the user's own; others' never is.
-        assert_eq!(trusted(1000, 0o40775, 1000, true), Ok(()));
-        assert!(trusted(1000, 0o40777, 1000, true).is_err());
-    }
-
-    #[test]
-    fn a_private_group_is_the_users_own_primary_group_of_its_name_without_members() {
-        // SAFETY: no preconditions.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        // No user has a group that does not exist.
-        assert!(!is_private_group(u32::MAX - 7, uid));
-        // The test's own user: whatever its group is, the answer agrees with the group file.
-        let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
-        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-        let user = passwd
-            .lines()
-            .map(|line| line.split(':').collect::<Vec<_>>())
-            .find(|fields| fields.len() > 3 && fields[2] == uid.to_string());
-        let entry = group
-            .lines()
-            .map(|line| line.split(':').collect::<Vec<_>>())
-            .find(|fields| fields.len() > 3 && fields[2] == gid.to_string());
-        if let (Some(user), Some(entry)) = (user, entry) {
-            let expected = user[3] == gid.to_string() && entry[0] == user[0] && entry[3].is_empty();
-            assert_eq!(is_private_group(gid, uid), expected, "{user:?} {entry:?}");
-        }
+        assert!(trusted(1000, 0o41777, 1000).is_err());
     }
 
     #[test]
