@@ -159,6 +159,22 @@ fn ten_parallel_creates_by_name_keep_to_a_request_budget_that_does_not_grow_with
         sent as f64 <= 10.0 * 1.2,
         "{sent} create requests for 10 VMs: parallel runs collide on their ids"
     );
+    // The fleet's VMs are known from the roster: no run reads a node's list to learn their
+    // names (the last 3 are the test's own).
+    let node_lists = large[..large.len() - 3]
+        .iter()
+        .filter(|request| {
+            request["method"] == "GET"
+                && request["path"]
+                    .as_str()
+                    .is_some_and(|path| path.starts_with("/nodes/") && path.ends_with("/qemu"))
+        })
+        .count();
+    assert!(
+        node_lists <= 2,
+        "{node_lists} node lists read for 10 VMs by name:\n{}",
+        breakdown(&large)
+    );
 }
 
 #[test]
@@ -350,7 +366,7 @@ fn a_run_by_name_waits_for_a_create_whose_run_was_interrupted_whatever_its_name(
             "--stats-interval",
             "120s",
             "--import-rate",
-            "150M",
+            "30M",
             "--nodes",
             "pve1,pve2",
         ],

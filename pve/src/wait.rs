@@ -130,6 +130,9 @@ pub enum LookAt {
 /// The pause before the first look at a blank create: most have ended by then, so one status
 /// read sees the end instead of several seeing it run.
 pub const BLANK_CREATE_FIRST: Duration = Duration::from_millis(250);
+/// The spacing of a create's looks after its first ([`WaitState::for_kind`]): the default
+/// cap.
+pub const AFTER_PAUSE: Duration = Duration::from_millis(100);
 /// How long a blank create is looked at by its status alone.
 pub const BLANK_CREATE_SPAN: Duration = Duration::from_secs(2);
 
@@ -182,13 +185,15 @@ impl WaitState {
     }
 
     /// The state of a wait on a task of `kind`: one that is first looked at after a pause
-    /// (a create) has no quick end left to catch, so its looks come at the cap from the first
-    /// (a 500 ms create is seen ending at its fourth look, not its fifth), the end still
-    /// noticed within the cap.
+    /// (a create) has no quick end left to catch, so its looks are [`AFTER_PAUSE`] apart from
+    /// the first (the cap where that is lower; a larger `poll_interval` is grown to from
+    /// there, as any wait's looks grow): a 500 ms create is seen ending at its fourth look,
+    /// not its fifth, the end still noticed within the default cap. Other kinds start as
+    /// [`WaitState::new`] does.
     pub fn for_kind(kind: Kind, policy: &Policy) -> Self {
         let mut state = Self::default();
         if !kind.first_look(policy).is_zero() {
-            state.interval = Some(policy.cap);
+            state.interval = Some(AFTER_PAUSE.min(policy.cap));
         }
         state
     }

@@ -441,11 +441,13 @@ pub struct Run {
     pub code: i32,
 }
 
-/// The runtime directory the modules of this test run share (as the runs of one controller
-/// do): mode 0700, under cargo's temporary directory for the tests.
+/// The runtime directory the modules of this test process share (as the runs of one
+/// controller do): mode 0700, under cargo's temporary directory for the tests, one per
+/// process so that an earlier run's records of a pve-sim on the same port count for nothing.
 pub fn runtime_dir() -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("runtime");
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("runtime-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     dir

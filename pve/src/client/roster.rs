@@ -34,7 +34,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -297,7 +297,12 @@ fn read_record(path: &Path) -> Option<(Made, bool, u64)> {
     let mut text = String::new();
     (&file).take(MOST_BYTES).read_to_string(&mut text).ok()?;
     let made = serde_json::from_str::<Made>(&text).ok()?;
-    Some((made, held, modified(path)))
+    let written = meta
+        .modified()
+        .ok()
+        .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |since| since.as_secs());
+    Some((made, held, written))
 }
 
 /// When the file at `path` was last written (epoch seconds; 0 where unknown).
@@ -315,6 +320,11 @@ impl Entered {
     pub fn ended(self, ok: bool) {
         if !ok {
             let _ = std::fs::remove_file(&self.path);
+            return;
+        }
+        // Forgotten meanwhile (a rename or destroy of the VM by another run): no record of it
+        // comes back.
+        if self._held.metadata().is_ok_and(|meta| meta.nlink() == 0) {
             return;
         }
         let made = Made {
@@ -464,6 +474,13 @@ mod tests {
         assert_eq!(vmids, vec![101]);
         // VM 101 is destroyed or renamed: its record goes, on whichever node.
         roster.forget(101);
+        assert!(roster.made().is_empty());
+        // A record forgotten while its create ran does not come back when it ends.
+        let renamed = roster
+            .enter(103, "pve1", "old", "UPID:d", "qmcreate")
+            .unwrap();
+        roster.forget(103);
+        renamed.ended(true);
         assert!(roster.made().is_empty());
         let _ = std::fs::remove_dir_all(dir);
     }

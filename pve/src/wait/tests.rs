@@ -1292,8 +1292,26 @@ fn a_poll_interval_beyond_a_second_spaces_a_copy_without_panicking() {
 /// Runs the policy against a task of `kind` that ends at `ends`: the looks' times and how
 /// each read the task.
 fn looks_until(kind: Kind, ends: Duration) -> Vec<(Duration, LookAt)> {
-    let policy = Policy::with_timeout(Duration::from_secs(60));
-    let mut state = WaitState::for_kind(kind, &policy);
+    looks_until_with(
+        kind,
+        ends,
+        Policy::with_timeout(Duration::from_secs(60)),
+        false,
+    )
+}
+
+/// [`looks_until`] under `policy`; `fresh`: the state as [`WaitState::new`] makes it.
+fn looks_until_with(
+    kind: Kind,
+    ends: Duration,
+    policy: Policy,
+    fresh: bool,
+) -> Vec<(Duration, LookAt)> {
+    let mut state = if fresh {
+        WaitState::new()
+    } else {
+        WaitState::for_kind(kind, &policy)
+    };
     let mut at = kind.first_look(&policy);
     let mut looks = Vec::new();
     loop {
@@ -1348,6 +1366,24 @@ fn a_blank_create_is_first_looked_at_once_most_have_ended_by_its_status() {
         long.iter()
             .all(|(at, how)| (*how == LookAt::Status) == (*at < BLANK_CREATE_SPAN))
     );
+}
+
+#[test]
+fn only_a_creates_looks_start_spaced_and_a_long_poll_interval_is_grown_to() {
+    let policy = || Policy::with_timeout(Duration::from_secs(60));
+    for kind in [Kind::Plain, Kind::Copies] {
+        assert_eq!(
+            looks_until_with(kind, ms(3000), policy(), false),
+            looks_until_with(kind, ms(3000), policy(), true),
+            "{kind:?} waits as before"
+        );
+    }
+    // `poll_interval: 5s`: a 1 s create is still noticed within a fraction of a second of
+    // its end, the looks growing from the default cap towards the larger one.
+    let slow_poll = Policy::with_timeout(Duration::from_secs(60)).with_cap(Duration::from_secs(5));
+    let looks = looks_until_with(Kind::BlankCreate, ms(1000), slow_poll, false);
+    let noticed = looks.last().unwrap().0;
+    assert!(noticed <= ms(1500), "{looks:?}");
 }
 
 #[test]
