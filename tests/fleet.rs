@@ -44,6 +44,25 @@ fn fleet_of(
         images,
         &["--time-scale", "0.2", "--nodes", "pve1,pve2,pve3"],
     );
+    run_fleet(&sim, hosts, stagger, &extra);
+    let mut names: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for node in ["pve1", "pve2", "pve3"] {
+        for vm in sim.get(&format!("/nodes/{node}/qemu"))["data"]
+            .as_array()
+            .unwrap()
+        {
+            names
+                .entry(vm["name"].as_str().unwrap_or_default().to_string())
+                .or_default()
+                .push(vm["vmid"].as_u64().unwrap());
+        }
+    }
+    (sim.requests(), names)
+}
+
+/// `hosts` creates by name on `sim`'s three nodes, started `stagger` apart, each with
+/// `extra`; every one must change something.
+fn run_fleet(sim: &Sim, hosts: usize, stagger: Duration, extra: &Value) {
     let handles: Vec<_> = (0..hosts)
         .map(|host| {
             std::thread::sleep(stagger);
@@ -59,19 +78,6 @@ fn fleet_of(
     for handle in handles {
         assert_eq!(ok(handle.join().unwrap())["changed"], true);
     }
-    let mut names: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for node in ["pve1", "pve2", "pve3"] {
-        for vm in sim.get(&format!("/nodes/{node}/qemu"))["data"]
-            .as_array()
-            .unwrap()
-        {
-            names
-                .entry(vm["name"].as_str().unwrap_or_default().to_string())
-                .or_default()
-                .push(vm["vmid"].as_u64().unwrap());
-        }
-    }
-    (sim.requests(), names)
 }
 
 /// The fleet's requests per VM: the log's last `ending_reads` are the test's reads of the end
@@ -520,21 +526,7 @@ fn probe() {
         json!({})
     };
     let begun = std::time::Instant::now();
-    let handles: Vec<_> = (0..hosts)
-        .map(|host| {
-            std::thread::sleep(stagger);
-            let args = merge(&[
-                sim.conn(),
-                json!({"node": format!("pve{}", host % 3 + 1), "name": format!("fleet{host}"),
-                       "cores": 1}),
-                extra.clone(),
-            ]);
-            std::thread::spawn(move || run(args))
-        })
-        .collect();
-    for handle in handles {
-        assert_eq!(ok(handle.join().unwrap())["changed"], true);
-    }
+    run_fleet(&sim, hosts, stagger, &extra);
     let wall = begun.elapsed();
     let requests = sim.requests();
     eprintln!(

@@ -136,15 +136,21 @@ fn made(root: &Root, name: &str, me: u32) -> Result<PathBuf, String> {
     check(&root.anchor, me)?;
     let mut dir = root.anchor.clone();
     for part in root.below.iter().copied().chain([name]) {
-        dir.push(part);
-        match DirBuilder::new().mode(0o700).create(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("cannot make {}: {e}", dir.display())),
-        }
-        check(&dir, me)?;
+        dir = made_below(&dir, part, me)?;
     }
     Ok(dir)
+}
+
+/// `name` below `dir`, made (mode 0700) where missing and checked as it is.
+fn made_below(dir: &Path, name: &str, me: u32) -> Result<PathBuf, String> {
+    let sub = dir.join(name);
+    match DirBuilder::new().mode(0o700).create(&sub) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("cannot make {}: {e}", sub.display())),
+    }
+    check(&sub, me)?;
+    Ok(sub)
 }
 
 /// The folder this controller's runs share for `host:port` (its gate's slots, the roster of
@@ -171,15 +177,7 @@ pub(super) fn endpoint_dir(roots: &[Root], host: &str, port: u16) -> Result<Path
 /// checked as it is.
 pub(super) fn subfolder(dir: &Path, name: &str) -> Result<PathBuf, String> {
     // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
-    let sub = dir.join(name);
-    match DirBuilder::new().mode(0o700).create(&sub) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("cannot make {}: {e}", sub.display())),
-    }
-    check(&sub, me)?;
-    Ok(sub)
+    made_below(dir, name, unsafe { libc::geteuid() })
 }
 
 /// One request's slot, held until dropped (the file's lock goes with its last descriptor);
