@@ -43,6 +43,9 @@ VM_BIN = os.path.join(BIN_DIR, "vm")
 OURS_ANSIBLE = os.path.join(ROOT, ".venv", "bin", "ansible")
 PEER_BIN = os.path.join(WORK, "peer-venv", "bin")
 PASSWORD = "bench-password"
+# The CPUs pve-sim runs on (`taskset -c`), where an experiment gives it cores of its own as a
+# PVE node has (bench/fleet.py `--pin`); None: any.
+SIM_CPUS = None
 # The commit the run starts on (`make bench` builds the binaries from it first).
 COMMIT = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                         cwd=ROOT).stdout.strip() or "unknown"
@@ -57,6 +60,8 @@ class Sim:
         os.makedirs(self.dir)
         cmd = [SIM, "--data-dir", os.path.join(self.dir, "data"), "--listen", "127.0.0.1:0",
                "--auth-failure-delay", "0s", "--user", f"root@pam:{PASSWORD}", "--workers", "3"] + extra
+        if SIM_CPUS:
+            cmd = ["taskset", "-c", SIM_CPUS] + cmd
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
         self.info = json.loads(self.proc.stdout.readline())
         self.port = self.info["port"]

@@ -70,6 +70,8 @@ MAX_REQUESTS_PER_VM = 12
 # ... and for a create that imports a cloud image, the task polls included.
 MAX_IMPORT_REQUESTS_PER_VM = 20
 MAX_UI_SLOWDOWN = 2.0
+# The UI polls before the play, 50 ms apart: its idle latency.
+IDLE_POLLS = 40
 # "Not growing with n": within this factor of the same cost's smallest fleet.
 GROWTH_SLACK = 1.1
 
@@ -82,7 +84,11 @@ def add_arguments(ap):
                     help=f"comma-separated request costs in ms (default {DEFAULT_COSTS}; with --full {FULL_COSTS})")
     ap.add_argument("--fleet-forks", type=int, default=50, help="ansible-playbook -f (default 50)")
     ap.add_argument("--fleet-timeout", type=float, default=900, help="seconds before a cell's playbook is stopped")
-    ap.add_argument("--ui-interval", type=float, default=1.0, help="the UI poll's period in s (default 1)")
+    ap.add_argument("--ui-interval", type=float, default=0.25,
+                    help="the UI poll's period in s (default 0.25: enough polls in a short cell for a p95 that is not its maximum)")
+    ap.add_argument("--pin", choices=("on", "off"), default="on" if (os.cpu_count() or 1) >= 2 else "off",
+                    help="on (the default with 2 cores or more): pve-sim and the UI poll on CPU 0, the plays on the others "
+                         "(`taskset`), as a PVE node and a controller are two machines; off: all share every core")
     ap.add_argument("--no-clones", action="store_true", help="leave out the linked-clones row")
     ap.add_argument("--client-nice", type=int, default=10,
                     help="the niceness ansible-playbook runs at (default 10; 0: as the bench): on one host it "
@@ -208,6 +214,8 @@ def play_env(who, sim):
 
 # The niceness of the plays (`--client-nice`), set by `experiment`.
 CLIENT_NICE = 10
+# The CPUs the plays run on (`--pin`: all but pve-sim's), set by `experiment`; None: any.
+CLIENT_CPUS = None
 
 
 def run_play(sim, who, hosts, spec, forks, timeout):
@@ -228,7 +236,8 @@ def run_play(sim, who, hosts, spec, forks, timeout):
     timed_out = False
     try:
         nice = ["nice", "-n", str(CLIENT_NICE)] if CLIENT_NICE > 0 else []
-        p = subprocess.run([*nice, os.path.join(bin_dir, "ansible-playbook"), "-i", inv, "-f", str(forks), pb],
+        pin = ["taskset", "-c", CLIENT_CPUS] if CLIENT_CPUS else []
+        p = subprocess.run([*pin, *nice, os.path.join(bin_dir, "ansible-playbook"), "-i", inv, "-f", str(forks), pb],
                            capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=timeout)
         out = p.stdout
     except subprocess.TimeoutExpired as e:
@@ -264,7 +273,7 @@ def end_state(sim):
 def measure(sim, who, hosts, spec, forks, timeout, ui_interval, before_requests=0):
     """Runs the play with the UI poll beside it; the cell's figures."""
     ui = UiPoll(sim, ui_interval)
-    idle = ui.sample(10, 0.2)
+    idle = ui.sample(IDLE_POLLS, 0.05)
     ui.start()
     wall, failed, duplicate_ids, timed_out = run_play(sim, who, hosts, spec, forks, timeout)
     during = ui.stop()
@@ -281,6 +290,10 @@ def measure(sim, who, hosts, spec, forks, timeout, ui_interval, before_requests=
             "duplicate_names": sum(c - 1 for name, c in names.items() if name in wanted and c > 1),
             "requests": len(reqs), "creates": len(creates), "creates_sent": len(sent),
             "top": endpoints.most_common(5), "ui_idle_ms": idle, "ui_ms": during, "ui_errors": ui.errors,
+            # How long the UI's own polls waited for their pveproxy worker (pve-sim's log), the
+            # part of their latency the fleet's requests ahead of them on that worker make.
+            "ui_queued_ms": [r["queued_ms"] for r in sim.requests()[before_requests:]
+                             if r.get("user") == UI_TOKEN_ID and "queued_ms" in r],
             # How long the fleet's requests waited for a pveproxy worker (pve-sim's own measure):
             # the queue the load relief reads from the requests' times.
             "queued_ms": [r["queued_ms"] for r in reqs if r.get("daemon") == "pveproxy" and "queued_ms" in r]}
@@ -349,8 +362,13 @@ def clones_cell(who, cost, ui_interval, timeout, n=10):
 def experiment(args, have_peer):
     """Every cell of the grid, then the clones and the imports rows; {"cells": [...], "clones": [...],
     "imports": [...]}."""
-    global CLIENT_NICE
+    global CLIENT_NICE, CLIENT_CPUS
     CLIENT_NICE = args.client_nice
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin == "on" and len(cpus) >= 2:
+        bench.SIM_CPUS, CLIENT_CPUS = str(cpus[0]), ",".join(str(c) for c in cpus[1:])
+        # The UI poll (a browser, a machine of its own) beside pve-sim, away from the plays' forks.
+        os.sched_setaffinity(0, {cpus[0]})
     sizes, costs = grid(args)
     whos = ("ours", "peer") if have_peer else ("ours",)
     cells, clones, imports = [], [], []
@@ -371,7 +389,7 @@ def experiment(args, have_peer):
                       flush=True)
                 imports.append(imports_cell(who, n, cost, args.fleet_timeout, args.ui_interval))
     return {"cells": cells, "clones": clones, "imports": imports, "forks": args.fleet_forks, "nice": args.client_nice,
-            "ui_interval": args.ui_interval}
+            "ui_interval": args.ui_interval, "pin": args.pin}
 
 
 def p50_p95(xs):
@@ -410,7 +428,7 @@ def row_line(label, row, peer_row, smallest, budget=MAX_REQUESTS_PER_VM):
     return (f"| {label} | {name} | {wall} | {row['present']}/{row['n']} | {row['failed']} | "
             f"{row['duplicate_ids']} / {row['duplicate_names']} | {row['requests'] / row['n']:.1f} | "
             f"{row.get('creates_sent', 0) / row['n']:.2f} ({row['creates'] / row['n']:.2f}) | {top} | {p50_p95(row['ui_idle_ms'])} | "
-            f"{p50_p95(row['ui_ms'])}{ui_errors} | {p50_p95(row.get('queued_ms', []))} | {verdict} |")
+            f"{p50_p95(row['ui_ms'])}{ui_errors} | {p50_p95(row.get('ui_queued_ms', []))} | {p50_p95(row.get('queued_ms', []))} | {verdict} |")
 
 
 def report_lines(fleet):
@@ -421,13 +439,17 @@ def report_lines(fleet):
            "A fresh 3-node pve-sim per client and cell (`--nodes pve1,pve2,pve3 --workers 3 --daemon-workers 3 "
            "--time-scale 0.5`, `--request-cost` and `--daemon-request-cost` as given: a protected call pays both), VMs by name with `cores: 1` and automatic ids, spread over the nodes; "
            "ours `sankofa.proxmox.vm`, the peer community.proxmox `proxmox_kvm`, each play's `ansible-playbook` at "
-           f"nice {fleet.get('nice', 0)} (on this one host it shares the cores with pve-sim, where a controller and "
-           "a PVE node are two machines; 0: not lowered). Requests: pve-sim's request log, "
+           f"nice {fleet.get('nice', 0)} (0: not lowered)" + (
+               ", pve-sim and the UI poll pinned to CPU 0 and the plays to the others (`--pin`: a PVE node and a "
+               "controller are two machines)" if fleet.get("pin") == "on" else
+               ", all on every core (on this one host the plays share the cores with pve-sim, where a controller and "
+               "a PVE node are two machines)") + ". Requests: pve-sim's request log, "
            "the UI poll's left out; top endpoints per VM, paths normalised. Duplicates: two hosts whose successful "
            "results name one vmid / two VMs of one name at the end (pve-sim's VM list per node). VMs at end: "
            "the hosts whose VM is there (a host can succeed without one). UI poll: `GET "
            f"/cluster/resources` every {fleet['ui_interval']:g} s with its own API token on a keep-alive "
-           "connection during the play; idle: 10 of the same polls before it. pveproxy queue: how long the fleet's requests "
+           f"connection during the play; idle: {IDLE_POLLS} of the same polls before it; the UI's wait for its "
+           "worker: how long its polls waited for their pveproxy worker's event loop (pve-sim's `queued_ms`). pveproxy queue: how long the fleet's requests "
            "waited for a pveproxy worker, from pve-sim's request log (`queued_ms`), the UI poll's left out. Targets: 0 failures and 0 "
            f"duplicates; requests per VM ≤ {MAX_REQUESTS_PER_VM} (ours) and within {GROWTH_SLACK:g}× of the same "
            "cost's smallest fleet; wall ≤ the peer's; the UI poll's p95 ≤ 2× idle. The clones rows: the template "
@@ -437,8 +459,9 @@ def report_lines(fleet):
            f"(pve-sim `--import-rate {IMPORT_RATE}`), `-f` the row's size, both clients in one task; budget "
            f"≤ {MAX_IMPORT_REQUESTS_PER_VM} requests per VM, the task polls included.", "",
            "| cell | client | wall s | VMs at end | failed | duplicate ids / names | requests per VM | creates sent per VM (succeeded) | "
-           "top endpoints (per VM) | UI idle p50 / p95 ms | UI during p50 / p95 ms | pveproxy queue p50 / p95 ms | targets |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "top endpoints (per VM) | UI idle p50 / p95 ms | UI during p50 / p95 ms | UI's wait for its worker p50 / p95 ms | "
+           "pveproxy queue p50 / p95 ms | targets |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     cells = fleet.get("cells", [])
     for row in cells:
         peer_row = next((p for p in cells if p["who"] == "peer" and p["n"] == row["n"] and p["cost"] == row["cost"]), None)

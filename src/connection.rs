@@ -50,8 +50,11 @@ pub fn connection_options() -> Vec<Opt> {
         Opt::new("api_timeout", Kind::Duration)
             .default(json!("30s"))
             .env(&["PROXMOX_API_TIMEOUT"]),
-        // pveproxy serves with 3 workers (pve-manager PVE/Service/pveproxy.pm): 2 leave one
-        // to the web UI and every other client; PVE allows up to 127 (MAX_WORKERS, 9.0).
+        // pveproxy serves with 3 workers (pve-manager PVE/Service/pveproxy.pm), each an event
+        // loop that owns the connections it accepted: 1 leaves two to the web UI and every
+        // other client, and no request of theirs waits behind more than one of this
+        // controller's (with 2, both can be on the worker that owns the UI's connection);
+        // PVE allows up to 127 (MAX_WORKERS, 9.0).
         Opt::new(
             "api_concurrency",
             Kind::Int {
@@ -59,7 +62,7 @@ pub fn connection_options() -> Vec<Opt> {
                 max: Some(MOST_SLOTS as i64),
             },
         )
-        .default(json!(2))
+        .default(json!(1))
         .env(&["PROXMOX_API_CONCURRENCY"]),
     ]
 }

@@ -107,6 +107,13 @@ pub struct Client {
     roster: Option<Arc<Roster>>,
 }
 
+/// How long until a clock that an answer stamped `stamped` (whole seconds, as a `Date`
+/// header counts them) `since` ago has surely reached `second`: the stamp was made at
+/// `stamped` or later, so the clock now reads at least `stamped + since`.
+pub fn until_clock_reaches(second: u64, stamped: u64, since: Duration) -> Duration {
+    Duration::from_secs(second.saturating_sub(stamped)).saturating_sub(since)
+}
+
 impl Client {
     /// Builds a client; logs in when using a password. `read_only` (check mode) refuses writes.
     pub fn connect(conn: &Connection, read_only: bool) -> Result<Client, ApiError> {
@@ -250,6 +257,14 @@ impl Client {
         self.server_clock
             .get()
             .map(|(seconds, at)| seconds + at.elapsed().as_secs())
+    }
+
+    /// How long until the API node's clock has surely passed into `second` (epoch seconds),
+    /// from its last answer's `Date` ([`until_clock_reaches`]); `None` before an answer had one.
+    pub fn until_server_reaches(&self, second: u64) -> Option<Duration> {
+        self.server_clock
+            .get()
+            .map(|(seconds, at)| until_clock_reaches(second, seconds, at.elapsed()))
     }
 
     /// The quickest successful answer of this run (see [`crate::wait::WaitState::note_baseline`]).
@@ -520,5 +535,31 @@ impl Client {
             proxy,
             noted,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::until_clock_reaches;
+    use std::time::Duration;
+
+    #[test]
+    fn a_clock_is_waited_for_until_its_stamp_and_the_time_since_pass_the_second() {
+        // Stamped 100 (100.0 to 100.99 then): 101 is sure once a whole second has passed.
+        assert_eq!(
+            until_clock_reaches(101, 100, Duration::ZERO),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            until_clock_reaches(101, 100, Duration::from_millis(300)),
+            Duration::from_millis(700)
+        );
+        assert_eq!(
+            until_clock_reaches(101, 100, Duration::from_secs(2)),
+            Duration::ZERO
+        );
+        // A stamp in or past the second: no wait.
+        assert_eq!(until_clock_reaches(101, 101, Duration::ZERO), Duration::ZERO);
+        assert_eq!(until_clock_reaches(101, 105, Duration::ZERO), Duration::ZERO);
     }
 }

@@ -22,6 +22,10 @@ use crate::pve::api::{Dispatched, cluster};
 use crate::pve::error::{ApiError, task_found_vmid_taken, task_met_storage_lock};
 use crate::pve::retry::{Awaiting, Step, until};
 
+/// The longest a claim waits for the API node's clock to pass its VM's ctime second: the
+/// second itself, and a little for the nodes' clocks to differ.
+const CLOCK_WAIT_MOST: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// How a new VM is made.
 enum Making<'p> {
     /// A create with this config (imports included), in `pool` if given.
@@ -355,6 +359,29 @@ impl Runner<'_> {
         // Only a create that may win the name can matter: one that started in a later second,
         // or in the same second for a higher vmid, loses to this VM, and its own run removes
         // it. The names are read once those that may win have ended.
+        //
+        // The look below sees every create that started before it; one that starts after it
+        // must lose to this VM, so it must start in a later second than this VM's ctime (in
+        // the same second, a lower vmid would win, and both runs would keep their VM). The
+        // look is therefore made once the API node's clock has passed that second: up to a
+        // second after a quick create, no wait after one that took longer. The nodes' clocks
+        // are taken to agree within that (PVE's NTP); a node far ahead is waited for at most
+        // [`CLOCK_WAIT_MOST`].
+        if own_ctime != u64::MAX
+            && let Some(wait) = self
+                .session
+                .client
+                .until_server_reaches(own_ctime.saturating_add(1))
+        {
+            self.budget()
+                .pause(wait.min(CLOCK_WAIT_MOST))
+                .map_err(|signal| {
+                    self.interrupted(
+                        signal,
+                        &format!("waiting for the second VM {vmid} was created in to pass"),
+                    )
+                })?;
+        }
         let mut listed = self.listing_by_name(&name)?;
         let others = super::find::creates_in_flight(&listed, Some(vmid));
         // The names read before the create, and this VM's own, are known: only the VMs that
