@@ -404,6 +404,62 @@ fn a_run_by_name_waits_for_a_create_whose_run_was_interrupted_whatever_its_name(
     assert_eq!(sim.task_count("qmcreate"), 2);
 }
 
+/// A run that ended while its clone still ran (its timeout) leaves a VM that the clone holds
+/// with no name yet: qemu-server clone_vm writes a temporary config of `lock: clone` alone,
+/// and the name only with the copied disks, and its `qmclone` task carries the template's
+/// id. A re-run for the name waits for that clone and converges its VM; it does not clone
+/// again.
+#[test]
+fn a_rerun_by_name_waits_for_an_interrupted_runs_clone_and_does_not_clone_again() {
+    let img = image("clone-source-100.qcow2", 1024, 100);
+    let sim = Sim::start(
+        &[&img],
+        &["--stats-interval", "120s", "--import-rate", "20M"],
+    );
+    ok(run(merge(&[
+        sim.conn(),
+        json!({"node": "pve1", "vmid": 900, "name": "tpl", "cores": 1, "template": true,
+               "timeout": "2m",
+               "disks": [{"slot": "scsi0", "storage": "local-lvm",
+                          "import_from": "local:import/clone-source-100.qcow2"}]}),
+    ])));
+    let clone = json!({"node": "pve1", "name": "web", "clone": {"vmid": 900, "full": true}});
+    let interrupted = failed(run(merge(&[
+        sim.conn(),
+        clone.clone(),
+        json!({"timeout": "1s"}),
+    ])));
+    assert!(
+        interrupted["msg"]
+            .as_str()
+            .is_some_and(|msg| msg.contains("deadline")),
+        "{interrupted}"
+    );
+    let held: Vec<u64> = sim.get("/nodes/pve1/qemu")["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|vm| vm["lock"] == "clone")
+        .filter_map(|vm| vm["vmid"].as_u64())
+        .collect();
+    assert_eq!(held.len(), 1, "the interrupted run's clone is not running");
+    let rerun = ok(run(merge(&[sim.conn(), clone, json!({"timeout": "2m"})])));
+    assert_eq!(
+        rerun["vmid"].as_u64(),
+        Some(held[0]),
+        "the re-run did not take the clone in flight for its VM: {rerun}"
+    );
+    assert_eq!(sim.task_count("qmclone"), 1, "the re-run cloned again");
+    let named: Vec<u64> = sim.get("/nodes/pve1/qemu")["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|vm| vm["name"] == "web")
+        .filter_map(|vm| vm["vmid"].as_u64())
+        .collect();
+    assert_eq!(named, [held[0]]);
+}
+
 /// Without `Sys.Audit` on `/` the cluster's recent tasks list only the user's own tasks
 /// (pve-manager Cluster.pm `tasks`): parallel runs for one name by such a user, on two nodes,
 /// still end with one VM, each run naming it (the claim judges the VMs of its listing).

@@ -559,7 +559,13 @@ mod tests {
             Duration::ZERO
         );
         // A stamp in or past the second: no wait.
-        assert_eq!(until_clock_reaches(101, 101, Duration::ZERO), Duration::ZERO);
-        assert_eq!(until_clock_reaches(101, 105, Duration::ZERO), Duration::ZERO);
+        assert_eq!(
+            until_clock_reaches(101, 101, Duration::ZERO),
+            Duration::ZERO
+        );
+        assert_eq!(
+            until_clock_reaches(101, 105, Duration::ZERO),
+            Duration::ZERO
+        );
     }
 }

@@ -396,7 +396,8 @@ impl Runner<'_> {
                 .to_string(),
         );
         if !others.is_empty() {
-            let awaited = self.await_creates(&name, &others, Some(own_vm))?;
+            let clones = super::find::clones_in_flight(&listed);
+            let awaited = self.await_creates(&name, &others, &clones, Some(own_vm))?;
             listed = super::find::ended_creates(listed, &awaited.ended);
             for later in awaited.created_after {
                 known.entry(later).or_default();

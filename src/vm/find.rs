@@ -16,13 +16,23 @@ use crate::pve::api::named::{self, Confirm, Look, Named, OwnVm, Settling};
 use crate::pve::api::qemu::{self, Vm};
 use crate::pve::retry::{Awaiting, Step, until};
 
-/// The VMs of a listing that a create holds and that have no name of their own yet (`lock:
-/// create`; the name shows at the create's end), but `own`.
+/// The VMs of a listing that a create or a clone holds and that have no name of their own yet
+/// (`lock: create`, `lock: clone`; the name shows at its end), but `own`.
 pub(super) fn creates_in_flight(listed: &[ListedVm], own: Option<u32>) -> Vec<(u32, String)> {
     listed
         .iter()
         .filter(|vm| vm.creating && vm.unnamed() && Some(vm.vmid) != own)
         .map(|vm| (vm.vmid, vm.node.clone()))
+        .collect()
+}
+
+/// Of a listing's VMs, those a clone holds (`lock: clone`): waited for by their nodes'
+/// running clones, as their tasks carry their sources' ids ([`named::Settling::cloning`]).
+pub(super) fn clones_in_flight(listed: &[ListedVm]) -> BTreeSet<u32> {
+    listed
+        .iter()
+        .filter(|vm| vm.cloning)
+        .map(|vm| vm.vmid)
         .collect()
 }
 
@@ -122,8 +132,9 @@ impl Runner<'_> {
             // this listing's other VMs pvestatd has not named yet, after one pause (most have
             // ended by then, and those lists tell it: `named_once_settled`).
             let known = self.confirmed_names.borrow().clone();
+            let clones = clones_in_flight(&vms);
             let (named, awaited) = self.named_once_settled(name, vms, &in_flight, None, &known)?;
-            self.note_leftovers(name, &named.in_flight, &awaited.unseen);
+            self.note_leftovers(name, &named.in_flight, &awaited.unseen, &clones);
             named
         };
         // Several VMs with the name: parallel runs that created one each are removing all but
@@ -260,7 +271,7 @@ impl Runner<'_> {
                 },
             ));
         }
-        let awaited = self.await_creates(name, &still, since)?;
+        let awaited = self.await_creates(name, &still, &clones_in_flight(&listed), since)?;
         let mut known = first_known;
         known.extend(first.confirmed.clone());
         for later in &awaited.created_after {
@@ -296,7 +307,7 @@ impl Runner<'_> {
     }
 
     /// Waits until the creates this user can see running on `in_flight` (VMs under `lock:
-    /// create`, no name yet) have ended, or the budget has ([`named::Settling`]: the
+    /// create` or, those of `clones`, `lock: clone`, no name yet) have ended, or the budget has ([`named::Settling`]: the
     /// cluster's recent tasks listed at each look, a node's running tasks for the VMs that
     /// list does not show; with `since`, the run's own new VM, only the creates that may win
     /// the name from it are waited for).
@@ -304,10 +315,11 @@ impl Runner<'_> {
         &self,
         name: &str,
         in_flight: &[(u32, String)],
+        clones: &BTreeSet<u32>,
         since: Option<OwnVm>,
     ) -> anyhow::Result<Awaited> {
         let client = &self.session.client;
-        let mut settling = Settling::new(in_flight, since);
+        let mut settling = Settling::new(in_flight, since).cloning(clones.iter().copied());
         let what = format!("waiting for the creates in flight that may carry the name '{name}'");
         let still_running = |nodes: Vec<String>| {
             anyhow!(
@@ -361,11 +373,22 @@ impl Runner<'_> {
     /// and no name (qemu-server writes the name last, so a create killed mid-import leaves
     /// none, and a killed worker cleans nothing up), with no running create this user can see.
     /// They are left alone: one may be this name's, but nothing proves it.
-    fn note_leftovers(&self, name: &str, in_flight: &[(u32, String)], unseen: &[u32]) {
+    fn note_leftovers(
+        &self,
+        name: &str,
+        in_flight: &[(u32, String)],
+        unseen: &[u32],
+        clones: &BTreeSet<u32>,
+    ) {
         for (id, node) in in_flight.iter().filter(|(id, _)| unseen.contains(id)) {
+            let (lock, task, what) = if clones.contains(id) {
+                ("clone", "cloning", "a clone")
+            } else {
+                ("create", "creating", "a create")
+            };
             let note = format!(
-                "VM {id} on {node} has `lock: create` and no name, and no task on {node} that this \
-                 user can see is creating it: it looks like the leftover of a create that was killed \
+                "VM {id} on {node} has `lock: {lock}` and no name, and no task on {node} that this \
+                 user can see is {task} it: it looks like the leftover of {what} that was killed \
                  (an earlier run's, perhaps for '{name}'), and it was left alone. Check it with \
                  `qm config {id}` on {node}; if it is a leftover, remove it there with \
                  `qm unlock {id} && qm destroy {id}`"
@@ -495,6 +518,7 @@ mod tests {
             node: "pve1".into(),
             name: String::new(),
             creating: true,
+            cloning: false,
         };
         let listed = ended_creates(vec![vm(100), vm(101)], &[(101, "pve1".to_string())]);
         assert!(listed[0].creating, "100's create was not seen ending");

@@ -17,11 +17,27 @@ pub struct ListedVm {
     pub node: String,
     /// Empty when pvestatd has not seen one yet.
     pub name: String,
-    /// `lock: create`: a create (or a killed create's leftover) holds the VM.
+    /// `lock: create` or `lock: clone`: a create or a clone (or a killed one's leftover)
+    /// holds the VM; until its end its config has no name (qemu-server API2/Qemu.pm
+    /// create_vm writes the name last; clone_vm's temporary config is `lock: clone` alone,
+    /// and the name comes with its first copied disk).
     pub creating: bool,
+    /// `lock: clone`: the holder is a clone, whose task (`qmclone`) carries its source's
+    /// id, not this VM's: only the clone's log names this one.
+    pub cloning: bool,
 }
 
 impl ListedVm {
+    /// The type of the task that the VM's lock says holds it: `qmcreate` (`lock: create`),
+    /// `qmclone` (`lock: clone`), or none.
+    pub fn holder(&self) -> Option<&'static str> {
+        match (self.creating, self.cloning) {
+            (false, _) => None,
+            (true, false) => Some("qmcreate"),
+            (true, true) => Some("qmclone"),
+        }
+    }
+
     /// Whether the listing shows no name of the VM's own: none yet (pvestatd has not seen the
     /// VM), or the `VM <vmid>` that qemu-server's vmstatus gives a VM whose config has none (a
     /// create in flight once pvestatd has seen it: its name is written at its end).
@@ -51,7 +67,8 @@ pub fn listing(client: &Client) -> Result<Listing, ApiError> {
                 vmid: resource.vmid,
                 node: resource.node,
                 name: resource.name.unwrap_or_default(),
-                creating: resource.lock.as_deref() == Some("create"),
+                creating: matches!(resource.lock.as_deref(), Some("create" | "clone")),
+                cloning: resource.lock.as_deref() == Some("clone"),
             });
         }
     }
@@ -237,6 +254,7 @@ mod tests {
             node: "pve1".into(),
             name: name.into(),
             creating: true,
+            cloning: false,
         };
         assert!(listed("").unnamed());
         assert!(

@@ -78,7 +78,8 @@ pub fn outrun_by(recent: &[RecentTask], own: OwnVm) -> Vec<Vmid> {
 /// The listing with the names the roster gives ([`crate::client::Roster::made`]: VMs this
 /// controller's live runs are making, or made a moment ago, with the name their create gave):
 /// a VM the listing does not name (no name yet, or a create in flight) whose record fits it
-/// ([`Made::fits`]: a VM under `lock: create` only a running create's record) and names it other than `name` is taken as named so, and no longer as held by a
+/// ([`Made::fits`]: a VM under `lock: create` only a running create's record, one under
+/// `lock: clone` only a running clone's) and names it other than `name` is taken as named so, and no longer as held by a
 /// create: its create gave it another name, so it is neither waited for nor its name read. A record of `name` itself (a
 /// parallel run for the same name) changes nothing: that VM is judged as before, as does a
 /// VM whose records disagree. Pure.
@@ -89,7 +90,7 @@ pub fn named_by_roster(listed: Vec<ListedVm>, made: &[Made], name: &str) -> Vec<
             let mut names = made
                 .iter()
                 .filter(|made| {
-                    made.vmid == vm.vmid && made.node == vm.node && made.fits(vm.creating)
+                    made.vmid == vm.vmid && made.node == vm.node && made.fits(vm.holder())
                 })
                 .map(|made| made.name.as_str());
             let first = names.next();
@@ -102,6 +103,7 @@ pub fn named_by_roster(listed: Vec<ListedVm>, made: &[Made], name: &str) -> Vec<
             {
                 vm.name = record.to_string();
                 vm.creating = false;
+                vm.cloning = false;
             }
             vm
         })
@@ -206,7 +208,7 @@ fn named_with(
             error,
         })?;
         for vm in on_node {
-            let creating = vm.lock.as_deref() == Some("create");
+            let creating = matches!(vm.lock.as_deref(), Some("create" | "clone"));
             let vm_name = vm.name.unwrap_or_default();
             if !creating {
                 confirmed.insert(vm.vmid, vm_name.clone());
@@ -229,6 +231,7 @@ fn carrying(name: &str, listed: Vec<ListedVm>, fresh: &BTreeMap<Vmid, (String, b
         node,
         name: listed_name,
         creating: listed_creating,
+        ..
     } in listed
     {
         let (current_name, creating) = match fresh.get(&vmid) {
@@ -271,6 +274,8 @@ pub struct Settling {
     looked: Vec<Look>,
     /// The creates the latest look at the cluster's recent tasks listed.
     recent: Vec<RecentTask>,
+    /// Of the waited VMs, those a clone holds (`lock: clone`, [`Settling::cloning`]).
+    clones: BTreeSet<Vmid>,
 }
 
 /// Where a look of [`Settling`] lists running creates.
@@ -298,6 +303,16 @@ impl Settling {
             since,
             ..Settling::default()
         }
+    }
+
+    /// Of the waited VMs, those a clone holds (`lock: clone`): a `qmclone` task carries its
+    /// source's id, not the new VM's (qemu-server API2/Qemu.pm clone_vm, `fork_worker
+    /// ('qmclone', $vmid, …)`), so such a VM is waited for on its node while any clone runs
+    /// there, and whatever the clone's start: a clone keeps its source's `meta: ctime`, so
+    /// its VM may win the name from any VM made since.
+    pub fn cloning(mut self, clones: impl IntoIterator<Item = Vmid>) -> Settling {
+        self.clones = clones.into_iter().collect();
+        self
     }
 
     /// The nodes with VMs whose create may still be running.
@@ -357,6 +372,12 @@ impl Settling {
             };
             let mut still = Vec::new();
             for vmid in vmids {
+                if self.clones.contains(&vmid) {
+                    // The list names the clone by its source: only the node tells.
+                    self.on_node.insert(node.clone());
+                    still.push(vmid);
+                    continue;
+                }
                 let newest = listed
                     .iter()
                     .filter(|task| {
@@ -394,9 +415,10 @@ impl Settling {
         }
     }
 
-    /// What a look at `node` saw: its running creates. A VM whose create no longer runs is
-    /// done (its name is to be read); one whose create loses to `since` is not waited for;
-    /// one whose create runs stays.
+    /// What a look at `node` saw: its running creates and clones. A VM whose create no
+    /// longer runs is done (its name is to be read); one whose create loses to `since` is not
+    /// waited for; one whose create runs stays, as does a clone's VM while any clone runs on
+    /// its node ([`Settling::cloning`]).
     pub fn observe(&mut self, node: &str, running: &[Upid]) {
         self.looked.push(Look::Node(node.to_string()));
         let Some(vmids) = self.pending.remove(node) else {
@@ -404,14 +426,21 @@ impl Settling {
         };
         let mut still = Vec::new();
         for vmid in vmids {
-            let holder = running
-                .iter()
-                .find(|upid| upid.node == node && upid.id == vmid.to_string());
+            let cloned = self.clones.contains(&vmid);
+            let holder = running.iter().find(|upid| {
+                upid.node == node
+                    && if cloned {
+                        upid.task_type == TaskType::Clone.as_str()
+                    } else {
+                        upid.task_type == TaskType::Create.as_str() && upid.id == vmid.to_string()
+                    }
+            });
             match holder {
                 Some(upid)
-                    if self
-                        .since
-                        .is_some_and(|own| own.outruns(upid.starttime, vmid)) => {}
+                    if !cloned
+                        && self
+                            .since
+                            .is_some_and(|own| own.outruns(upid.starttime, vmid)) => {}
                 Some(_) => {
                     if !self.seen_running.contains(&vmid) {
                         self.seen_running.push(vmid);
@@ -451,12 +480,21 @@ pub fn recent_tasks(client: &Client) -> Result<Vec<RecentTask>, ApiError> {
     tasks::cluster_recent(client)
 }
 
-/// One node's running creates (a read): for [`Settling::observe`].
+/// One node's running creates and clones (a read, of its running tasks: a typefilter takes
+/// one type): for [`Settling::observe`].
 pub fn running_creates(client: &Client, node: &str) -> Result<Vec<Upid>, NodeListFailed> {
-    tasks::running(client, node, None, Some(TaskType::Create)).map_err(|error| NodeListFailed {
-        node: node.to_string(),
-        error,
-    })
+    let kinds = [TaskType::Create.as_str(), TaskType::Clone.as_str()];
+    tasks::running(client, node, None, None)
+        .map(|running| {
+            running
+                .into_iter()
+                .filter(|upid| kinds.contains(&upid.task_type.as_str()))
+                .collect()
+        })
+        .map_err(|error| NodeListFailed {
+            node: node.to_string(),
+            error,
+        })
 }
 
 #[cfg(test)]
@@ -469,6 +507,7 @@ mod tests {
             node: node.into(),
             name: name.into(),
             creating: false,
+            cloning: false,
         }
     }
 
@@ -484,6 +523,7 @@ mod tests {
         };
         let creating = |vmid: Vmid, node: &str| ListedVm {
             creating: true,
+            cloning: false,
             ..listed(vmid, node, "")
         };
         let cluster = vec![
@@ -627,6 +667,50 @@ mod tests {
             [122],
             "no create was seen holding 122: a leftover, or just ended"
         );
+    }
+
+    fn clone_upid(node: &str, source: Vmid, starttime: u64) -> Upid {
+        let text =
+            format!("UPID:{node}:0000AB13:00C0FFEF:{starttime:08X}:qmclone:{source}:ops@pve:");
+        Upid::parse(&text).expect("a well-formed UPID")
+    }
+
+    #[test]
+    fn a_clones_vm_is_waited_for_on_its_node_while_a_clone_runs_there_whatever_its_start() {
+        // 140 is a clone's (its qmclone carries the template's id, 900), 141 a create's.
+        let in_flight = [(140, "pve1".to_string()), (141, "pve1".to_string())];
+        let own = OwnVm {
+            ctime: 1_000,
+            vmid: 100,
+        };
+        let mut settling = Settling::new(&in_flight, Some(own)).cloning([140]);
+        assert_eq!(settling.next_look(), Some((Look::Cluster, false)));
+        // The cluster's list shows the clone by its source only: 140 goes to its node.
+        settling.observe_cluster(&[
+            RecentTask {
+                upid: clone_upid("pve1", 900, 2_000),
+                running: true,
+            },
+            recent("pve1", 141, 999, true),
+        ]);
+        assert_eq!(
+            settling.next_look(),
+            Some((Look::Node("pve1".into()), false))
+        );
+        // A clone that started after the run's own VM still runs: 140 may win the name (a
+        // clone keeps its template's ctime), so it is waited for; a create of 140's id
+        // would not hold a clone's VM.
+        settling.observe(
+            "pve1",
+            &[clone_upid("pve1", 900, 2_000), upid("pve1", 141, 999)],
+        );
+        assert_eq!(settling.waited_nodes(), ["pve1"]);
+        settling.observe("pve1", &[upid("pve1", 140, 2_001)]);
+        assert_eq!(settling.next_node(), None, "no clone runs on pve1 any more");
+        let (to_confirm, unseen) = settling.ended();
+        let confirm: Vec<Vmid> = to_confirm.iter().map(|(vmid, _)| *vmid).collect();
+        assert_eq!(confirm, [140, 141]);
+        assert!(unseen.is_empty(), "both were seen held: {unseen:?}");
     }
 
     #[test]

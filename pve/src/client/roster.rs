@@ -97,14 +97,18 @@ impl Made {
         since > now.saturating_add(1) || now > since.saturating_add(KEPT.as_secs())
     }
 
-    /// Whether this record can name a VM the cluster listing shows so: under `lock: create`
-    /// (`creating`) only while its own create runs (a create that ended, or a clone, whose VM
-    /// is locked `clone`, cannot be the one holding it: another create took the id). A
-    /// running create's record fits a VM no create holds too: the create may have ended a
-    /// moment before its run's next look marks the record. Pure.
-    pub fn fits(&self, creating: bool) -> bool {
-        let running_create = self.ended.is_none() && self.task_type == "qmcreate";
-        !creating || running_create
+    /// Whether this record can name a VM the cluster listing shows so, `holder` the type of
+    /// the task that the VM's lock says holds it (`qmcreate` for `lock: create`, `qmclone`
+    /// for `lock: clone`, [`crate::api::cluster::ListedVm::holder`]): a held VM only while
+    /// the recorded task, of that type, runs (a create or clone that ended, or one of the
+    /// other type, cannot be the one holding it: another took the id). A running record fits
+    /// a VM nothing holds too: its task may have ended a moment before its run's next look
+    /// marks the record. Pure.
+    pub fn fits(&self, holder: Option<&str>) -> bool {
+        match holder {
+            None => true,
+            Some(task_type) => self.ended.is_none() && self.task_type == task_type,
+        }
     }
 }
 
@@ -392,20 +396,24 @@ mod tests {
     fn a_record_names_only_a_vm_listed_as_its_task_leaves_it() {
         let running = record(None);
         assert!(
-            running.fits(true),
+            running.fits(Some("qmcreate")),
             "a create running holds its VM under lock: create"
         );
         assert!(
-            running.fits(false),
+            running.fits(None),
             "a create that ended a moment before its run looked again no longer holds it"
+        );
+        assert!(
+            !running.fits(Some("qmclone")),
+            "a VM locked `clone` is a clone's, not the recorded create's"
         );
         let ended = record(Some(Ended {
             at: 1_000,
             ok: true,
         }));
-        assert!(ended.fits(false));
+        assert!(ended.fits(None));
         assert!(
-            !ended.fits(true),
+            !ended.fits(Some("qmcreate")),
             "a create under way on the id is another's: the recorded one ended"
         );
         let clone = Made {
@@ -413,10 +421,14 @@ mod tests {
             ..record(None)
         };
         assert!(
-            clone.fits(false),
+            clone.fits(Some("qmclone")),
+            "a clone running holds its VM under lock: clone"
+        );
+        assert!(clone.fits(None));
+        assert!(
+            !clone.fits(Some("qmcreate")),
             "a clone's VM is locked `clone`, not `create`"
         );
-        assert!(!clone.fits(true));
     }
 
     #[test]
