@@ -80,12 +80,16 @@ options:
         O(api_port) as given) at once, all modules, forks and threads together; a request waits
         for one of them before it is sent. Environment variable E(PROXMOX_API_CONCURRENCY).
       - pveproxy serves with 3 workers (pve-manager C(PVE/Service/pveproxy.pm); C(MAX_WORKERS)
-        in C(/etc/default/pveproxy) since PVE 9.0), each owning the connections it accepted. A
-        fleet (50 forks) that keeps a request in flight on all three makes the web UI and
-        every other client wait behind it; the default V(2) leaves one to them. In the fleet
-        bench (50 VMs at once, pve-sim at 10 ms a request) the web UI's poll took 1.8 to 2.7
-        times its idle latency (p95) with V(2), 3.9 to 8.3 times without, for about 4 s more
-        wall time (13 s against 9 s).
+        in C(/etc/default/pveproxy) since PVE 9.0), each an event loop owning the connections it
+        accepted. A fleet (50 forks) that keeps a request in flight on all three makes the web
+        UI and every other client wait behind it. The default V(1) leaves two to them, and no
+        request of theirs waits behind more than one of this controller's; with V(2) both can be
+        on the worker that holds the web UI's connection. In the fleet bench (pve-sim at 30 ms a
+        request) the web UI's poll took at most 1.9 times its idle latency (p95) with V(1), up to
+        2.3 times with V(2), 3.9 to 8.3 times without a gate.
+      - A fleet bound by PVE's request cost is faster with more (200 VMs at 30 ms a request:
+        about 70 s with V(1), 42 s with V(2)); across a long round trip a request waits on the
+        network more than on pveproxy, and V(2) or V(3) costs the web UI less there.
       - V(0) sends without waiting, as before this option.
       - The runs share lock files in C($XDG_RUNTIME_DIR/sankofa-proxmox/gates/), else
         C(~/.ansible/sankofa-proxmox/gates/), made mode 0700 and used only when the user owns
@@ -93,5 +97,5 @@ options:
         sends without waiting and says why at C(-vvv). A slot is freed when its process ends,
         even when killed. Runs of another user, or on another controller, are not counted.
     type: int
-    default: 2
+    default: 1
 """

@@ -102,7 +102,8 @@ options:
     description:
       - How many requests this controller's runs (the modules' and this plugin's) send to one PVE
         API endpoint at once, as the modules' C(api_concurrency) option; V(0) sends without waiting.
-      - The default (2) leaves one of pveproxy's 3 workers to the web UI and other clients.
+      - The default (1) leaves two of pveproxy's 3 workers to the web UI and other clients; raise it
+        (to O(parallel)) for faster per-VM reads where nobody else uses the API.
     type: int
     env:
       - name: PROXMOX_API_CONCURRENCY
@@ -115,8 +116,9 @@ options:
       - How many VMs are read at once, when per-VM facts are read.
       - The default is the 3 workers of a node's pveproxy; more requests in flight wait in its
         queue, which the client's load relief reads as load, and it then spaces its requests
-        (1,000 VMs with every fact at 10 ms a request took over a minute at 8, 12.9 s at 3).
-      - At most O(api_concurrency) of those reads are in flight at once.
+        (1,000 VMs with every fact at 10 ms a request took over a minute at 8, 12.9 s at 3,
+        with no request gate).
+      - At most O(api_concurrency) of those reads are in flight at once (by default one).
     type: int
     default: 3
   facts:

@@ -100,6 +100,8 @@ pub struct Client {
     /// The slots this controller's runs share for this endpoint ([`gate`]), shared by the
     /// threads of the run; none with `slots` 0 or where no directory could hold them.
     gate: Option<Arc<Gate>>,
+    /// The guest agent's calls' own slots ([`Gate::for_agent`]).
+    agent_gate: Option<Arc<Gate>>,
     /// Why there is no gate although slots were asked for.
     gate_note: Option<String>,
     /// The VMs this controller's runs make on this endpoint ([`roster`]); none where no
@@ -108,10 +110,10 @@ pub struct Client {
 }
 
 /// How long until a clock that an answer stamped `stamped` (whole seconds, as a `Date`
-/// header counts them) `since` ago has surely reached `second`: the stamp was made at
-/// `stamped` or later, so the clock now reads at least `stamped + since`.
-pub fn until_clock_reaches(second: u64, stamped: u64, since: Duration) -> Duration {
-    Duration::from_secs(second.saturating_sub(stamped)).saturating_sub(since)
+/// header counts them) `since` ago has surely reached `moment` (since the epoch): the stamp
+/// was made at `stamped` or later, so the clock now reads at least `stamped + since`.
+pub fn until_clock_reaches(moment: Duration, stamped: u64, since: Duration) -> Duration {
+    moment.saturating_sub(Duration::from_secs(stamped).saturating_add(since))
 }
 
 impl Client {
@@ -163,6 +165,7 @@ impl Client {
                 Ok(gate) => (gate.map(Arc::new), None),
                 Err(why) => (None, Some(why)),
             };
+        let agent_gate = gate.as_ref().map(|gate| Arc::new(gate.for_agent()));
         let roster = Roster::open(&conn.concurrency.roots, &conn.host, conn.port)
             .ok()
             .map(Arc::new);
@@ -186,6 +189,7 @@ impl Client {
             server_clock: Cell::new(None),
             relief: Arc::new(Mutex::new(Relief::new(conn.budget.seed()))),
             gate,
+            agent_gate,
             gate_note,
             roster,
         };
@@ -235,6 +239,7 @@ impl Client {
             server_clock: Cell::new(self.server_clock.get()),
             relief: self.relief.clone(),
             gate: self.gate.clone(),
+            agent_gate: self.agent_gate.clone(),
             gate_note: self.gate_note.clone(),
             roster: self.roster.clone(),
         }
@@ -259,12 +264,12 @@ impl Client {
             .map(|(seconds, at)| seconds + at.elapsed().as_secs())
     }
 
-    /// How long until the API node's clock has surely passed into `second` (epoch seconds),
+    /// How long until the API node's clock has surely reached `moment` (since the epoch),
     /// from its last answer's `Date` ([`until_clock_reaches`]); `None` before an answer had one.
-    pub fn until_server_reaches(&self, second: u64) -> Option<Duration> {
+    pub fn until_server_reaches(&self, moment: Duration) -> Option<Duration> {
         self.server_clock
             .get()
-            .map(|(seconds, at)| until_clock_reaches(second, seconds, at.elapsed()))
+            .map(|(seconds, at)| until_clock_reaches(moment, seconds, at.elapsed()))
     }
 
     /// The quickest successful answer of this run (see [`crate::wait::WaitState::note_baseline`]).
@@ -429,7 +434,12 @@ impl Client {
         // At most the gate's number of this controller's requests are in flight to the
         // endpoint at once: the slot is held from here until the answer is read, and given
         // back (dropped) on every path, before any retry, re-login or pause.
-        let pass = match &self.gate {
+        let gate = if path.contains("/agent/") {
+            &self.agent_gate
+        } else {
+            &self.gate
+        };
+        let pass = match gate {
             Some(gate) => Some(gate.enter(&|| self.gate_waited_out(method, path, gate))?),
             None => None,
         };
@@ -544,28 +554,15 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn a_clock_is_waited_for_until_its_stamp_and_the_time_since_pass_the_second() {
+    fn a_clock_is_waited_for_until_its_stamp_and_the_time_since_pass_the_moment() {
+        let at = |ms: u64| Duration::from_millis(ms);
         // Stamped 100 (100.0 to 100.99 then): 101 is sure once a whole second has passed.
-        assert_eq!(
-            until_clock_reaches(101, 100, Duration::ZERO),
-            Duration::from_secs(1)
-        );
-        assert_eq!(
-            until_clock_reaches(101, 100, Duration::from_millis(300)),
-            Duration::from_millis(700)
-        );
-        assert_eq!(
-            until_clock_reaches(101, 100, Duration::from_secs(2)),
-            Duration::ZERO
-        );
-        // A stamp in or past the second: no wait.
-        assert_eq!(
-            until_clock_reaches(101, 101, Duration::ZERO),
-            Duration::ZERO
-        );
-        assert_eq!(
-            until_clock_reaches(101, 105, Duration::ZERO),
-            Duration::ZERO
-        );
+        assert_eq!(until_clock_reaches(at(101_000), 100, at(0)), at(1_000));
+        assert_eq!(until_clock_reaches(at(101_000), 100, at(300)), at(700));
+        assert_eq!(until_clock_reaches(at(101_250), 100, at(300)), at(950));
+        assert_eq!(until_clock_reaches(at(101_000), 100, at(2_000)), at(0));
+        // A stamp in or past the moment: no wait.
+        assert_eq!(until_clock_reaches(at(101_000), 101, at(0)), at(0));
+        assert_eq!(until_clock_reaches(at(101_250), 105, at(0)), at(0));
     }
 }

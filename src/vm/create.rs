@@ -26,6 +26,10 @@ use crate::pve::retry::{Awaiting, Step, until};
 /// second itself, and a little for the nodes' clocks to differ.
 const CLOCK_WAIT_MOST: std::time::Duration = std::time::Duration::from_millis(1500);
 
+/// What a claim waits beyond the API node's clock passing its VM's ctime second: for the
+/// clock of the node where a later create runs to pass it too.
+const CLOCK_MARGIN: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// How a new VM is made.
 enum Making<'p> {
     /// A create with this config (imports included), in `pool` if given.
@@ -363,16 +367,19 @@ impl Runner<'_> {
         // The look below sees every create that started before it; one that starts after it
         // must lose to this VM, so it must start in a later second than this VM's ctime (in
         // the same second, a lower vmid would win, and both runs would keep their VM). The
-        // look is therefore made once the API node's clock has passed that second: up to a
-        // second after a quick create, no wait after one that took longer. The nodes' clocks
-        // are taken to agree within that (PVE's NTP); a node far ahead is waited for at most
-        // [`CLOCK_WAIT_MOST`].
-        if own_ctime != u64::MAX
-            && let Some(wait) = self
+        // look is therefore made once the API node's clock has passed that second, and
+        // [`CLOCK_MARGIN`] more for the nodes' clocks to differ (PVE's NTP keeps them within
+        // milliseconds): up to 1.25 s after a quick create, no wait after one that took
+        // longer; without a `Date` to tell, that much. A node far ahead is waited for at most
+        // [`CLOCK_WAIT_MOST`]. A clone keeps its template's ctime, so this does not order a
+        // clone that starts after the look: see the README's known limits.
+        if own_ctime != u64::MAX {
+            let passed = std::time::Duration::from_secs(own_ctime.saturating_add(1)) + CLOCK_MARGIN;
+            let wait = self
                 .session
                 .client
-                .until_server_reaches(own_ctime.saturating_add(1))
-        {
+                .until_server_reaches(passed)
+                .unwrap_or(std::time::Duration::from_secs(1) + CLOCK_MARGIN);
             self.budget()
                 .pause(wait.min(CLOCK_WAIT_MOST))
                 .map_err(|signal| {

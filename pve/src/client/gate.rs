@@ -26,6 +26,14 @@
 //! retry, a task wait's next look and the relief's gaps are requests (or pauses) of their own,
 //! made after the slot was given back.
 //!
+//! Guest agent calls (paths with `/agent/`) pass a gate of their own, `agent-slot-N` beside
+//! the others ([`Gate::for_agent`]): while a guest boots, each of them waits in pvedaemon for
+//! its guest-ping to time out, 3 s (qemu-server `PVE/QemuServer/Agent.pm`
+//! `qga_check_running`), and a fleet waiting for its VMs' addresses would otherwise hold the
+//! one slot for seconds at a time while its other requests, which pveproxy answers in
+//! milliseconds, wait behind them. pvedaemon does the agent's waiting after pveproxy handed the
+//! call on, so the web UI's poll does not wait behind them either way.
+//!
 //! Where no directory can be made or trusted (a read-only home, as in an execution environment
 //! without one, a directory another user owns or may write), there is no gate: the run goes
 //! on as before, and says why only when asked.
@@ -199,6 +207,8 @@ impl Pass {
 pub(super) struct Gate {
     dir: PathBuf,
     slots: usize,
+    /// What the slot files are called: `slot` (`slot-0` …), `agent-slot` for the agent's.
+    kind: &'static str,
     /// The jitter's state, from the run's seed: which slot a request tries first and which
     /// it blocks on.
     jitter: Mutex<u64>,
@@ -221,8 +231,21 @@ impl Gate {
         Ok(Some(Gate {
             dir,
             slots: concurrency.slots.min(MOST_SLOTS),
+            kind: "slot",
             jitter: Mutex::new(seed),
         }))
+    }
+
+    /// The gate of the guest agent's calls to the same endpoint: as many slots, its own
+    /// files (`agent-slot-N`), so that a call waiting on a guest holds none of the others.
+    pub(super) fn for_agent(&self) -> Gate {
+        let seed = *self.jitter.lock().unwrap_or_else(|e| e.into_inner());
+        Gate {
+            dir: self.dir.clone(),
+            slots: self.slots,
+            kind: "agent-slot",
+            jitter: Mutex::new(seed.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15),
+        }
     }
 
     /// The directory holding the slots.
@@ -279,7 +302,7 @@ impl Gate {
     }
 
     fn path(&self, slot: usize) -> PathBuf {
-        self.dir.join(format!("slot-{slot}"))
+        self.dir.join(format!("{}-{slot}", self.kind))
     }
 
     /// Every slot once, from `first`, without blocking: the first free one, locked.
@@ -501,6 +524,37 @@ mod tests {
         );
         let _ = std::fs::remove_dir_all(&anchor);
         let _ = std::fs::remove_dir_all(&next);
+    }
+
+    #[test]
+    fn the_agents_calls_have_slots_of_their_own() {
+        let anchor = scratch("agent");
+        let gate = Gate::open(&concurrency(1, &anchor), "pve1", 8006, 3)
+            .unwrap()
+            .unwrap();
+        let agent = gate.for_agent();
+        let held = gate.enter(&never).unwrap();
+        // The one general slot held: an agent call still passes, and holds its own.
+        let call = agent.enter(&never).unwrap();
+        assert!(held.holds() && call.holds());
+        assert!(gate.dir().join("agent-slot-0").exists());
+        let until = Instant::now() + Duration::from_millis(100);
+        let second_call = agent.enter(&|| (Instant::now() >= until).then_some("deadline"));
+        assert_eq!(
+            second_call.err(),
+            Some("deadline"),
+            "the agent's gate has one slot too"
+        );
+        drop(call);
+        let until = Instant::now() + Duration::from_millis(100);
+        let other = gate.enter(&|| (Instant::now() >= until).then_some("deadline"));
+        assert_eq!(
+            other.err(),
+            Some("deadline"),
+            "an agent slot freed frees no general one"
+        );
+        drop(held);
+        let _ = std::fs::remove_dir_all(&anchor);
     }
 
     #[test]
