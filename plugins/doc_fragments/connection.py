@@ -87,7 +87,7 @@ options:
         on the worker that holds the web UI's connection. In the fleet bench (pve-sim at 30 ms a
         request) the web UI's poll took at most 1.9 times its idle latency (p95) with V(1), up to
         2.3 times with V(2), 3.9 to 8.3 times without a gate.
-      - A fleet bound by PVE's request cost is faster with more (200 VMs at 30 ms a request:
+      - A fleet bound by PVE's request cost is faster with more (200 VMs at 30 ms a request took
         about 70 s with V(1), 42 s with V(2)); across a long round trip a request waits on the
         network more than on pveproxy, and V(2) or V(3) costs the web UI less there.
       - V(0) sends without waiting, as before this option.
